@@ -1,0 +1,166 @@
+"""`model-compiler`: Glow's command line on typer. Glow spells options with one dash
+(`-model=x.onnx`); both that and `--model x.onnx` work. Every failure is one line
+`model-compiler: error: ...` with exit status 1 (model problem) or 2 (usage problem)."""
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+from typing import List, Optional
+
+import click
+import typer
+
+from glowpy.errors import GlowpyError, UsageError
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["--help", "-h"]})
+
+_SHAPE = re.compile(r"^\[\s*(\d+(\s*,\s*\d+)*)?\s*\]$")
+
+
+def parse_model_input(text: str):
+    """name,type,[d0,d1,...] or name,int8q,scale,offset,[d0,...]."""
+    import numpy as np
+
+    from glowpy.frontend.onnx import InputSpec
+    from glowpy.ir.dtypes import BY_NAME
+    usage = (f"-model-input={text}: expected name,type,[d0,d1,...] "
+             f"(types: {', '.join(sorted(BY_NAME))}, or name,int8q,scale,offset,[...])")
+    m = re.match(r"^(.+?),([A-Za-z0-9]+),(.*)$", text)
+    if not m:
+        raise UsageError(usage)
+    name, ty, rest = m.groups()
+    scale = offset = None
+    if ty in ("int8q", "uint8q"):
+        parts = rest.split(",", 2)
+        if len(parts) != 3:
+            raise UsageError(usage)
+        try:
+            scale, offset = float(parts[0]), int(parts[1])
+        except ValueError:
+            raise UsageError(usage) from None
+        rest, dtype = parts[2], np.dtype(np.int8 if ty == "int8q" else np.uint8)
+    elif ty in BY_NAME:
+        dtype = np.dtype(BY_NAME[ty])
+    else:
+        raise UsageError(usage)
+    if not _SHAPE.match(rest.strip()):
+        raise UsageError(usage)
+    dims = tuple(int(d) for d in re.findall(r"\d+", rest))
+    if any(d <= 0 for d in dims):
+        raise UsageError(f"-model-input={text}: dimensions must be positive")
+    return InputSpec(name, dtype, dims, scale, offset)
+
+
+def parse_symbol(text: str) -> tuple[str, int]:
+    m = re.match(r"^([^,]+),(\d+)$", text)
+    if not m or int(m.group(2)) <= 0:
+        raise UsageError(f"-onnx-define-symbol={text}: expected name,value with a positive integer value")
+    return m.group(1), int(m.group(2))
+
+
+def parse_bool(option: str, text: str) -> bool:
+    t = text.lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"-{option}={text}: expected true or false")
+
+
+@app.command(help="Compile an ONNX or Caffe2 model into a bundle: NAME.o, NAME.h, "
+                  "NAME.weights.bin, NAME.weights.txt and NAME.json.")
+def model_compiler(
+    model: Optional[List[str]] = typer.Option(None, "--model", help="Model file (.onnx), or Caffe2 "
+                                              "predict and init nets (give -model twice, or a directory)."),
+    emit_bundle: Optional[str] = typer.Option(None, "--emit-bundle", help="Output directory of the bundle."),
+    network_name: Optional[str] = typer.Option(None, "--network-name", help="Bundle name (default: model file name)."),
+    main_entry_name: Optional[str] = typer.Option(None, "--main-entry-name", help="Name of the entry function (default: network name)."),
+    backend: str = typer.Option("CPU", "--backend", help="Backend; CPU is the only one."),
+    bundle_api: str = typer.Option("static", "--bundle-api", help="Header API: static or dynamic."),
+    target: Optional[str] = typer.Option(None, "--target", help="LLVM triple or architecture (arm, aarch64, riscv32, x86_64); default: host."),
+    mcpu: Optional[str] = typer.Option(None, "--mcpu", help="Target CPU, e.g. cortex-m7 (default: host CPU, or the architecture's generic CPU)."),
+    march: Optional[str] = typer.Option(None, "--march", help="Target architecture variant, e.g. armv7e-m."),
+    mattr: Optional[List[str]] = typer.Option(None, "--mattr", "--target-feature", help="Target features, comma separated: +feat,-feat."),
+    float_abi: Optional[str] = typer.Option(None, "--float-abi", help="soft, hard or default."),
+    relocation_model: str = typer.Option("static", "--relocation-model", help="static or pic."),
+    code_model: str = typer.Option("small", "--code-model", help="small, medium, large, kernel, tiny or default."),
+    model_input: Optional[List[str]] = typer.Option(None, "--model-input", help="Input type and shape: name,type,[d0,d1,...] (repeatable)."),
+    onnx_define_symbol: Optional[List[str]] = typer.Option(None, "--onnx-define-symbol", help="Fix a symbolic dimension: name,value (repeatable)."),
+    dump_graph_dag: Optional[str] = typer.Option(None, "--dump-graph-DAG", help="Write the optimized graph as Graphviz DOT."),
+    dump_graph_dag_before_compile: Optional[str] = typer.Option(None, "--dump-graph-DAG-before-compile", help="Write the imported graph as Graphviz DOT."),
+    dump_llvm_ir: Optional[str] = typer.Option(None, "--dump-llvm-ir", help="Write the LLVM IR before optimization."),
+    reuse_activation_memory_allocations: str = typer.Option("true", "--reuse-activation-memory-allocations", help="false gives every activation its own memory (debugging)."),
+    opt: int = typer.Option(1, "--O", help="Graph optimization level: 0 (only what lowering needs) or 1."),
+    verbose: bool = typer.Option(False, "--verbose", help="Print progress; show internals on errors."),
+):
+    from glowpy.compiler import Options, compile_model
+    if not model:
+        raise UsageError("-model is required (the model file to compile)")
+    if not emit_bundle:
+        raise UsageError("-emit-bundle is required (the output directory)")
+    opts = Options(
+        network_name=network_name, main_entry_name=main_entry_name, bundle_api=bundle_api,
+        backend=backend, target=target, mcpu=mcpu, march=march,
+        mattr=",".join(mattr) if mattr else None, float_abi=float_abi,
+        relocation_model=relocation_model, code_model=code_model,
+        model_inputs=[parse_model_input(t) for t in model_input or []],
+        symbols=dict(parse_symbol(t) for t in onnx_define_symbol or []), opt_level=opt,
+        reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
+                                           reuse_activation_memory_allocations),
+        dump_graph_dag=dump_graph_dag, dump_graph_dag_before_compile=dump_graph_dag_before_compile,
+        dump_llvm_ir=dump_llvm_ir, verbose=verbose)
+    info = compile_model(model, emit_bundle, opts)
+    if verbose:
+        m = info.memory
+        print(f"model-compiler: wrote {info.name} to {emit_bundle}: constant {m['constant']} B, "
+              f"mutable {m['mutable']} B, activations {m['activations']} B", file=sys.stderr)
+
+
+def glow_argv(argv: list[str]) -> list[str]:
+    """-name=value / -name → --name=value / --name (Glow's spelling); -O0 style kept as --O=0."""
+    out = []
+    for a in argv:
+        if re.match(r"^-O\d$", a):
+            out.append(f"--O={a[2:]}")
+        elif a in ("-help", "-h"):
+            out.append("--help")
+        elif a.startswith("-") and not a.startswith("--") and len(a) > 2:
+            out.append("-" + a)
+        else:
+            out.append(a)
+    return out
+
+
+def run(argv: list[str], prog: str, command) -> int:
+    verbose = any(a.lstrip("-").startswith("verbose") for a in argv)
+    try:
+        command.main(glow_argv(argv), prog_name=prog, standalone_mode=False)
+        return 0
+    except GlowpyError as e:
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.exceptions.Abort:
+        print(f"{prog}: error: aborted", file=sys.stderr)
+        return 1
+    except click.ClickException as e:
+        print(f"{prog}: error: {e.format_message().replace('--', '-')}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, no traceback
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: error: internal error: {type(e).__name__}: {e} (rerun with -verbose and "
+              "report it)", file=sys.stderr)
+        return 1
+
+
+def main():
+    sys.exit(run(sys.argv[1:], "model-compiler", typer.main.get_command(app)))

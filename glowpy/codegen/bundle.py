@@ -1,0 +1,109 @@
+"""Writes the files of a bundle (DESIGN.md, Bundle format): NAME.o, NAME.h, NAME.weights.bin,
+NAME.weights.txt and NAME.json. Everything is computed here; the templates only format."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import jinja2
+import numpy as np
+
+from glowpy.codegen.names import comment_text, legalize
+from glowpy.ir.dtypes import GLOW_NAMES
+from glowpy.ir.planner import ALIGN
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("glowpy", "templates"), trim_blocks=True,
+                          lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,
+                          undefined=jinja2.StrictUndefined)
+
+
+@dataclass
+class Placeholder:
+    name: str  # as in the model
+    symbol: str  # legalized, unique
+    dtype: np.dtype
+    shape: tuple
+    offset: int
+    kind: str  # "input" | "output" | "inout"
+    quant: tuple | None = None
+
+    @property
+    def elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * np.dtype(self.dtype).itemsize
+
+
+def weights_image(prog) -> bytes:
+    img = bytearray(prog.sizes["constant"])
+    for c in prog.constants:
+        raw = np.ascontiguousarray(c.data).astype(c.dtype, copy=False).tobytes()
+        img[c.offset:c.offset + len(raw)] = raw
+    return bytes(img)
+
+
+def weights_text(image: bytes) -> str:
+    """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end."""
+    lines = ["".join(f" 0X{b:02X}," for b in image[i:i + 20]) for i in range(0, len(image), 20)]
+    return "\n".join(lines) + "\n"
+
+
+def type_str(dtype, shape) -> str:
+    return f"{GLOW_NAMES.get(np.dtype(dtype), np.dtype(dtype).name)}<{' x '.join(map(str, shape))}>"
+
+
+def header_text(name: str, entry: str, api: str, prog, placeholders, version: str) -> str:
+    upper = legalize(name).upper()
+    macros = [f"{upper}_{p.symbol}" for p in placeholders]
+    bound = prog.plan_info.get("lower_bound", 0)
+    act = prog.sizes["activation"]
+    ctx = dict(
+        version=version, guard=f"_GLOW_BUNDLE_{upper}_H", model_name=comment_text(name),
+        total_size=sum(prog.sizes.values()),
+        efficiency=f"{(bound / act) if act else 1.0:.4f}",
+        placeholders=[dict(macro=m, offset=p.offset, comment_name=comment_text(p.name),
+                           type_str=type_str(p.dtype, p.shape), elements=p.elements,
+                           nbytes=p.nbytes, quant=p.quant) for m, p in zip(macros, placeholders)],
+        macro_width=max([len(m) for m in macros] or [0]),
+        size_width=len(upper) + len("_ACTIVATIONS_MEM_SIZE"), upper=upper,
+        constant_size=prog.sizes["constant"], mutable_size=prog.sizes["mutable"],
+        activation_size=prog.sizes["activation"], alignment=ALIGN, entry=entry,
+        config=f"{legalize(name)}_config")
+    return _ENV.get_template(f"bundle_{api}.h.j2").render(**ctx)
+
+
+def manifest(name, entry, api, prog, placeholders, target, options, version) -> dict:
+    def ph(p):
+        d = {"name": p.name, "symbol": p.symbol, "dtype": np.dtype(p.dtype).name,
+             "shape": list(p.shape), "offset": p.offset, "bytes": p.nbytes}
+        if p.quant:
+            d["quantization"] = {"scale": p.quant[0], "offset": p.quant[1]}
+        return d
+    return {
+        "glowpy_version": version, "network_name": name, "entry": entry, "bundle_api": api,
+        "inputs": [ph(p) for p in placeholders if p.kind in ("input", "inout")],
+        "outputs": [ph(p) for p in placeholders if p.kind in ("output", "inout")],
+        "constants": [{"name": c.name, "dtype": np.dtype(c.dtype).name, "shape": list(c.shape),
+                       "offset": c.offset, "bytes": c.nbytes} for c in prog.constants],
+        "memory": {"constant": prog.sizes["constant"], "mutable": prog.sizes["mutable"],
+                   "activations": prog.sizes["activation"],
+                   "activations_lower_bound": prog.plan_info.get("lower_bound", 0),
+                   "alignment": ALIGN},
+        "target": target.describe(),
+        "options": options,
+    }
+
+
+def write_bundle(directory: str, name: str, files: dict[str, bytes | str]):
+    """Writes NAME.* files into `directory` (which the caller made fresh)."""
+    for suffix, content in files.items():
+        data = content.encode() if isinstance(content, str) else content
+        with open(os.path.join(directory, name + suffix), "wb") as f:
+            f.write(data)
+
+
+def manifest_json(m: dict) -> str:
+    return json.dumps(m, indent=2, sort_keys=False) + "\n"

@@ -1,0 +1,161 @@
+"""Builder helpers in the manner of numba's cgutils: loops, loop nests, if/then and typed
+element access. Kernel emitters build control flow only through these."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+from llvmlite import ir
+
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+
+_LLVM_TYPES = {"float32": F32, "float64": F64, "int8": I8, "uint8": I8, "int16": I16,
+               "uint16": I16, "int32": I32, "uint32": I32, "int64": I64, "uint64": I64, "bool": I8}
+
+
+def llvm_type(dtype) -> ir.Type:
+    return _LLVM_TYPES[np.dtype(dtype).name]
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def is_signed(dtype) -> bool:
+    return np.dtype(dtype).kind == "i"
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i"):
+    """`for (i = start; i < stop; i += step)`; yields i. Bounds may be ints or values."""
+    start = ir.Constant(intp, start) if isinstance(start, int) else start
+    stop = ir.Constant(intp, stop) if isinstance(stop, int) else stop
+    pre = b.block
+    header = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(intp, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, ir.Constant(intp, step), name=f"{name}.next", flags=["nsw"])
+    i.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(end)
+
+
+@contextmanager
+def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d"):
+    """Nested loops over a static shape; yields the list of indices (outermost first)."""
+    with _nest(b, list(shape), intp, name, []) as idx:
+        yield idx
+
+
+@contextmanager
+def _nest(b, shape, intp, name, acc):
+    if not shape:
+        yield acc
+        return
+    with for_range(b, shape[0], intp=intp, name=f"{name}{len(acc)}") as i:
+        with _nest(b, shape[1:], intp, name, acc + [i]) as idx:
+            yield idx
+
+
+def collapse(shape, strides_list):
+    """Merges adjacent dims that every operand walks contiguously, and drops size-1 dims, so
+    loop nests are as shallow (and inner loops as long) as the layout allows."""
+    dims = [(n, [s[i] for s in strides_list]) for i, n in enumerate(shape) if n != 1]
+    out = []
+    for n, st in dims:
+        if out and all(ps == s * n for ps, s in zip(out[-1][1], st)):
+            out[-1] = (out[-1][0] * n, st)
+        else:
+            out.append((n, st))
+    if not out:
+        return [1], [[0] for _ in strides_list]
+    return [n for n, _ in out], [[st[k] for _, st in out] for k in range(len(strides_list))]
+
+
+@contextmanager
+def strided_loop(b: ir.IRBuilder, shape, strides_list, offsets=None, intp=I64, name="e"):
+    """Loops over `shape`; yields, per operand, its element offset (intp value)
+    `offsets[k] + sum(idx[d] * strides_list[k][d])`. Strides are in elements, 0 to broadcast."""
+    shape, strides_list = collapse(shape, strides_list)
+    offsets = offsets or [0] * len(strides_list)
+    with loop_nest(b, shape, intp, name) as idx:
+        yield [linear(b, idx, st, off, intp) for st, off in zip(strides_list, offsets)]
+
+
+def linear(b, idx, strides, base=0, intp=I64):
+    """base + sum(idx[d] * strides[d]) with constants folded."""
+    acc = ir.Constant(intp, base) if isinstance(base, int) else base
+    for i, s in zip(idx, strides):
+        if s == 0:
+            continue
+        term = i if s == 1 else b.mul(i, ir.Constant(intp, s), flags=["nsw"])
+        acc = term if (isinstance(acc, ir.Constant) and acc.constant == 0) else b.add(acc, term, flags=["nsw"])
+    return acc
+
+
+def floordiv(b: ir.IRBuilder, a, s: int):
+    """Python's a // s for a positive constant s (sdiv truncates toward zero)."""
+    s_ = ir.Constant(a.type, s)
+    q, r = b.sdiv(a, s_), b.srem(a, s_)
+    return b.sub(q, b.zext(b.icmp_signed("<", r, ir.Constant(a.type, 0)), a.type))
+
+
+def contiguous_strides(shape) -> list[int]:
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= d
+    return st[::-1]
+
+
+def broadcast_strides(shape, out_shape) -> list[int]:
+    """Element strides of a row-major `shape` read as `out_shape` (numpy broadcasting)."""
+    st = contiguous_strides(shape)
+    pad = len(out_shape) - len(shape)
+    return [0] * pad + [0 if d == 1 and o != 1 else s for d, s, o in zip(shape, st, out_shape[pad:])]
+
+
+@contextmanager
+def if_then(b: ir.IRBuilder, cond):
+    with b.if_then(cond):
+        yield
+
+
+def gep(b: ir.IRBuilder, ptr, offset, elt: ir.Type):
+    if isinstance(offset, int):
+        offset = ir.Constant(I64, offset)
+    return b.gep(ptr, [offset], inbounds=True, source_etype=elt)
+
+
+def load(b, ptr, offset, elt, align=None):
+    return b.load(gep(b, ptr, offset, elt), typ=elt, align=align)
+
+
+def store(b, value, ptr, offset, align=None):
+    return b.store(value, gep(b, ptr, offset, value.type), align=align)
+
+
+def const(ty: ir.Type, value):
+    if isinstance(ty, (ir.FloatType, ir.DoubleType)):
+        return ir.Constant(ty, float(value))
+    return ir.Constant(ty, int(value))
+
+
+def alloca_in_entry(b: ir.IRBuilder, ty: ir.Type, name=""):
+    """An alloca in the function's entry block, so loops do not grow the stack."""
+    with b.goto_entry_block():
+        return b.alloca(ty, name=name)

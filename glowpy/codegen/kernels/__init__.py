@@ -1,0 +1,26 @@
+"""Kernel emitters, one module per op family. `emits` registers an emitter for op names;
+lowering's instruction op names (plus "Copy") are the keys."""
+from glowpy.errors import ModelError
+
+_EMITTERS = {}
+
+
+def emits(*ops):
+    def deco(fn):
+        for op in ops:
+            _EMITTERS[op] = fn
+        return fn
+    return deco
+
+
+def get_emitter(op: str):
+    if op not in _EMITTERS:
+        raise ModelError(f"op {op} has no code generator for this target")
+    return _EMITTERS[op]
+
+
+def has_emitter(op: str) -> bool:
+    return op in _EMITTERS
+
+
+from glowpy.codegen.kernels import conv, elementwise, matmul, reduce, tensor  # noqa: E402,F401

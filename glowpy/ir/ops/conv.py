@@ -1,0 +1,208 @@
+"""Sliding-window ops: Conv, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+`Window` resolves kernel, strides, dilations and pads (auto_pad, ceil_mode) once; inference,
+the numpy reference and the kernel emitters all use it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from glowpy.errors import ModelError
+from glowpy.ir.ops.registry import Op, register
+
+
+@dataclass(frozen=True)
+class Window:
+    in_size: tuple  # spatial input dims
+    out_size: tuple
+    kernel: tuple
+    strides: tuple
+    dilations: tuple
+    pads_begin: tuple
+    pads_end: tuple
+
+    def taps(self, d: int, o: int):
+        """Input positions read by output position o along spatial dim d (may be padding)."""
+        start = o * self.strides[d] - self.pads_begin[d]
+        return [start + k * self.dilations[d] for k in range(self.kernel[d])]
+
+    def valid_range(self, d: int, k: int) -> tuple[int, int]:
+        """Output positions [lo, hi) whose tap k along dim d lands inside the input."""
+        s, p, dl, n = self.strides[d], self.pads_begin[d], self.dilations[d], self.in_size[d]
+        lo = max(0, -((k * dl - p) // s)) if k * dl - p < 0 else 0
+        hi = (n - 1 - k * dl + p) // s + 1 if n - 1 - k * dl + p >= 0 else 0
+        return lo, max(lo, min(hi, self.out_size[d]))
+
+
+def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = False) -> Window:
+    a = node.attrs
+    n = len(spatial_in)
+    if kernel is None:
+        raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape is required")
+    kernel = tuple(int(k) for k in kernel)
+    strides = tuple(a.get("strides") or [1] * n)
+    dil = tuple(a.get("dilations") or [1] * n)
+    if len(kernel) != n or len(strides) != n or len(dil) != n:
+        raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape/strides/dilations must have "
+                         f"{n} values for a {n}-D input")
+    if min(strides + dil + kernel) < 1:
+        raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape, strides and dilations must be >= 1")
+    eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    auto = a.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = [math.ceil(i / s) for i, s in zip(spatial_in, strides)]
+        total = [max(0, (o - 1) * s + e - i) for o, s, e, i in zip(out, strides, eff, spatial_in)]
+        small = [t // 2 for t in total]
+        pb = small if auto == "SAME_UPPER" else [t - h for t, h in zip(total, small)]
+        pe = [t - b for t, b in zip(total, pb)]
+    elif auto in ("NOTSET", "VALID"):
+        pads = list(a.get("pads") or [0] * (2 * n)) if auto == "NOTSET" else [0] * (2 * n)
+        if len(pads) != 2 * n:
+            raise ModelError(f"node '{node.name}' ({node.op}): pads must have {2 * n} values")
+        pb, pe = pads[:n], pads[n:]
+        out = []
+        for i, p0, p1, e, s in zip(spatial_in, pb, pe, eff, strides):
+            span = i + p0 + p1 - e
+            if span < 0:
+                raise ModelError(f"node '{node.name}' ({node.op}): kernel {list(kernel)} is larger "
+                                 f"than the padded input {list(spatial_in)}")
+            o = (-(-span // s) if ceil_mode else span // s) + 1
+            if ceil_mode and (o - 1) * s >= i + p0:  # last window must start inside the input
+                o -= 1
+            out.append(o)
+    else:
+        raise ModelError(f"node '{node.name}' ({node.op}): unknown auto_pad '{auto}'")
+    return Window(tuple(spatial_in), tuple(out), kernel, strides, dil, tuple(pb), tuple(pe))
+
+
+def _check_spatial(node, x, lo=1, hi=3):
+    if not lo + 2 <= len(x.shape) <= hi + 2:
+        raise ModelError(f"node '{node.name}' ({node.op}): input '{x.name}' has rank {len(x.shape)}; "
+                         f"{lo}-D to {hi}-D spatial inputs (rank {lo + 2}..{hi + 2}) are supported")
+
+
+def _gather_windows(x: np.ndarray, w: Window, fill: float) -> np.ndarray:
+    """[N, C, *out, *kernel] view of x's windows (padding filled with `fill`)."""
+    nd = len(w.in_size)
+    pad = [(0, 0), (0, 0)] + [(p, q + s * o + (k - 1) * d) for p, q, s, o, k, d in
+                              zip(w.pads_begin, w.pads_end, w.strides, w.out_size, w.kernel, w.dilations)]
+    xp = np.pad(x, pad, constant_values=fill)
+    out = np.empty(x.shape[:2] + w.out_size + w.kernel, x.dtype)
+    for kidx in np.ndindex(*w.kernel):
+        sl = tuple(slice(k * d, k * d + s * o, s) for k, d, s, o in
+                   zip(kidx, w.dilations, w.strides, w.out_size))
+        out[(Ellipsis,) + kidx] = xp[(slice(None), slice(None)) + sl]
+    return out
+
+
+@register
+class Conv(Op):
+    inputs = ("X", "W", "B?")
+    attrs = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+             "pads": None, "strides": None}
+
+    def window(self, node) -> Window:
+        x, w = node.inputs[0], node.inputs[1]
+        k = node.attrs["kernel_shape"] or w.shape[2:]
+        return window(node, x.shape[2:], k)
+
+    def infer(self, node):
+        x, w, b = node.inputs[0], node.inputs[1], node.input(2)
+        _check_spatial(node, x)
+        g = node.attrs["group"]
+        if len(w.shape) != len(x.shape) or x.shape[1] != w.shape[1] * g or w.shape[0] % g:
+            raise ModelError(f"node '{node.name}' (Conv): weight shape {list(w.shape)} does not match "
+                             f"input shape {list(x.shape)} with group={g}")
+        if b is not None and b.shape != (w.shape[0],):
+            raise ModelError(f"node '{node.name}' (Conv): bias shape {list(b.shape)} must be [{w.shape[0]}]")
+        win = self.window(node)
+        return [(x.dtype, (x.shape[0], w.shape[0]) + win.out_size)]
+
+    def reference(self, node, x, w, b=None):
+        win = self.window(node)
+        g = node.attrs["group"]
+        cols = _gather_windows(x, win, 0)  # N, C, *out, *k
+        n, c = x.shape[:2]
+        m = w.shape[0]
+        nd = len(win.out_size)
+        cols = cols.reshape((n, g, c // g) + win.out_size + (-1,))
+        wg = w.reshape(g, m // g, c // g, -1).astype(np.float64)
+        y = np.einsum("ngc...k,gmck->ngm...", cols.astype(np.float64), wg)
+        y = y.reshape((n, m) + win.out_size)
+        if b is not None:
+            y = y + b.reshape((1, m) + (1,) * nd)
+        return [y.astype(x.dtype)]
+
+
+class Pool(Op):
+    inputs = ("X",)
+    attrs = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+             "pads": None, "strides": None, "count_include_pad": 0, "storage_order": 0}
+
+    def window(self, node) -> Window:
+        x = node.inputs[0]
+        return window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
+
+    def infer(self, node):
+        x = node.inputs[0]
+        _check_spatial(node, x)
+        win = self.window(node)
+        n = getattr(node, "_num_outputs", None) or 1
+        if n > 1:
+            raise ModelError(f"node '{node.name}' ({node.op}): the Indices output is not supported")
+        return [(x.dtype, x.shape[:2] + win.out_size)]
+
+
+@register
+class MaxPool(Pool):
+    def reference(self, node, x):
+        win = self.window(node)
+        cols = _gather_windows(x, win, -np.inf)
+        return [cols.reshape(cols.shape[: 2 + len(win.out_size)] + (-1,)).max(-1)]
+
+
+@register
+class AveragePool(Pool):
+    def divisors(self, node) -> np.ndarray:
+        """Per output position: how many taps are counted (padding counted or not)."""
+        win = self.window(node)
+        per_dim = []
+        for d in range(len(win.in_size)):
+            lo, hi = (-win.pads_begin[d], win.in_size[d] + win.pads_end[d]) \
+                if node.attrs["count_include_pad"] else (0, win.in_size[d])
+            per_dim.append([sum(lo <= t < hi for t in win.taps(d, o)) for o in range(win.out_size[d])])
+        out = np.ones(win.out_size)
+        for d, c in enumerate(per_dim):
+            out = out * np.asarray(c, np.float64).reshape([-1 if i == d else 1 for i in range(len(per_dim))])
+        return out
+
+    def reference(self, node, x):
+        win = self.window(node)
+        cols = _gather_windows(x, win, 0)
+        s = cols.reshape(cols.shape[: 2 + len(win.out_size)] + (-1,)).astype(np.float64).sum(-1)
+        return [(s / self.divisors(node)).astype(x.dtype)]
+
+
+class GlobalPool(Op):
+    inputs = ("X",)
+
+    def infer(self, node):
+        x = node.inputs[0]
+        if len(x.shape) < 3:
+            raise ModelError(f"node '{node.name}' ({node.op}): input rank must be >= 3")
+        return [(x.dtype, x.shape[:2] + (1,) * (len(x.shape) - 2))]
+
+
+@register
+class GlobalAveragePool(GlobalPool):
+    def reference(self, node, x):
+        return [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float64).astype(x.dtype)]
+
+
+@register
+class GlobalMaxPool(GlobalPool):
+    def reference(self, node, x):
+        return [x.max(axis=tuple(range(2, x.ndim)), keepdims=True)]

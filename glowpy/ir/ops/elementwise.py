@@ -1,0 +1,199 @@
+"""Elementwise ops: unary math and activations, broadcasting binary and variadic ops, Cast."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glowpy.errors import ModelError
+from glowpy.ir.dtypes import from_onnx
+from glowpy.ir.ops.registry import Op, broadcast_shapes, register
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+# name -> (numpy reference taking (x, attrs), attribute defaults)
+UNARY = {
+    "Relu": (lambda x, a: np.maximum(x, 0).astype(x.dtype), {}),
+    "LeakyRelu": (lambda x, a: np.where(x < 0, x * np.float32(a["alpha"]), x), {"alpha": 0.01}),
+    "Elu": (lambda x, a: np.where(x < 0, np.float32(a["alpha"]) * np.expm1(x), x), {"alpha": 1.0}),
+    "Sigmoid": (lambda x, a: (1 / (1 + np.exp(-x.astype(np.float64)))).astype(x.dtype), {}),
+    "HardSigmoid": (lambda x, a: np.clip(np.float32(a["alpha"]) * x + np.float32(a["beta"]), 0, 1)
+                    .astype(x.dtype), {"alpha": 0.2, "beta": 0.5}),
+    "HardSwish": (lambda x, a: (x * np.clip(x / np.float32(6) + np.float32(0.5), 0, 1)).astype(x.dtype), {}),
+    "Tanh": (lambda x, a: np.tanh(x), {}),
+    "Exp": (lambda x, a: np.exp(x), {}),
+    "Log": (lambda x, a: np.log(x), {}),
+    "Sqrt": (lambda x, a: np.sqrt(x), {}),
+    "Reciprocal": (lambda x, a: (1 / x).astype(x.dtype), {}),
+    "Neg": (lambda x, a: -x, {}),
+    "Abs": (lambda x, a: np.abs(x), {}),
+    "Erf": (lambda x, a: _erf(x), {}),
+}
+
+
+class Unary(Op):
+    inputs = ("X",)
+    traits = frozenset({"elementwise"})
+
+    def infer(self, node):
+        x = node.inputs[0]
+        return [(x.dtype, x.shape)]
+
+    def reference(self, node, x):
+        with np.errstate(all="ignore"):
+            return [np.asarray(UNARY[node.op][0](x, node.attrs)).astype(x.dtype)]
+
+
+for _name, (_fn, _attrs) in UNARY.items():
+    register(type(_name, (Unary,), {"names": (_name,), "attrs": _attrs}))
+
+
+@register
+class Identity(Op):
+    inputs = ("input",)
+    traits = frozenset({"view"})
+
+    def infer(self, node):
+        return [(node.inputs[0].dtype, node.inputs[0].shape)]
+
+    def reference(self, node, x):
+        return [x]
+
+
+@register
+class Dropout(Op):
+    """Inference only: the identity (the mask output, when asked for, is all true)."""
+    inputs = ("data", "ratio?", "training_mode?")
+    attrs = {"seed": 0, "ratio": 0.5, "is_test": 0, "consumed_inputs": None}
+    traits = frozenset({"view"})
+
+    def infer(self, node):
+        if node.input(2) is not None and node.input(2).is_const and bool(node.input(2).const):
+            raise ModelError(f"node '{node.name}' (Dropout): training_mode=true is not supported "
+                             "(inference only)")
+        x = node.inputs[0]
+        n = node._num_outputs or 1
+        return [(x.dtype, x.shape), (np.bool_, x.shape)][:n]
+
+    def reference(self, node, x, *_):
+        return [x, np.ones(x.shape, np.bool_)][: len(node.outputs) or 1]
+
+    def try_fold(self, node, types):
+        if node.inputs[0].is_const:
+            return self.reference(node, node.inputs[0].const)[: len(types)]
+        return None
+
+
+@register
+class Clip(Op):
+    inputs = ("input", "min?", "max?")
+    traits = frozenset({"elementwise"})
+    const_inputs = (1, 2)
+
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        if opset < 11:
+            lo, hi = attrs.pop("min", -np.inf), attrs.pop("max", np.inf)
+            inputs = [inputs[0], graph.constant(np.float32(lo), "clip_min"),
+                      graph.constant(np.float32(hi), "clip_max")]
+        return attrs, inputs
+
+    def bounds(self, node):
+        lo, hi = node.const_input(1, "min"), node.const_input(2, "max")
+        return (None if lo is None else lo.reshape(()), None if hi is None else hi.reshape(()))
+
+    def infer(self, node):
+        x = node.inputs[0]
+        self.bounds(node)
+        return [(x.dtype, x.shape)]
+
+    def reference(self, node, x, lo=None, hi=None):
+        if lo is not None:
+            x = np.maximum(x, lo.astype(x.dtype))
+        if hi is not None:
+            x = np.minimum(x, hi.astype(x.dtype))
+        return [x]
+
+
+def _pow(a, b):
+    with np.errstate(all="ignore"):
+        if np.issubdtype(a.dtype, np.integer):
+            return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+        return np.power(a, b.astype(a.dtype)).astype(a.dtype)
+
+
+def _div(a, b):
+    if np.issubdtype(a.dtype, np.integer):
+        with np.errstate(all="ignore"):
+            return np.trunc(a.astype(np.float64) / b).astype(a.dtype)
+    return a / b
+
+
+BINARY = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": _div, "Pow": _pow,
+    "PRelu": lambda x, s: np.where(x < 0, x * s, x).astype(x.dtype),
+}
+
+
+class Binary(Op):
+    inputs = ("A", "B")
+    traits = frozenset({"elementwise"})
+
+    def infer(self, node):
+        a, b = node.inputs
+        if node.op != "Pow" and a.dtype != b.dtype:
+            raise ModelError(f"node '{node.name}' ({node.op}): input types differ "
+                             f"({a.dtype.name} and {b.dtype.name})")
+        return [(a.dtype, broadcast_shapes(node, a.shape, b.shape))]
+
+    def reference(self, node, a, b):
+        with np.errstate(all="ignore"):
+            return [np.asarray(BINARY[node.op](a, b)).astype(a.dtype)]
+
+
+for _name in BINARY:
+    register(type(_name, (Binary,), {"names": (_name,), "inputs": ("X", "slope") if _name == "PRelu"
+                                     else ("A", "B")}))
+
+VARIADIC = {"Sum": np.add, "Max": np.maximum, "Min": np.minimum, "Mean": np.add}
+
+
+class Variadic(Op):
+    inputs = ("data_0", "data*")
+    traits = frozenset({"elementwise"})
+
+    def infer(self, node):
+        x = node.inputs[0]
+        return [(x.dtype, broadcast_shapes(node, *[v.shape for v in node.inputs]))]
+
+    def reference(self, node, *xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = VARIADIC[node.op](acc, x)
+        if node.op == "Mean":
+            acc = acc / np.asarray(len(xs), acc.dtype)
+        return [np.broadcast_to(acc, self.infer(node)[0][1]).astype(xs[0].dtype)]
+
+
+for _name in VARIADIC:
+    register(type(_name, (Variadic,), {"names": (_name,)}))
+
+
+@register
+class Cast(Op):
+    inputs = ("input",)
+    attrs = {"to": None, "saturate": 1}
+    traits = frozenset({"elementwise"})
+
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        if isinstance(attrs.get("to"), int):
+            attrs["to"] = from_onnx(attrs["to"], f"Cast 'to'")
+        return attrs, inputs
+
+    def infer(self, node):
+        return [(node.attrs["to"], node.inputs[0].shape)]
+
+    def reference(self, node, x):
+        return [x.astype(node.attrs["to"])]
