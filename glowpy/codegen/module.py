@@ -15,6 +15,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import get_emitter
 from glowpy.codegen.target import TargetSpec, initialize_llvm
 from glowpy.ir.lower import Buffer, Instr, Program
+from glowpy.ir.planner import align
 
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
 
@@ -27,6 +28,8 @@ class Kernel:
     args: list  # ir.Argument per operand (inputs then outputs; None operands skipped)
     intp: ir.IntType
     module: ir.Module
+    prog: Program = None
+    cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
 
     @property
     def node(self):
@@ -61,16 +64,16 @@ class Kernel:
         return None if buf is None else buf.value.const
 
     def add_table(self, array: np.ndarray, name: str):
-        """A small read-only table (e.g. per-position divisors) as a private constant."""
+        """A read-only table computed at compile time (per-position divisors, resize taps...).
+        It is appended to the constant region, so the object keeps no data and needs no
+        relocations; returns a pointer to it."""
         array = np.ascontiguousarray(array)
-        ety = cg.llvm_type(array.dtype)
-        aty = ir.ArrayType(ety, array.size)
-        gv = ir.GlobalVariable(self.module, aty, self.module.get_unique_name(name))
-        gv.linkage = "private"
-        gv.global_constant = True
-        gv.unnamed_addr = True
-        gv.initializer = ir.Constant(aty, [cg.const(ety, v) for v in array.reshape(-1).tolist()])
-        return gv
+        buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array)
+        buf.offset = align(self.prog.sizes["constant"])
+        self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
+        self.prog.constants.append(buf)
+        return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset)], inbounds=True,
+                          source_etype=cg.I8)
 
     def c(self, value, ty=None):
         return cg.const(ty or self.intp, value)
@@ -113,7 +116,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
     for idx, ins in enumerate(prog.instrs):
         bufs = [x for x in ins.inputs if x is not None] + list(ins.outputs)
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [cg.PTR] * len(bufs)),
+        # operands, then the constant region's base (tables the emitter adds live there)
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [cg.PTR] * (len(bufs) + 1)),
                          f"k{idx}_{ins.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
@@ -124,15 +128,16 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
             region, off = buf.address
             a.attributes.align = 64 if (off % 64 == 0 and buf.base is None) else \
                 np.dtype(buf.dtype).itemsize
+        cbase = fn.args[-1]
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        get_emitter(ins.op)(Kernel(kb, ins, list(fn.args), intp, mod))
+        get_emitter(ins.op)(Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase))
         kb.ret_void()
         ptrs = []
         for buf in bufs:
             region, off = buf.address
             ptrs.append(eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)],
                                inbounds=True, source_etype=cg.I8))
-        eb.call(fn, ptrs)
+        eb.call(fn, ptrs + [entry.args[0]])
     eb.ret(ir.Constant(cg.I32, 0))
     return mod
 
@@ -166,10 +171,10 @@ def add_bundle_config(mod: ir.Module, config_name: str, sizes: dict, alignment: 
         entries.append(ir.Constant(entry_ty, [s, ir.Constant(cg.I64, off), ir.Constant(cg.I64, size),
                                               ir.Constant(cg.I8, kind)]))
     table = ir.GlobalVariable(mod, ir.ArrayType(entry_ty, len(entries)), ".glowpy.symtab")
-    table.linkage, table.global_constant = "private", True
+    # writable: the entries hold addresses, which a PIE or shared library relocates at load time
+    table.linkage = "private"
     table.initializer = ir.Constant(ir.ArrayType(entry_ty, len(entries)), entries)
     cfg = ir.GlobalVariable(mod, cfg_ty, config_name)
-    cfg.global_constant = True
     cfg.initializer = ir.Constant(cfg_ty, [ir.Constant(cg.I64, v) for v in (
         sizes["constant"], sizes["mutable"], sizes["activation"], alignment, len(entries))] + [table])
     return cfg
