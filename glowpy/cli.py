@@ -8,7 +8,6 @@ import sys
 import traceback
 from typing import List, Optional
 
-import click
 import typer
 
 from glowpy.errors import GlowpyError, UsageError
@@ -143,12 +142,12 @@ def run(argv: list[str], prog: str, command) -> int:
             traceback.print_exc()
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.exit_code
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         print(f"{prog}: error: aborted", file=sys.stderr)
         return 1
-    except click.ClickException as e:
+    except typer.TyperException as e:  # click's usage errors (typer vendors click)
         print(f"{prog}: error: {e.format_message().replace('--', '-')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
