@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from glowpy.errors import GlowpyError, UsageError
+from glowpy.errors import GlowpyError, UsageError, one_line, show
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["--help", "-h"]})
@@ -89,12 +89,24 @@ def model_compiler(
     onnx_define_symbol: Optional[List[str]] = typer.Option(None, "--onnx-define-symbol", help="Fix a symbolic dimension: name,value (repeatable)."),
     dump_graph_dag: Optional[str] = typer.Option(None, "--dump-graph-DAG", help="Write the optimized graph as Graphviz DOT."),
     dump_graph_dag_before_compile: Optional[str] = typer.Option(None, "--dump-graph-DAG-before-compile", help="Write the imported graph as Graphviz DOT."),
+    dump_memory_report: Optional[str] = typer.Option(None, "--dump-memory-report", help="Write the memory plan as JSON: every activation buffer's size, offset, first and last use and producer; the peak and where it occurs; bytes per region."),
     dump_llvm_ir: Optional[str] = typer.Option(None, "--dump-llvm-ir", help="Write the LLVM IR before optimization."),
     reuse_activation_memory_allocations: str = typer.Option("true", "--reuse-activation-memory-allocations", help="false gives every activation its own memory (debugging)."),
     opt: int = typer.Option(1, "--O", help="Graph optimization level: 0 (only what lowering needs) or 1."),
     verbose: bool = typer.Option(False, "--verbose", help="Print progress; show internals on errors."),
+    list_ops: bool = typer.Option(False, "--list-ops", help="Print the supported ONNX ops with "
+                                  "their opset ranges and exit."),
+    max_region_size: Optional[str] = typer.Option(None, "--max-region-size", help="Refuse models "
+                                                  "whose tensors or memory regions need more bytes "
+                                                  "than this (e.g. 512K, 64M; default: the "
+                                                  "target's address space, at most 4G)."),
 ):
+    if list_ops:
+        from glowpy.oplist import render_text
+        print(render_text(), end="")
+        return
     from glowpy.compiler import Options, compile_model
+    from glowpy.ir.validate import parse_size
     if not model:
         raise UsageError("-model is required (the model file to compile)")
     if not emit_bundle:
@@ -109,7 +121,8 @@ def model_compiler(
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),
         dump_graph_dag=dump_graph_dag, dump_graph_dag_before_compile=dump_graph_dag_before_compile,
-        dump_llvm_ir=dump_llvm_ir, verbose=verbose)
+        dump_llvm_ir=dump_llvm_ir, dump_memory_report=dump_memory_report, verbose=verbose,
+        max_region_size=parse_size(max_region_size) if max_region_size is not None else None)
     info = compile_model(model, emit_bundle, opts)
     if verbose:
         m = info.memory
@@ -140,7 +153,7 @@ def run(argv: list[str], prog: str, command) -> int:
     except GlowpyError as e:
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -148,17 +161,33 @@ def run(argv: list[str], prog: str, command) -> int:
         print(f"{prog}: error: aborted", file=sys.stderr)
         return 1
     except typer.TyperException as e:  # click's usage errors (typer vendors click)
-        print(f"{prog}: error: {e.format_message().replace('--', '-')}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(_click_message(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: error: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        if verbose:
+            traceback.print_exc()
+        print(f"{prog}: error: out of memory while compiling; lower -max-region-size so that "
+              "oversized models are refused up front", file=sys.stderr)
+        return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, no traceback
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: error: internal error: {type(e).__name__}: {e} (rerun with -verbose and "
-              "report it)", file=sys.stderr)
+        print(f"{prog}: error: internal error: {type(e).__name__}: {one_line(e, 1000)} (rerun "
+              "with -verbose and report it)", file=sys.stderr)
         return 1
+
+
+def _click_message(e) -> str:
+    """click's message in Glow's spelling (-option), naming the option involved."""
+    msg = e.format_message()
+    param = getattr(e, "param", None)
+    name = getattr(param, "opts", [None])[0] if param is not None else getattr(e, "option_name", None)
+    if name and name.lstrip("-") not in msg:
+        msg = f"{name}: {msg}"
+    return re.sub(r"(?<![\w-])--(?=\w)", "-", msg)
 
 
 def main():

@@ -1,10 +1,12 @@
 """The compile driver: model file(s) -> graph -> passes -> lowering -> plan -> LLVM -> bundle.
 
-A bundle is written into a fresh temporary directory beside the destination and its files are
-moved into place only when every one of them is complete, so a failed compile leaves nothing
-and never touches files glowpy did not write."""
+A bundle is written into a fresh temporary directory inside the destination and its files are
+moved into place only when every one of them is complete (a failed move puts the previous files
+back), so a failed compile leaves nothing behind. Files glowpy did not write are never touched:
+an existing NAME.* file is only replaced when NAME.json says glowpy wrote that bundle."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -12,11 +14,13 @@ import tempfile
 from dataclasses import dataclass, field
 
 from glowpy.codegen import bundle as bw
-from glowpy.codegen.names import unique_legal_names, legalize
-from glowpy.errors import ModelError, UsageError
+from glowpy.codegen.names import (RESERVED_SYMBOLS, file_stem_problem, legalize, symbol_problem,
+                                  unique_legal_names)
+from glowpy.errors import ModelError, UsageError, one_line, show
 from glowpy.ir.lower import lower
 from glowpy.ir.passes.pipeline import optimize
-from glowpy.ir.planner import ALIGN, plan
+from glowpy.ir.planner import ALIGN, build as build_program
+from glowpy.ir.validate import check_regions, resolve_limit
 from glowpy.version import __version__
 
 BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".weights.txt", ".json")
@@ -43,7 +47,9 @@ class Options:
     dump_graph_dag: str | None = None
     dump_graph_dag_before_compile: str | None = None
     dump_llvm_ir: str | None = None
+    dump_memory_report: str | None = None  # JSON: every activation buffer, the peak (report.py)
     verbose: bool = False
+    max_region_size: int | None = None  # bytes; None: the target's default (validate.py)
 
     def recorded(self) -> dict:
         """What the manifest records of how the bundle was built."""
@@ -77,26 +83,77 @@ class BundleInfo:
 
 
 def _warn(msg):
-    print(f"model-compiler: warning: {msg}", file=sys.stderr)
+    print(f"model-compiler: warning: {one_line(msg)}", file=sys.stderr)
 
 
-def load_graph(models: list[str], opts: Options):
+def _check_caffe2_paths(paths: list[str]):
+    """A Caffe2 directory must hold nets; a file list must name existing files."""
+    for p in paths:
+        if os.path.isdir(p):
+            nets = [f for f in os.listdir(p) if "predict_net" in f and f.endswith((".pb", ".pbtxt"))]
+            if not nets:
+                raise ModelError(f"'{show(p)}' is a directory without Caffe2 nets (expected a "
+                                 "*predict_net.pb or *predict_net.pbtxt and its init_net)")
+        elif not os.path.isfile(p):
+            raise ModelError(f"cannot read model file '{show(p)}': "
+                             f"{'no such file' if not os.path.exists(p) else 'not a regular file'}")
+
+
+def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = None):
     from glowpy.frontend.onnx import LoadOptions, load_onnx
-    lo = LoadOptions({s.name: s for s in opts.model_inputs}, dict(opts.symbols))
+    lo = LoadOptions({s.name: s for s in opts.model_inputs}, dict(opts.symbols), max_tensor_bytes)
     paths = list(models)
     if len(paths) == 1 and paths[0].endswith(".onnx"):
         return load_onnx(paths[0], lo, _warn)
     if len(paths) == 1 and not os.path.isdir(paths[0]) and not paths[0].endswith((".pb", ".pbtxt")):
         return load_onnx(paths[0], lo, _warn)
+    _check_caffe2_paths(paths)
     try:
         from glowpy.frontend.caffe2 import load_caffe2
     except ImportError:
-        raise ModelError(f"'{paths[0]}': Caffe2 models are not supported by this build") from None
+        raise ModelError(f"'{show(paths[0])}': Caffe2 models are not supported by this build") from None
     return load_caffe2(paths, lo, _warn)
 
 
-def _placeholders(prog):
-    symbols = unique_legal_names([b.name for b in prog.placeholders])
+# macros and symbols of the header's common block (bundle_*.h.j2)
+HEADER_MACROS = frozenset({"GLOW_SUCCESS", "GLOW_MEM_ALIGN", "GLOW_GET_ADDR",
+                           "_GLOW_BUNDLE_COMMON_DEFS"})
+SIZE_MACROS = ("CONSTANT_MEM_SIZE", "MUTABLE_MEM_SIZE", "ACTIVATIONS_MEM_SIZE", "MEM_ALIGN")
+
+
+def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
+    """(network name, entry symbol), refused when either would make an unusable or unsafe
+    bundle: the name names files (NAME.o...), the entry is an exported C symbol."""
+    name = opts.network_name if opts.network_name is not None else \
+        os.path.splitext(os.path.basename(models[0].rstrip("/\\")))[0]
+    src = (f"-network-name={show(name)}" if opts.network_name is not None else
+           f"network name '{show(name)}' (from the model file name; set -network-name)")
+    problem = file_stem_problem(name)
+    if problem:
+        raise UsageError(f"{src}: the bundle's file name {problem}")
+    upper = legalize(name).upper()
+    clash = [f"{upper}_{m}" for m in SIZE_MACROS if f"{upper}_{m}" in HEADER_MACROS]
+    if clash:
+        raise UsageError(f"{src}: its header macro {clash[0]} would redefine the header's own "
+                         "macro of that name; choose another network name")
+    entry = legalize(opts.main_entry_name if opts.main_entry_name is not None else name)
+    esrc = f"-main-entry-name={show(opts.main_entry_name)}" if opts.main_entry_name is not None \
+        else src
+    problem = symbol_problem(entry)
+    if problem:
+        raise UsageError(f"{esrc}: the entry function '{entry}' {problem}; choose another "
+                         f"with -main-entry-name")
+    if entry == f"{legalize(name)}_config" or entry in {f"{upper}_{m}" for m in SIZE_MACROS}:
+        raise UsageError(f"{esrc}: the entry function '{entry}' would clash with the bundle's "
+                         f"own symbol or macro of that name; choose another with -main-entry-name")
+    return name, entry
+
+
+def _placeholders(prog, name: str = "", entry: str = ""):
+    upper = legalize(name).upper() + "_"
+    macros = HEADER_MACROS | {upper + m for m in SIZE_MACROS} | {entry} | RESERVED_SYMBOLS
+    taken = {m[len(upper):] for m in macros if m.startswith(upper)}
+    symbols = unique_legal_names([b.name for b in prog.placeholders], taken)
     return [bw.Placeholder(b.name, sym, b.dtype, b.shape, b.offset,
                            "input" if b in prog.inputs else "output",
                            b.value.qparams if b.value is not None else None)
@@ -111,29 +168,44 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     opts = opts or Options()
     models = [models] if isinstance(models, (str, os.PathLike)) else [os.fspath(m) for m in models]
     models = [os.fspath(m) for m in models]
+    output_dir = os.fspath(output_dir)
+    if not models or not all(models):
+        raise UsageError("-model is required (the model file to compile)")
+    if not output_dir:
+        raise UsageError("-emit-bundle is required (the output directory)")
     if opts.backend != "CPU":
         raise UsageError(f"-backend={opts.backend} is not available; the only backend is CPU")
     if opts.bundle_api not in ("static", "dynamic"):
         raise UsageError(f"-bundle-api={opts.bundle_api}: expected static or dynamic")
+    for what, level in (("O", opts.opt_level), ("llvm-opt", opts.llvm_opt)):
+        if not isinstance(level, int) or not 0 <= level <= 3:
+            raise UsageError(f"-{what}={level}: expected an optimization level from 0 to 3")
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise UsageError(f"-emit-bundle={output_dir}: exists and is not a directory")
+        raise UsageError(f"-emit-bundle={show(output_dir)}: exists and is not a directory; "
+                         "give a directory (it is created if missing)")
+    name, entry = bundle_names(models, opts)
+    _check_replaceable(output_dir, name)
     try:
         target = resolve_target(opts.target, opts.mcpu, opts.march, opts.mattr, opts.float_abi,
                                 opts.relocation_model, opts.code_model)
     except TargetError as e:
         raise UsageError(str(e)) from None
+    limit = resolve_limit(opts.max_region_size, target.pointer_bits)
 
-    graph = load_graph(models, opts)
-    name = opts.network_name or os.path.splitext(os.path.basename(models[0].rstrip("/")))[0]
+    graph = load_graph(models, opts, limit)
     if opts.dump_graph_dag_before_compile:
         _write_text(opts.dump_graph_dag_before_compile, to_dot(graph))
     graph = optimize(graph, opts.opt_level)
     if opts.dump_graph_dag:
         _write_text(opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
-    prog = plan(lower(graph), reuse=opts.reuse_activation_memory)
-    placeholders = _placeholders(prog)
-    entry = legalize(opts.main_entry_name or name)
+    prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory)
+    if opts.dump_memory_report:
+        from glowpy.ir.report import memory_report_json
+        _write_text(opts.dump_memory_report, memory_report_json(prog))
+    check_regions(prog.sizes, limit)
+    placeholders = _placeholders(prog, name, entry)
+    prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
     mod = build_module(prog, target, entry)
     if opts.bundle_api == "dynamic":
         add_bundle_config(mod, f"{legalize(name)}_config", prog.sizes, ALIGN,
@@ -165,33 +237,115 @@ def _check_dtypes(graph):
 
 
 def _write_text(path: str, text: str):
+    """A dump file, written beside its destination and renamed into place."""
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write '{show(path)}': it is a directory")
     try:
-        with open(path, "w") as f:
-            f.write(text)
+        fd, tmp = tempfile.mkstemp(prefix=".glowpy-", dir=d)
     except OSError as e:
-        raise UsageError(f"cannot write '{path}': {e.strerror}") from None
+        raise UsageError(f"cannot write '{show(path)}': {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"cannot write '{show(path)}': {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _glowpy_manifest(path: str, name: str) -> bool:
+    """Is `path` the manifest of a bundle named `name` that glowpy wrote?"""
+    if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 64 << 20:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            m = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and "glowpy_version" in m and m.get("network_name") == name
+
+
+def _check_replaceable(output_dir: str, name: str):
+    """Existing NAME.* files may only be replaced when they are a bundle glowpy wrote; a
+    directory, a symbolic link or a foreign file there is an error and stays untouched."""
+    if not os.path.isdir(output_dir):
+        return
+    existing = [name + sfx for sfx in BUNDLE_SUFFIXES
+                if os.path.lexists(os.path.join(output_dir, name + sfx))]
+    if not existing:
+        return
+    ours = _glowpy_manifest(os.path.join(output_dir, name + ".json"), name)
+    for f in existing:
+        p = os.path.join(output_dir, f)
+        if os.path.islink(p) or not os.path.isfile(p) or not ours:
+            what = ("a symbolic link" if os.path.islink(p) else "a directory" if os.path.isdir(p)
+                    else "not a file" if not os.path.isfile(p) else
+                    f"not part of a bundle glowpy wrote (no matching {name}.json)")
+            raise UsageError(f"-emit-bundle={show(output_dir)}: '{show(f)}' exists and is {what}; "
+                             "glowpy will not replace it: move it away, or choose another "
+                             "-emit-bundle or -network-name")
 
 
 def _publish(output_dir: str, name: str, files: dict) -> dict:
-    """Writes all files to a temporary directory, then moves them into output_dir."""
+    """Writes all files to a temporary directory inside output_dir, then moves them into
+    place. If anything fails, the files already moved are taken back, the previous bundle's
+    files restored and the directories this call created removed again."""
+    created = []
+    d = os.path.abspath(output_dir)
+    while not os.path.lexists(d):
+        created.append(d)
+        d = os.path.dirname(d)
+    tmp, moved, ok = None, [], False  # moved: (dest, backup path or None)
     try:
-        os.makedirs(output_dir, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create output directory '{output_dir}': {e.strerror}") from None
-    for suffix in files:
-        dest = os.path.join(output_dir, name + suffix)
-        if os.path.isdir(dest):
-            raise UsageError(f"cannot write '{dest}': it is a directory")
-    tmp = tempfile.mkdtemp(prefix=".glowpy-", dir=output_dir)
-    try:
-        bw.write_bundle(tmp, name, files)
-        paths = {}
-        for suffix in files:
-            dest = os.path.join(output_dir, name + suffix)
-            os.replace(os.path.join(tmp, name + suffix), dest)
-            paths[suffix] = dest
+        try:
+            os.makedirs(output_dir, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"cannot create output directory '{show(output_dir)}': "
+                             f"{e.strerror}") from None
+        _check_replaceable(output_dir, name)  # again: something may have appeared meanwhile
+        try:
+            tmp = tempfile.mkdtemp(prefix=".glowpy-", dir=output_dir)
+            new, old = os.path.join(tmp, "new"), os.path.join(tmp, "old")
+            os.mkdir(new)
+            os.mkdir(old)
+            bw.write_bundle(new, name, files)
+            paths = {}
+            for suffix in files:
+                dest = os.path.join(output_dir, name + suffix)
+                backup = os.path.join(old, name + suffix) if os.path.lexists(dest) else None
+                if backup:
+                    os.replace(dest, backup)
+                moved.append((dest, backup))
+                os.replace(os.path.join(new, name + suffix), dest)
+                paths[suffix] = dest
+        except OSError as e:
+            raise UsageError(f"cannot write the bundle into '{show(output_dir)}': "
+                             f"{e.strerror}") from None
+        ok = True
         return paths
-    except OSError as e:
-        raise UsageError(f"cannot write the bundle into '{output_dir}': {e.strerror}") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not ok:
+            for dest, backup in reversed(moved):
+                try:
+                    if backup is None or os.path.lexists(backup):
+                        if os.path.lexists(dest):
+                            os.unlink(dest)
+                        if backup is not None:
+                            os.replace(backup, dest)
+                except OSError:
+                    pass
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not ok:
+            _remove_dirs(created)
+
+
+def _remove_dirs(created: list[str]):
+    for d in created:  # innermost first; only if still empty
+        try:
+            os.rmdir(d)
+        except OSError:
+            break

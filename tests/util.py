@@ -29,8 +29,10 @@ def reference_data(name: str, index: int = 0):
     """(inputs, outputs) of test_data_set_<index>, lists in file order."""
     d = os.path.join(MODELS, f"{name}_data", f"test_data_set_{index}")
     load = lambda f: numpy_helper.to_array(onnx.load_tensor(f))  # noqa: E731
-    return ([load(f) for f in sorted(glob.glob(os.path.join(d, "input_*.pb")))],
-            [load(f) for f in sorted(glob.glob(os.path.join(d, "output_*.pb")))])
+    # numeric order: output_10.pb comes after output_9.pb, not after output_1.pb
+    files = lambda kind: sorted(glob.glob(os.path.join(d, f"{kind}_*.pb")),  # noqa: E731
+                                key=lambda f: int(os.path.basename(f)[len(kind) + 1:-3]))
+    return [load(f) for f in files("input")], [load(f) for f in files("output")]
 
 
 def is_tflite_reference(name: str) -> bool:
@@ -63,13 +65,59 @@ def make_model(op: str, inputs: dict, outputs: list[str] | int = 1, attrs: dict 
     node = helper.make_node(op, order, outs, domain=domain, **(attrs or {}))
     g_inputs = [helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype),
                                               np.shape(a)) for n, a in inputs.items()]
-    g_outputs = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs]
+    # outputs without a type: onnxruntime infers them (an UNDEFINED elem_type fails to load)
+    g_outputs = [helper.make_empty_tensor_value_info(o) for o in outs]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers.items()]
     graph = helper.make_graph([node], f"test_{op}", g_inputs, g_outputs, inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)],
                           producer_name="glowpy-tests")
     m.ir_version = min(m.ir_version, 10)
     return m
+
+
+def make_graph_model(nodes: list, inputs: dict, outputs: list[str],
+                     initializers: dict | None = None, opset: int = 17) -> onnx.ModelProto:
+    """A model of several nodes (`helper.make_node` protos, in order) so one bundle tests many
+    attribute combinations. `inputs` maps name -> array (dtype and shape of the graph input),
+    `initializers` name -> array, `outputs` names the graph outputs."""
+    g_inputs = [helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype),
+                                              np.shape(a)) for n, a in inputs.items()]
+    g_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()]
+    graph = helper.make_graph(list(nodes), "test_graph", g_inputs, g_outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="glowpy-tests")
+    m.ir_version = min(m.ir_version, 10)
+    return m
+
+
+class GraphBuilder:
+    """Builds a multi-node test graph: `node` takes input names, arrays (which become
+    initializers) or None (an omitted input), and by default makes its outputs graph outputs.
+
+        g = GraphBuilder(x=x)
+        g.node("Resize", ["x", None, np.array([1, 1, 2, 2], np.float32)], mode="linear")
+        check_op(g.model(opset=19), g.feeds, tmp_path)"""
+
+    def __init__(self, **inputs):
+        self.feeds = inputs
+        self.nodes, self.inits, self.outputs = [], {}, []
+
+    def const(self, array) -> str:
+        name = f"c{len(self.inits)}"
+        self.inits[name] = np.asarray(array)
+        return name
+
+    def node(self, op: str, inputs, outputs: int = 1, output: bool = True, **attrs):
+        names = ["" if v is None else v if isinstance(v, str) else self.const(v) for v in inputs]
+        outs = [f"{op.lower()}{len(self.nodes)}_{j}" for j in range(outputs)]
+        self.nodes.append(helper.make_node(op, names, outs, **attrs))
+        if output:
+            self.outputs += outs
+        return outs[0] if outputs == 1 else outs
+
+    def model(self, opset: int = 17) -> onnx.ModelProto:
+        return make_graph_model(self.nodes, self.feeds, self.outputs, self.inits, opset)
 
 
 def run_onnxruntime(model, feeds: dict) -> list[np.ndarray]:
@@ -103,13 +151,13 @@ def check_against_onnxruntime(model, feeds: dict, out_dir, rtol=1e-4, atol=1e-5,
     expected = run_onnxruntime(model, feeds)
     got = compile_and_run(model, feeds, out_dir, **options)
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        assert g.shape == e.shape, f"shape {g.shape} != onnxruntime's {e.shape}"
-        assert g.dtype == e.dtype, f"dtype {g.dtype} != onnxruntime's {e.dtype}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape, f"output {i}: shape {g.shape} != onnxruntime's {e.shape}"
+        assert g.dtype == e.dtype, f"output {i}: dtype {g.dtype} != onnxruntime's {e.dtype}"
         if e.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {i}")
         else:
-            np.testing.assert_array_equal(g, e)
+            np.testing.assert_array_equal(g, e, err_msg=f"output {i}")
     return got, expected
 
 
@@ -127,3 +175,18 @@ def reference_of(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
         for o, a in zip(n.outputs, n.opdef.reference(n, *ins)):
             env[o] = a
     return [v.const if v.is_const else env[v] for v in g.outputs]
+
+
+def check_op(model, feeds: dict, out_dir, rtol=1e-4, atol=1e-5, reference=True, **options):
+    """check_against_onnxruntime, and (reference=True) glowpy's numpy op references against
+    onnxruntime's outputs with the same tolerances. Returns (got, expected)."""
+    got, expected = check_against_onnxruntime(model, feeds, out_dir, rtol=rtol, atol=atol, **options)
+    if reference:
+        for i, (r, e) in enumerate(zip(reference_of(model, feeds), expected)):
+            r = np.asarray(r)
+            assert r.shape == e.shape, f"output {i}: reference shape {r.shape} != onnxruntime's {e.shape}"
+            if e.dtype.kind == "f":
+                np.testing.assert_allclose(r, e, rtol=rtol, atol=atol, err_msg=f"output {i} (reference)")
+            else:
+                np.testing.assert_array_equal(r, e, err_msg=f"output {i} (reference)")
+    return got, expected

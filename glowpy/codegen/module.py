@@ -30,6 +30,7 @@ class Kernel:
     module: ir.Module
     prog: Program = None
     cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
+    epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
 
     @property
     def node(self):
@@ -99,7 +100,7 @@ def _operand_overlaps(bufs: list) -> list[bool]:
     spans = []
     for b in bufs:
         region, off = b.address
-        spans.append((region, off, off + b.root.nbytes))
+        spans.append((region, off, off + b.nbytes))
     return [any(i != j and s[0] == t[0] and s[1] < t[2] and t[1] < s[2]
                 for j, t in enumerate(spans)) for i, s in enumerate(spans)]
 
@@ -130,7 +131,11 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
                 np.dtype(buf.dtype).itemsize
         cbase = fn.args[-1]
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        get_emitter(ins.op)(Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase))
+        kern = Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase)
+        get_emitter(ins.op)(kern)
+        if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
+            from glowpy.codegen.kernels.fused import epilogue_sweep
+            epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
         ptrs = []
         for buf in bufs:

@@ -1,18 +1,51 @@
-"""External tensor data: only files inside the model's directory are read, and each declared
-offset/length is checked against the file before anything is read."""
+"""External tensor data: only regular files inside the model's directory are read.
+
+A location must be a relative path without '..'; after resolving symbolic links it must still
+lie inside the model's directory. The declared offset and length are checked against the file
+(and the length against the tensor's declared type and shape) before anything is read."""
 from __future__ import annotations
 
+import math
 import os
+import stat
 
-from glowpy.errors import ModelError
+import numpy as np
+
+from glowpy.errors import ModelError, show
+from glowpy.ir import dtypes
+from glowpy.ir.validate import check_size
 
 
 def _tensors(model):
-    from onnx.external_data_helper import _get_all_tensors
-    return _get_all_tensors(model)
+    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs too."""
+    from onnx import AttributeProto
+
+    def graph_tensors(g):
+        yield from g.initializer
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == AttributeProto.TENSOR:
+                    yield a.t
+                elif a.type == AttributeProto.TENSORS:
+                    yield from a.tensors
+                elif a.type == AttributeProto.GRAPH:
+                    yield from graph_tensors(a.g)
+                elif a.type == AttributeProto.GRAPHS:
+                    for sub in a.graphs:
+                        yield from graph_tensors(sub)
+    yield from graph_tensors(model.graph)
 
 
-def load_external_data(model, base_dir: str):
+def _int(info: dict, key: str, where: str, default=None):
+    if key not in info:
+        return default
+    v = info[key].strip()
+    if not v.isdigit():
+        raise ModelError(f"{where}: {key} '{show(info[key], 40)}' is not a non-negative integer")
+    return int(v)
+
+
+def load_external_data(model, base_dir: str, limit: int | None = None):
     from onnx import TensorProto
     base = os.path.realpath(base_dir)
     for t in _tensors(model):
@@ -20,25 +53,47 @@ def load_external_data(model, base_dir: str):
             continue
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
-        where = f"tensor '{t.name}': external data '{loc}'"
-        if not loc or os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
-            raise ModelError(f"{where} must be a relative path inside the model's directory")
+        where = f"tensor '{show(t.name)}': external data '{show(loc)}'"
+        parts = loc.replace("\\", "/").split("/")
+        if not loc or "\0" in loc or os.path.isabs(loc) or loc.startswith(("/", "\\")) \
+                or ".." in parts or (len(loc) > 1 and loc[1] == ":"):
+            raise ModelError(f"{where} must be a relative path inside the model's directory "
+                             "(absolute paths and '..' are refused)")
         path = os.path.realpath(os.path.join(base, loc))
         if os.path.commonpath([base, path]) != base:
-            raise ModelError(f"{where} leaves the model's directory (symbolic link); refused")
-        if not os.path.isfile(path):
-            raise ModelError(f"{where} not found beside the model")
-        size = os.path.getsize(path)
+            raise ModelError(f"{where} leaves the model's directory through a symbolic link; "
+                             "refused")
         try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else size - offset
-        except ValueError:
-            raise ModelError(f"{where}: offset/length are not integers") from None
-        if offset < 0 or length < 0 or offset + length > size:
+            st = os.stat(path)
+        except OSError:
+            raise ModelError(f"{where} not found beside the model") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelError(f"{where} is not a regular file")
+        size = st.st_size
+        offset = _int(info, "offset", where, 0)
+        length = _int(info, "length", where, None)
+        if offset > size:
+            raise ModelError(f"{where}: offset {offset} is past the end of the file ({size} "
+                             "bytes)")
+        if length is None:
+            length = size - offset
+        if offset + length > size:
             raise ModelError(f"{where}: offset {offset} + length {length} exceeds the file's "
                              f"{size} bytes")
-        with open(path, "rb") as f:
-            f.seek(offset)
-            t.raw_data = f.read(length)
+        if t.data_type in dtypes.ONNX_TO_NUMPY:
+            need = math.prod(t.dims) * np.dtype(dtypes.ONNX_TO_NUMPY[t.data_type]).itemsize
+            if any(d < 0 for d in t.dims) or length != need:
+                raise ModelError(f"{where}: length {length} does not match the tensor's declared "
+                                 f"type and shape {list(t.dims)} ({need} bytes)")
+        check_size(length, where, limit)
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as e:
+            raise ModelError(f"{where} cannot be read: {e.strerror}") from None
+        if len(data) != length:
+            raise ModelError(f"{where}: the file changed while it was read")
+        t.raw_data = data
         del t.external_data[:]
         t.data_location = TensorProto.DEFAULT

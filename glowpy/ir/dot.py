@@ -1,4 +1,5 @@
 """Graphviz DOT text of a graph (-dump-graph-DAG). Labels are escaped model strings."""
+from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph
 
 
@@ -27,7 +28,8 @@ def to_dot(graph: Graph) -> str:
         attrs = ", ".join(f"{k}={v}" for k, v in n.attrs.items()
                           if v is not None and not k.startswith("_") and k != "value")
         outs = ", ".join(f"{o.dtype.name}{list(o.shape)}" for o in n.outputs)
-        lines.append(f"  n{i} [label={_q(f'{{{n.op}|{n.name}|{attrs}|{outs}}}')}];")
+        op = epilogue.label(n)  # fused epilogue steps show as Conv+Add+Relu
+        lines.append(f"  n{i} [label={_q(f'{{{op}|{n.name}|{attrs}|{outs}}}')}];")
         for v in n.inputs:
             if v is None:
                 continue

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from glowpy.errors import ModelError
+from glowpy.ir.validate import check_output_sizes
 
 
 class Value:
@@ -85,6 +86,7 @@ class Graph:
         self._names: set[str] = set()
         self._counter = itertools.count()
         self.fold = True  # fold nodes with constant inputs as they are added
+        self.max_tensor_bytes: int | None = None  # size limit (validate.py), set by the loader
 
     # -- naming -------------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
@@ -101,7 +103,7 @@ class Graph:
         return v
 
     def constant(self, array, name: str = "const") -> Value:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make scalars 1-D)
         return Value(self.unique_name(name), array.dtype, array.shape, const=array)
 
     def add(self, op: str, inputs, attrs: dict | None = None, name: str = "", out_names=None,
@@ -112,6 +114,7 @@ class Graph:
         node = Node(op, name or f"{op}_{next(self._counter)}", list(inputs),
                     [], opdef.complete_attrs(attrs or {}, name or op))
         types = opdef.infer_node(node, num_outputs)
+        check_output_sizes(self, node, types)  # before folding allocates anything that size
         out_names = list(out_names or [])
         out_names += [f"{node.name}_out{i}" for i in range(len(out_names), len(types))]
         folded = opdef.try_fold(node, types) if self.fold else None

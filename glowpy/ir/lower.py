@@ -1,19 +1,38 @@
 """Lowering: the optimized graph becomes an instruction list over buffers.
 
 Every tensor gets a Buffer in one of three regions: constants, mutable (placeholders: graph
-inputs then outputs) and activations. View ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
-Dropout) get no instruction: their output is the same storage under another shape. When a view
-chain links two placeholders (an output that is a reshaped input, or the same tensor returned
-twice), a Copy instruction keeps them apart."""
+inputs then outputs) and activations. A Buffer with a `base` lives inside another's storage, at
+`view_offset` bytes from the base's start; `relation` says what that means for liveness:
+
+  view   same data under another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+         Dropout): no instruction at all.
+  slice  its data is a part of the base's data (a Concat operand written straight into the
+         Concat's output): the bytes stay live until the base's last use.
+  part   a contiguous part of the base's data (a Split/Slice output read in place): the bytes
+         are live from the base's first write.
+  reuse  new data in the storage of a buffer that died at the instruction writing it
+         (in-place elementwise ops, in-place 1x1 convolution).
+
+When a view chain links two placeholders (an output that is a reshaped input, or the same tensor
+returned twice), a Copy instruction keeps them apart. With `optimize`, Concat operands are
+written into their slices (a Copy only for operands that cannot be), Split/Slice outputs that are
+contiguous become parts of their input; with `reuse` as well, elementwise ops, 1x1 convolutions
+and accumulating convolutions write over an input that dies there, and window ops that stream
+plane by plane (depthwise Conv, pooling) are allowed to overlap their input (`Program.overlaps`,
+used by the planner)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph, Node, Value
 
 CONSTANT, MUTABLE, ACTIVATION = "constant", "mutable", "activation"
+
+INPLACE_OPS = epilogue.ELEMENTWISE | {"Cast", "FusedElementwise"}
+STREAMING_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
 
 
 @dataclass(eq=False)
@@ -23,9 +42,11 @@ class Buffer:
     shape: tuple
     region: str
     data: np.ndarray | None = None  # constants only
-    base: "Buffer | None" = None  # views: storage they alias
-    offset: int | None = None  # byte offset in the region (storage buffers)
+    base: "Buffer | None" = None  # storage this buffer lives in
+    offset: int | None = None  # byte offset in the region (root buffers; set by the planner)
     value: Value | None = None
+    view_offset: int = 0  # bytes from the base's start
+    relation: str = "view"  # view | slice | part | reuse (meaningful when base is set)
 
     @property
     def nbytes(self) -> int:
@@ -40,8 +61,19 @@ class Buffer:
 
     @property
     def address(self) -> tuple[str, int]:
-        r = self.root
-        return r.region, r.offset
+        off, b = 0, self
+        while b.base is not None:
+            off += b.view_offset
+            b = b.base
+        return b.region, (b.offset or 0) + off
+
+    @property
+    def storage(self) -> "Buffer":
+        """The buffer whose bytes this one names (skipping same-data views)."""
+        b = self
+        while b.base is not None and b.relation == "view":
+            b = b.base
+        return b
 
 
 @dataclass(eq=False)
@@ -50,6 +82,7 @@ class Instr:
     node: Node | None  # the graph node (op semantics); None for inserted copies
     inputs: list  # list[Buffer | None]
     outputs: list  # list[Buffer]
+    attrs: dict = field(default_factory=dict)  # lowering decisions (e.g. "accumulate", "tile")
 
     @property
     def name(self):
@@ -63,10 +96,11 @@ class Program:
     inputs: list  # placeholder Buffers, model order
     outputs: list
     constants: list  # storage Buffers in the constant region
-    activations: list  # storage Buffers in the activation region
+    activations: list  # root Buffers in the activation region
     graph: Graph | None = None
     sizes: dict = field(default_factory=dict)  # region -> bytes, set by the planner
     plan_info: dict = field(default_factory=dict)
+    overlaps: list = field(default_factory=list)  # (instr index, in storage, out storage, D)
 
     @property
     def placeholders(self) -> list:
@@ -99,58 +133,188 @@ def _view_classes(graph: Graph, placeholder_values: set) -> dict:
     return {v: find(v) for n in graph.nodes for v in n.outputs} | {v: find(v) for v in graph.inputs}
 
 
-def lower(graph: Graph) -> Program:
-    inputs = [Buffer(v.name, v.dtype, v.shape, "mutable", value=v) for v in graph.inputs]
-    buf: dict = {v: b for v, b in zip(graph.inputs, inputs)}
-    outputs, out_of = [], {}
-    seen = set()
-    for v in graph.outputs:
-        # an output that is an input, a constant or listed twice gets a placeholder of its own
-        if v in seen or v in buf or v.is_const or v.producer is None:
-            b = Buffer(v.name + ("_out" if v in seen or v in buf else ""), v.dtype, v.shape, "mutable", value=v)
-            outputs.append(b)
-            out_of.setdefault(v, []).append(b)
-        else:
-            b = Buffer(v.name, v.dtype, v.shape, "mutable", value=v)
-            outputs.append(b)
-            buf[v] = b
-        seen.add(v)
-    classes = _view_classes(graph, set(graph.inputs) | set(buf))
-    storage = {}  # class root value -> storage Buffer
-    for v, b in buf.items():
-        storage.setdefault(classes.get(v, v), b)
+def _is_view_node(n: Node) -> bool:
+    return "view" in n.opdef.traits and not n.attrs.get("_copy") and not n.inputs[0].is_const
 
-    constants: dict = {}
 
-    def buffer_of(v: Value) -> Buffer:
-        if v in buf:
-            return buf[v]
+class _Lowering:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.inputs = [Buffer(v.name, v.dtype, v.shape, MUTABLE, value=v) for v in graph.inputs]
+        self.buf: dict = dict(zip(graph.inputs, self.inputs))
+        self.outputs, self.out_of, seen = [], {}, set()
+        for v in graph.outputs:
+            # an output that is an input, a constant or listed twice gets a placeholder of its own
+            if v in seen or v in self.buf or v.is_const or v.producer is None:
+                b = Buffer(v.name + ("_out" if v in seen or v in self.buf else ""), v.dtype, v.shape,
+                           MUTABLE, value=v)
+                self.out_of.setdefault(v, []).append(b)
+            else:
+                b = Buffer(v.name, v.dtype, v.shape, MUTABLE, value=v)
+                self.buf[v] = b
+            self.outputs.append(b)
+            seen.add(v)
+        self.classes = _view_classes(graph, set(graph.inputs) | set(self.buf))
+        self.storage: dict = {}
+        for v, b in self.buf.items():
+            self.storage.setdefault(self.classes.get(v, v), b)
+        self.constants: dict = {}
+        self.skip: set = set()  # nodes that need no instruction (placed Concat/Split/Slice)
+        self.copies: dict = {}  # node -> [(src Buffer, dst Buffer)] replacing its instruction
+        self.containers: set = set()  # ids of storages that hold Concat slices
+
+    def buffer_of(self, v: Value) -> Buffer:
+        if v in self.buf:
+            return self.buf[v]
         if v.is_const:
-            if v not in constants:
-                constants[v] = Buffer(v.name, v.dtype, v.shape, "constant", data=v.const, value=v)
-            return constants[v]
-        root = classes.get(v, v)
-        if root not in storage:
-            storage[root] = Buffer(root.name, root.dtype, root.shape, "activation", value=root)
-        s = storage[root]
-        b = s if (s.value is v) else Buffer(v.name, v.dtype, v.shape, s.region, base=s, value=v)
-        buf[v] = b
+            if v not in self.constants:
+                self.constants[v] = Buffer(v.name, v.dtype, v.shape, CONSTANT, data=v.const, value=v)
+            return self.constants[v]
+        root = self.classes.get(v, v)
+        if root not in self.storage:
+            self.storage[root] = Buffer(root.name, root.dtype, root.shape, ACTIVATION, value=root)
+        s = self.storage[root]
+        b = s if s.value is v else Buffer(v.name, v.dtype, v.shape, s.region, base=s, value=v)
+        self.buf[v] = b
         return b
 
-    instrs = []
-    for n in graph.nodes:
-        if "view" in n.opdef.traits and not n.attrs.get("_copy") and not n.inputs[0].is_const:
-            buffer_of(n.inputs[0])
-            for o in n.outputs[:1]:
-                buffer_of(o)
-            continue
-        ins = [None if v is None else buffer_of(v) for v in n.inputs]
-        outs = [buffer_of(o) for o in n.outputs]
-        op = "Copy" if "view" in n.opdef.traits else n.op
-        instrs.append(Instr(op, n, ins[:1] if op == "Copy" else ins, outs[:1] if op == "Copy" else outs))
-    for v, bs in out_of.items():
-        for b in bs:
-            instrs.append(Instr("Copy", None, [buffer_of(v)], [b]))
-    acts = list(dict.fromkeys(b.root for i in instrs for b in i.inputs + i.outputs
-                              if b is not None and b.root.region == ACTIVATION))
-    return Program(graph.name, instrs, inputs, outputs, list(constants.values()), acts, graph)
+    # -- zero-copy Concat / Split / Slice ---------------------------------------------------
+    @staticmethod
+    def _movable(b: Buffer) -> Buffer | None:
+        """The storage behind b if it may be placed inside another buffer: a fresh activation
+        buffer that b covers entirely (b is it or a same-size view of it)."""
+        s = b.storage
+        if s.region != ACTIVATION or s.base is not None or s.nbytes != b.nbytes:
+            return None
+        return s
+
+    def place_concat(self, n: Node):
+        y = n.outputs[0]
+        ax = n.attrs["axis"]
+        if int(np.prod(y.shape[:ax])) != 1:
+            return  # the slices are strided: the Concat kernel copies
+        ybuf = self.buffer_of(y)
+        ancestors, b = set(), ybuf
+        while b is not None:
+            ancestors.add(id(b.storage))
+            b = b.storage.base
+        row = int(np.prod(y.shape[ax + 1:])) * y.dtype.itemsize
+        pos, used, copies = 0, set(), []
+        for x in n.inputs:
+            if x is None:
+                continue
+            off = pos * row
+            pos += x.shape[ax]
+            xb = self.buffer_of(x)
+            s = None if x.is_const else self._movable(xb)
+            if s is not None and id(s) not in used and id(s) not in ancestors:
+                s.base, s.view_offset, s.relation = ybuf, off, "slice"
+                used.add(id(s))
+                continue
+            dst = Buffer(f"{y.name}_slot{len(copies)}", x.dtype, x.shape, ybuf.region, base=ybuf,
+                         value=None, view_offset=off, relation="slice")
+            copies.append((xb, dst))
+        self.skip.add(n)
+        self.copies[n] = copies
+        self.containers.add(id(ybuf.storage))
+
+    def place_parts(self, n: Node):
+        """Split (leading dims 1) and contiguous Slice outputs become parts of the input."""
+        x = n.inputs[0]
+        if x.is_const:
+            return
+        xb = self.buffer_of(x)
+        if id(xb.storage) in self.containers:
+            return  # parts of slices: keep liveness simple, copy
+        item = x.dtype.itemsize
+        if n.op == "Split":
+            ax, sizes = n.opdef.sizes(n)
+            if int(np.prod(x.shape[:ax])) != 1:
+                return
+            row = int(np.prod(x.shape[ax + 1:])) * item
+            offs = list(np.cumsum([0] + sizes[:-1]) * row)
+        else:
+            region = n.opdef.region(n)
+            off = _contiguous_slice(x.shape, region)
+            if off is None:
+                return
+            offs = [off * item]
+        copies = []
+        for y, off in zip(n.outputs, offs):
+            yb = self.buffer_of(y)
+            s = self._movable(yb)
+            if s is not None and s is not xb.storage and y not in self.graph.outputs:
+                s.base, s.view_offset, s.relation = xb, int(off), "part"
+                continue
+            src = Buffer(f"{x.name}_part{len(copies)}", y.dtype, y.shape, xb.region, base=xb,
+                         view_offset=int(off), relation="part")
+            copies.append((src, yb))
+        self.skip.add(n)
+        self.copies[n] = copies
+
+    # -- instructions -------------------------------------------------------------------------
+    def instructions(self, optimize: bool) -> list:
+        g = self.graph
+        for n in g.nodes:  # every value gets its buffer in node order (deterministic names)
+            for v in list(n.inputs) + list(n.outputs):
+                if v is not None and not (_is_view_node(n) and v in n.outputs[1:]):
+                    self.buffer_of(v)
+        if optimize:
+            for n in g.nodes:
+                if n.op == "Concat" and not epilogue.steps(n):
+                    self.place_concat(n)
+                elif n.op in ("Split", "Slice") and not epilogue.steps(n):
+                    self.place_parts(n)
+        instrs = []
+        for n in g.nodes:
+            if _is_view_node(n):
+                continue
+            if n in self.skip:
+                instrs += [Instr("Copy", None, [s], [d]) for s, d in self.copies[n]]
+                continue
+            ins = [None if v is None else self.buffer_of(v) for v in n.inputs]
+            outs = [self.buffer_of(o) for o in n.outputs]
+            if "view" in n.opdef.traits:
+                instrs.append(Instr("Copy", n, ins[:1], outs[:1]))
+                continue
+            op = n.op
+            if epilogue.steps(n) and n.op in epilogue.ELEMENTWISE:
+                op = "FusedElementwise"
+            instrs.append(Instr(op, n, ins, outs))
+        for v, bs in self.out_of.items():
+            for b in bs:
+                instrs.append(Instr("Copy", None, [self.buffer_of(v)], [b]))
+        return instrs
+
+
+def _contiguous_slice(shape, region) -> int | None:
+    """Element offset of a Slice region if its elements are one contiguous run of the input:
+    count 1 in every dim before the first dim k with more, step 1 in dim k, full dims after."""
+    if not shape or any(c == 0 for _, _, c in region):
+        return None
+    k = next((d for d, (_, _, c) in enumerate(region) if c != 1), len(shape) - 1)
+    for d, (start, step, count) in enumerate(region):
+        if d == k and count != 1 and step != 1:
+            return None
+        if d > k and not (start == 0 and step == 1 and count == shape[d]):
+            return None
+    strides, acc = [], 1
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= dim
+    return int(sum(s * st for (s, _, _), st in zip(region, strides[::-1])))
+
+
+def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place=None) -> Program:
+    """`slow_in_place`: names of nodes that must not use an in-place kernel slower than the
+    ordinary one (ConvPointwiseInPlace); None allows all (the planner relaxes afterwards)."""
+    L = _Lowering(graph)
+    instrs = L.instructions(optimize)
+    prog = Program(graph.name, instrs, L.inputs, L.outputs, list(L.constants.values()), [], graph)
+    if optimize and reuse:
+        from glowpy.ir.inplace import assign_in_place
+        assign_in_place(prog, set(slow_in_place or ()))
+    prog.activations = list(dict.fromkeys(
+        b.root for i in prog.instrs for b in i.inputs + i.outputs
+        if b is not None and b.root.region == ACTIVATION))
+    return prog

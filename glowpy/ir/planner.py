@@ -1,7 +1,30 @@
-"""Memory planning: offsets for the three regions, activations shared by liveness."""
+"""Memory planning: offsets in the constant, mutable and activation regions.
+
+Constants are laid out once and placeholders in their fixed order (DESIGN.md, Memory). The
+activation region is planned over lifetimes:
+
+  * Every activation storage (liveness.intervals) is a *member* of the *group* of its root
+    buffer, at a fixed offset inside it (a Concat slice, a Split part, an in-place output);
+    members of one group never conflict with each other, their placement did that already.
+  * A group is placed at one 64-aligned offset, the lowest where none of its members overlaps
+    a member of another group that is live at the same time -- except that a streaming window
+    op's output may overlap its dying input by the allowance lowering recorded
+    (Program.overlaps).
+  * Several group orders are tried (largest first, longest lifetime first, largest area
+    first, earliest first, the peak's buffers first, then seeded shuffles of the best) and the
+    smallest region wins.
+
+All member ranges are widened to the 64-byte grid (offsets are 64-aligned), so `lower_bound` --
+the largest over instructions of the bytes live at once, each group's live ranges counted
+once and granted overlaps subtracted -- is a true lower bound of any plan on that grid."""
 from __future__ import annotations
 
-from glowpy.ir.lower import ACTIVATION, Program
+import random
+import time
+from dataclasses import dataclass
+
+from glowpy.ir import liveness
+from glowpy.ir.lower import ACTIVATION, Buffer, Program
 
 ALIGN = 64
 
@@ -10,42 +33,210 @@ def align(n: int, a: int = ALIGN) -> int:
     return (n + a - 1) // a * a
 
 
-def lifetimes(prog: Program) -> dict:
-    """Activation storage -> (first, last) instruction index touching it."""
-    live: dict = {}
-    for i, ins in enumerate(prog.instrs):
-        for b in ins.inputs + ins.outputs:
-            if b is not None and b.root.region == ACTIVATION:
-                r = b.root
-                first, last = live.get(r, (i, i))
-                live[r] = (min(first, i), max(last, i))
-    return live
+def align_down(n: int, a: int = ALIGN) -> int:
+    return n // a * a
 
 
-def lower_bound(intervals: dict, sizes: dict) -> int:
-    """The largest sum of simultaneously live (aligned) sizes: no plan can be smaller."""
-    events = sorted({t for a, b in intervals.values() for t in (a, b)})
-    return max((sum(sizes[k] for k, (a, b) in intervals.items() if a <= t <= b) for t in events),
-               default=0)
+@dataclass(eq=False)
+class Member:
+    buf: Buffer
+    group: int
+    lo: int  # range inside the group, 64-grid (after normalization lo >= 0)
+    hi: int
+    start: int  # first and last instruction needing the bytes
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
 
 
-def greedy_by_size(intervals: dict, sizes: dict) -> dict:
-    """Largest first, each at the lowest offset free of every placed buffer it overlaps in time."""
-    offsets: dict = {}
-    for k in sorted(intervals, key=lambda k: (-sizes[k], intervals[k][0])):
-        a, b = intervals[k]
-        busy = sorted((offsets[j], offsets[j] + sizes[j]) for j in offsets
-                      if intervals[j][0] <= b and a <= intervals[j][1])
+def _rel(s: Buffer) -> int:
+    off, b = 0, s
+    while b.base is not None:
+        off += b.view_offset
+        b = b.base
+    return off
+
+
+def members(prog: Program, iv: dict | None = None):
+    """(groups: [[Member]], roots: [Buffer], shift per group, pairs: {(id in, id out): D})."""
+    iv = liveness.intervals(prog) if iv is None else iv
+    index: dict = {}
+    groups, roots = [], []
+    for s, (a, b) in iv.items():
+        r = s.root
+        if r.region != ACTIVATION:
+            continue
+        if id(r) not in index:
+            index[id(r)] = len(groups)
+            groups.append([])
+            roots.append(r)
+        rel = _rel(s)
+        groups[index[id(r)]].append(Member(s, index[id(r)], align_down(rel), align(rel + s.nbytes), a, b))
+    shifts = []
+    for g in groups:
+        lo = min(m.lo for m in g)
+        for m in g:
+            m.lo -= lo
+            m.hi -= lo
+        shifts.append(-lo)
+    by_buf = {id(m.buf): m for g in groups for m in g}
+    pairs = {}
+    for i, sin, sout, d in prog.overlaps:
+        if id(sin) in by_buf and id(sout) in by_buf:
+            pairs[(id(by_buf[id(sin)]), id(by_buf[id(sout)]))] = -align(-d)
+    return groups, roots, shifts, pairs
+
+
+def _extent(g) -> int:
+    return max(m.hi for m in g)
+
+
+def live_profile(groups, pairs, n_instr: int) -> list[int]:
+    """Bytes that must be live at each instruction (see module docstring)."""
+    prof = [0] * max(n_instr, 1)
+    events: dict = {}
+    for g in groups:
+        for m in g:
+            for t in range(max(m.start, 0), min(m.end, n_instr - 1) + 1):
+                events.setdefault(t, {}).setdefault(m.group, []).append((m.lo, m.hi))
+    for t, per in events.items():
+        total = 0
+        for ranges in per.values():
+            ranges.sort()
+            cur_lo, cur_hi = ranges[0]
+            for lo, hi in ranges[1:]:
+                if lo > cur_hi:
+                    total += cur_hi - cur_lo
+                    cur_lo, cur_hi = lo, hi
+                else:
+                    cur_hi = max(cur_hi, hi)
+            total += cur_hi - cur_lo
+        prof[t] = total
+    mem = {id(m): m for g in groups for m in g}
+    for (a, b), d in pairs.items():
+        mi, mo = mem[a], mem[b]
+        for t in range(max(mi.start, mo.start), min(mi.end, mo.end) + 1):
+            prof[t] -= max(0, min(mo.size + d, mi.size))
+    return prof
+
+
+def lower_bound(groups, pairs, n_instr: int) -> int:
+    return max(live_profile(groups, pairs, n_instr), default=0)
+
+
+def place(groups, order, pairs, mirror: bool = False) -> list[int]:
+    """First fit, groups in `order`: each at the lowest 64-aligned offset where it conflicts
+    with nothing placed. Returns the offset per group (index = group).
+
+    With `mirror` the fit runs from the top of the region down (offsets are computed in the
+    mirrored space x -> S - x and flipped back): a chain of streaming ops, each output placed
+    just below its input, then has room to grow instead of hitting offset 0."""
+    offsets = [0] * len(groups)
+    ext = [_extent(g) for g in groups]
+    placed: list = []  # (member, absolute lo, absolute hi) in the space being filled
+
+    def span(m, g):
+        return (ext[g] - m.hi, ext[g] - m.lo) if mirror else (m.lo, m.hi)
+
+    for gi in order:
+        forbidden = []
+        for m in groups[gi]:
+            lo, hi = span(m, gi)
+            for c, clo, chi in placed:
+                if m.start > c.end or c.start > m.end:
+                    continue
+                d_out = pairs.get((id(c), id(m)))  # m is the output of a streaming op reading c
+                d_in = pairs.get((id(m), id(c)))  # m is the input, c the output
+                if d_out is not None and not mirror:
+                    forbidden.append((clo + d_out - lo, chi - lo))
+                elif d_in is not None and not mirror:
+                    forbidden.append((clo - (hi - lo) - lo, clo - d_in - lo))
+                elif d_out is not None:  # mirrored: out_m >= in_m + si - so - D, or below
+                    e = (chi - clo) - (hi - lo) - d_out
+                    forbidden.append((clo - hi, clo + e - lo))
+                elif d_in is not None:
+                    e = (hi - lo) - (chi - clo) - d_in
+                    forbidden.append((clo - e - lo, chi - lo))
+                else:
+                    forbidden.append((clo - hi, chi - lo))
+        forbidden.sort()
         off = 0
-        for lo, hi in busy:
-            if off + sizes[k] <= lo:
-                break
-            off = max(off, hi)
-        offsets[k] = off
+        moved = True
+        while moved:
+            moved = False
+            for a, b in forbidden:
+                if a < off < b:
+                    off = align(b)
+                    moved = True
+        offsets[gi] = off
+        placed += [(m, off + span(m, gi)[0], off + span(m, gi)[1]) for m in groups[gi]]
+    if mirror:
+        top = max((o + e for o, e in zip(offsets, ext)), default=0)
+        offsets = [top - o - e for o, e in zip(offsets, ext)]
     return offsets
 
 
-def plan(prog: Program, reuse: bool = True) -> Program:
+def _size(groups, offsets) -> int:
+    return max((o + _extent(g) for g, o in zip(groups, offsets)), default=0)
+
+
+def strategies(groups, pairs, n_instr):
+    """Named group orders to try."""
+    idx = list(range(len(groups)))
+    span = [(min(m.start for m in g), max(m.end for m in g)) for g in groups]
+    ext = [_extent(g) for g in groups]
+    prof = live_profile(groups, pairs, n_instr)
+    peak = max(range(len(prof)), key=lambda t: prof[t]) if prof else 0
+    at_peak = [any(m.start <= peak <= m.end for m in g) for g in groups]
+    yield "largest-first", sorted(idx, key=lambda i: (-ext[i], span[i][0]))
+    yield "longest-lifetime-first", sorted(idx, key=lambda i: (span[i][0] - span[i][1], -ext[i]))
+    yield "largest-area-first", sorted(idx, key=lambda i: (-ext[i] * (span[i][1] - span[i][0] + 1), span[i][0]))
+    yield "earliest-first", sorted(idx, key=lambda i: (span[i][0], -ext[i]))
+    yield "peak-first", sorted(idx, key=lambda i: (not at_peak[i], -ext[i], span[i][0]))
+
+
+def assign_offsets(groups, pairs, n_instr, reuse=True, budget_s=0.25, seed=0):
+    """(offsets, size, strategy name, bound)."""
+    if not reuse:
+        offsets, acc = [], 0
+        for g in groups:
+            offsets.append(acc)
+            acc += _extent(g)
+        return offsets, acc, "no-reuse", lower_bound(groups, pairs, n_instr)
+    bound = lower_bound(groups, pairs, n_instr)
+    best = None
+    for name, order in strategies(groups, pairs, n_instr):
+        for mirror in (False, True):
+            offs = place(groups, order, pairs, mirror)
+            size = _size(groups, offs)
+            if best is None or size < best[1]:
+                best = (offs, size, name + ("/top-down" if mirror else ""), order, mirror)
+            if size <= bound:
+                break
+        if best[1] <= bound:
+            break
+    if best[1] > bound and len(groups) > 1:
+        rng = random.Random(seed)
+        deadline = time.monotonic() + budget_s
+        order = list(best[3])
+        while time.monotonic() < deadline:
+            cand = list(order)
+            i, j = rng.randrange(len(cand)), rng.randrange(len(cand))
+            cand[i], cand[j] = cand[j], cand[i]
+            offs = place(groups, cand, pairs, best[4])
+            size = _size(groups, offs)
+            if size <= best[1]:
+                if size < best[1]:
+                    best = (offs, size, best[2].split("+")[0] + "+search", cand, best[4])
+                order = cand
+                if size <= bound:
+                    break
+    return best[0], best[1], best[2], bound
+
+
+def plan(prog: Program, reuse: bool = True, budget_s: float = 0.25) -> Program:
     off = 0
     for c in prog.constants:
         c.offset, off = off, align(off + c.nbytes)
@@ -54,17 +245,77 @@ def plan(prog: Program, reuse: bool = True) -> Program:
     for p in prog.placeholders:
         p.offset, off = off, align(off + p.nbytes)
     mutable_size = off
-    live = lifetimes(prog)
-    sizes = {b: align(b.nbytes) for b in live}
-    if reuse:
-        offsets = greedy_by_size(live, sizes)
-    else:
-        offsets, acc = {}, 0
-        for b in live:
-            offsets[b], acc = acc, acc + sizes[b]
-    for b, o in offsets.items():
-        b.offset = o
-    act_size = max((o + sizes[b] for b, o in offsets.items()), default=0)
-    prog.sizes = {"constant": const_size, "mutable": mutable_size, "activation": act_size}
-    prog.plan_info = {"lower_bound": lower_bound(live, sizes), "lifetimes": live}
+    iv = liveness.intervals(prog)
+    groups, roots, shifts, pairs = members(prog, iv)
+    n = len(prog.instrs)
+    offsets, size, strategy, bound = assign_offsets(groups, pairs, n, reuse, budget_s)
+    for r, o, sh in zip(roots, offsets, shifts):
+        r.offset = o + sh
+    prog.activations = roots
+    prog.sizes = {"constant": const_size, "mutable": mutable_size, "activation": align(size)}
+    prof = live_profile(groups, pairs, n)
+    peak_at = max(range(len(prof)), key=lambda t: prof[t]) if n else 0
+    prog.plan_info = {"lower_bound": bound, "strategy": strategy, "intervals": iv,
+                      "groups": groups, "pairs": pairs, "profile": prof, "peak_instr": peak_at,
+                      "reuse": reuse}
     return prog
+
+
+def lifetimes(prog: Program) -> dict:
+    """Activation storage -> (first, last) instruction whose bytes it needs (kept for tools)."""
+    return liveness.intervals(prog)
+
+
+def build(graph, optimize: bool = True, reuse: bool = True, search_budget_s: float = 3.0) -> Program:
+    """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices
+    and the schedule search (which leaves the chosen order in graph.nodes)."""
+    from glowpy.ir import schedule
+    from glowpy.ir.lower import lower
+    if not optimize:
+        prog = plan(lower(graph, optimize=False, reuse=reuse), reuse)
+        prog.plan_info["schedule"] = "model"
+        return prog
+
+    def evaluate(g):  # quick plans while comparing orders; the winner is planned again
+        p = plan(lower(g, optimize=True, reuse=reuse), reuse, budget_s=0.0)
+        return p.sizes["activation"], p
+
+    prog, name = schedule.search(graph, evaluate, search_budget_s)
+    prog = plan(prog, reuse)
+    prog = _relax(graph, prog, reuse)
+    prog.plan_info["schedule"] = name
+    return prog
+
+
+def _relax(graph, prog: Program, reuse: bool) -> Program:
+    """Gives back speed where it costs no memory: an in-place 1x1 convolution is slower than
+    the ordinary kernel, so it is kept only where the region would grow without it. Candidates
+    are the instructions whose live bytes, with input and output apart, stay within the
+    region; all are reverted at once if the plan allows, else one at a time."""
+    from glowpy.ir.lower import lower
+    size = prog.sizes["activation"]
+    prof = prog.plan_info["profile"]
+    cands = []
+    for i, ins in enumerate(prog.instrs):
+        if ins.op != "ConvPointwiseInPlace":
+            continue
+        x, y, scratch = ins.inputs[0], ins.outputs[0], ins.outputs[1]
+        if prof[i] - align(scratch.nbytes) + min(align(x.nbytes), align(y.nbytes)) <= size:
+            cands.append(ins.node.name)
+    if not cands:
+        return prog
+
+    def attempt(names):
+        p = plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=names), reuse, budget_s=0.1)
+        return p if p.sizes["activation"] <= size else None
+
+    best = attempt(set(cands))
+    if best is not None:
+        return best
+    kept: set = set()
+    for name in cands:
+        p = attempt(kept | {name})
+        if p is not None:
+            kept.add(name)
+            best = p
+    return best or prog

@@ -23,4 +23,7 @@ def has_emitter(op: str) -> bool:
     return op in _EMITTERS
 
 
-from glowpy.codegen.kernels import conv, elementwise, matmul, reduce, tensor  # noqa: E402,F401
+from glowpy.codegen.kernels import conv, elementwise, matmul, reduce, resize, tensor  # noqa: E402,F401
+from glowpy.codegen.kernels import convtranspose, norm, softplus  # noqa: E402,F401
+from glowpy.codegen.kernels import einsum, index, layout, logical  # noqa: E402,F401
+from glowpy.codegen.kernels import fused  # noqa: E402,F401  (epilogues, in-place kernels)

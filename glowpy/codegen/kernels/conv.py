@@ -9,7 +9,7 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import emits
+from glowpy.codegen.kernels import emits, fused
 from glowpy.codegen.kernels.elementwise import fmax
 from glowpy.ir.ops.conv import Window
 
@@ -97,8 +97,7 @@ def emit_conv(k):
             gi = b.sdiv(oc, k.c(mg))
             o_plane = b.mul(b.add(b.mul(n, k.c(m)), oc), k.c(plane_out))
             init = k.load(bias, oc, y.dtype) if bias is not None else cg.const(f32, 0)
-            with k.for_range(plane_out, name="z") as z:
-                k.store(init, k.out(), b.add(o_plane, z))
+            fused.init_plane(k, init, o_plane, plane_out)  # bias (+ residual when accumulating)
             with k.for_range(cg_, name="ic") as ic:
                 cin = b.add(b.mul(gi, k.c(cg_)), ic)
                 i_plane = b.mul(b.add(b.mul(n, k.c(c)), cin), k.c(plane_in))
@@ -117,6 +116,9 @@ def emit_conv(k):
                         k.store(b.fadd(acc, b.fmul(wv, xv, flags=CONTRACT), flags=CONTRACT), k.out(), oi)
 
                 for_each_tap(k, win, body)
+            # the fused epilogue (activation, residual add...) while the plane is in cache; the
+            # planner relies on each output plane being written only inside this oc iteration
+            fused.epilogue_block(k, [n, oc])
 
 
 def _pool(k, is_max: bool):

@@ -8,6 +8,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
 from glowpy.codegen.kernels import emits
+from glowpy.errors import ModelError
 from glowpy.ir.ops.elementwise import BINARY, UNARY, VARIADIC
 
 
@@ -47,8 +48,29 @@ def _float_unary(op, b, x, a):
         return b.fneg(x)
     if op == "Abs":
         return _fabs(b, x)
+    if op == "Selu":
+        neg = b.fmul(f(a["gamma"] * a["alpha"]), mathfn.expm1(b, x))
+        return b.select(b.fcmp_ordered(">", x, f(0)), b.fmul(x, f(a["gamma"])), neg)
+    if op == "Softsign":
+        return b.fdiv(x, b.fadd(f(1), _fabs(b, x)))
+    if op == "Gelu":
+        if a["approximate"] == "tanh":
+            inner = b.fmul(f((2 / np.pi) ** 0.5),
+                           b.fadd(x, b.fmul(f(0.044715), b.fmul(x, b.fmul(x, x)))))
+            t = mathfn.tanh(b, inner)
+        elif a["approximate"] == "none":
+            t = mathfn.erf(b, b.fmul(x, f(0.5 ** 0.5)))
+        else:
+            raise ModelError(f"Gelu: approximate='{a['approximate']}' is not supported (none or tanh)")
+        return b.fmul(b.fmul(x, f(0.5)), b.fadd(f(1), t))
+    if op == "Mish":
+        return b.fmul(x, mathfn.tanh(b, mathfn.softplus(b, x)))
+    if op == "Sign":  # keeps 0 and NaN, as numpy.sign
+        return b.select(b.fcmp_ordered(">", x, f(0)), f(1),
+                        b.select(b.fcmp_ordered("<", x, f(0)), f(-1), x))
     fn = {"Tanh": mathfn.tanh, "Exp": mathfn.exp, "Log": mathfn.log, "Sqrt": mathfn.sqrt,
-          "Erf": mathfn.erf}[op]
+          "Erf": mathfn.erf, "Floor": mathfn.floor, "Ceil": mathfn.ceil,
+          "Round": mathfn.round_half_even, "Sin": mathfn.sin, "Cos": mathfn.cos}[op]
     return fn(b, x)
 
 
@@ -60,12 +82,20 @@ def _int_unary(op, b, x, dtype):
         return b.neg(x)
     if op == "Abs":
         return b.select(b.icmp_signed("<", x, zero), b.neg(x), x) if cg.is_signed(dtype) else x
+    if op == "Sign":
+        one = cg.const(x.type, 1)
+        if not cg.is_signed(dtype):
+            return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+        return b.select(b.icmp_signed(">", x, zero), one,
+                        b.select(b.icmp_signed("<", x, zero), cg.const(x.type, -1), zero))
     raise NotImplementedError(op)
 
 
 def _binary(op, b, x, y, dtype):
     if cg.is_float(dtype):
         if op == "Pow":
+            if isinstance(y.type, ir.IntType):  # Pow-12+: integer exponent of a float base
+                y = b.sitofp(y, x.type)
             return mathfn.pow(b, x, y)
         if op == "PRelu":
             return b.select(b.fcmp_ordered("<", x, cg.const(x.type, 0)), b.fmul(x, y), x)
@@ -78,6 +108,9 @@ def _binary(op, b, x, y, dtype):
         return b.select(cmp(">" if op == "Max" else "<", x, y), x, y)
     if op == "PRelu":
         return b.select(b.icmp_signed("<", x, cg.const(x.type, 0)), b.mul(x, y), x)
+    if op == "Pow":
+        raise ModelError(f"Pow of an integer base ({np.dtype(dtype).name}) is not supported; "
+                         "Cast the base to float")
     return {"Add": b.add, "Sub": b.sub, "Mul": b.mul, "Sum": b.add, "Mean": b.add,
             "Div": b.sdiv if signed else b.udiv}[op](x, y)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import emits
+from glowpy.codegen.kernels import emits, fused
 
 CONTRACT = ("contract",)
 
@@ -54,9 +54,9 @@ def emit_gemm(k):
         if c is not None and beta != 0.0:
             cv = k.load(k.inp(2), cg.linear(b, [m, n], c_st, 0, k.intp), c.dtype)
             acc = b.fadd(acc, cv if beta == 1.0 else b.fmul(cv, cg.const(f, beta)))
-        return acc
+        return fused.apply_at(k, acc, [m, n])  # the fused epilogue, if any
 
-    needs = alpha != 1.0 or (c is not None and beta != 0.0)
+    needs = alpha != 1.0 or (c is not None and beta != 0.0) or bool(k.attrs.get("_epilogue"))
     matmul_rows(k, k.inp(0), k.c(0), a_st, k.inp(1), k.c(0), b_st, k.c(0), (m_, k_, n_), y.dtype,
                 finish if needs else None)
 

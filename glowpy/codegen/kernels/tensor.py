@@ -79,3 +79,16 @@ def emit_gather(k):
             with cg.if_then(b, ok):
                 with k.for_range(post, name="q") as q:
                     k.store(k.load(k.inp(0), b.add(src, q), x.dtype), k.out(), b.add(dst, q))
+
+
+@emits("Dropout")
+def emit_dropout(k):
+    """A Dropout the views pass kept (its mask is used, or -O0): copy the data, fill the mask."""
+    from glowpy.codegen.kernels.elementwise import emit_copy
+    emit_copy(k)
+    if len(k.instr.outputs) > 1:
+        dt, value = k.node.opdef.mask(k.node)
+        m = k.out_buf(1)
+        c = cg.const(cg.llvm_type(dt), value)
+        with k.for_range(int(np.prod(m.shape)), name="m") as i:
+            k.store(c, k.out(1), i)

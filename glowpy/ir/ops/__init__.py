@@ -1,3 +1,5 @@
 """Op definitions, one module per op family. Importing this package registers them all."""
 from glowpy.ir.ops.registry import REQUIRED, Op, all_ops, get_op, has_op, register  # noqa: F401
-from glowpy.ir.ops import conv, elementwise, matmul, reduce, tensor  # noqa: F401
+from glowpy.ir.ops import conv, elementwise, matmul, reduce, resize, tensor  # noqa: F401
+from glowpy.ir.ops import convtranspose, norm, softplus  # noqa: E402,F401
+from glowpy.ir.ops import einsum, generate, index, layout, logical  # noqa: E402,F401

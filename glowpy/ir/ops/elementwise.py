@@ -14,6 +14,15 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
 
 
+def _gelu(x, approximate):
+    x64 = x.astype(np.float64)
+    if approximate == "tanh":
+        return 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)))
+    if approximate != "none":
+        raise ModelError(f"Gelu: approximate='{approximate}' is not supported (none or tanh)")
+    return 0.5 * x64 * (1 + _erf(x64 / math.sqrt(2)))
+
+
 # name -> (numpy reference taking (x, attrs), attribute defaults)
 UNARY = {
     "Relu": (lambda x, a: np.maximum(x, 0).astype(x.dtype), {}),
@@ -31,6 +40,18 @@ UNARY = {
     "Neg": (lambda x, a: -x, {}),
     "Abs": (lambda x, a: np.abs(x), {}),
     "Erf": (lambda x, a: _erf(x), {}),
+    "Selu": (lambda x, a: np.where(x > 0, np.float64(a["gamma"]) * x, np.float64(a["gamma"])
+                                   * np.float64(a["alpha"]) * np.expm1(x.astype(np.float64))),
+             {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
+    "Softsign": (lambda x, a: x / (1 + np.abs(x)), {}),
+    "Gelu": (lambda x, a: _gelu(x, a["approximate"]), {"approximate": "none"}),
+    "Mish": (lambda x, a: x * np.tanh(np.logaddexp(0.0, x.astype(np.float64))), {}),
+    "Floor": (lambda x, a: np.floor(x), {}),
+    "Ceil": (lambda x, a: np.ceil(x), {}),
+    "Round": (lambda x, a: np.round(x), {}),  # half to even, as ONNX specifies
+    "Sign": (lambda x, a: np.sign(x), {}),
+    "Sin": (lambda x, a: np.sin(x), {}),
+    "Cos": (lambda x, a: np.cos(x), {}),
 }
 
 
@@ -65,21 +86,37 @@ class Identity(Op):
 
 @register
 class Dropout(Op):
-    """Inference only: the identity (the mask output, when asked for, is all true)."""
+    """Inference only: the identity. The mask output, when asked for, is constant: all true
+    from opset 12, all false before (as onnxruntime's), and of the data's type before opset 10.
+    Not a view because of that second output: the views pass removes a Dropout whose mask is
+    unused, and a remaining one is a copy plus a fill (kernels/tensor.py)."""
     inputs = ("data", "ratio?", "training_mode?")
     attrs = {"seed": 0, "ratio": 0.5, "is_test": 0, "consumed_inputs": None}
-    traits = frozenset({"view"})
+    const_inputs = (1, 2)  # ratio and training_mode decide what the node computes
+
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        attrs["_mask_value"] = int(opset >= 12)
+        attrs["_mask_is_data_type"] = opset < 10
+        return attrs, inputs
+
+    def mask(self, node) -> tuple[np.dtype, int]:
+        x = node.inputs[0]
+        return (x.dtype if node.attrs.get("_mask_is_data_type") else np.dtype(np.bool_),
+                node.attrs.get("_mask_value", 1))
 
     def infer(self, node):
-        if node.input(2) is not None and node.input(2).is_const and bool(node.input(2).const):
+        ratio = node.input(1)
+        zero = ratio is not None and ratio.is_const and float(np.asarray(ratio.const).reshape(-1)[0]) == 0
+        if node.input(2) is not None and bool(node.const_input(2, "training_mode")) and not zero:
             raise ModelError(f"node '{node.name}' (Dropout): training_mode=true is not supported "
-                             "(inference only)")
+                             "(inference only; the output would be random)")
         x = node.inputs[0]
         n = node._num_outputs or 1
-        return [(x.dtype, x.shape), (np.bool_, x.shape)][:n]
+        return [(x.dtype, x.shape), (self.mask(node)[0], x.shape)][:n]
 
     def reference(self, node, x, *_):
-        return [x, np.ones(x.shape, np.bool_)][: len(node.outputs) or 1]
+        dt, value = self.mask(node)
+        return [x, np.full(x.shape, value, dt)][: len(node.outputs) or 1]
 
     def try_fold(self, node, types):
         if node.inputs[0].is_const:
@@ -102,6 +139,10 @@ class Clip(Op):
 
     def bounds(self, node):
         lo, hi = node.const_input(1, "min"), node.const_input(2, "max")
+        for what, v in (("min", lo), ("max", hi)):
+            if v is not None and v.size != 1:
+                raise ModelError(f"node '{node.name}' (Clip): {what} must be a scalar, got shape "
+                                 f"{list(v.shape)}")
         return (None if lo is None else lo.reshape(()), None if hi is None else hi.reshape(()))
 
     def infer(self, node):

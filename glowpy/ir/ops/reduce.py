@@ -1,4 +1,4 @@
-"""Reductions and normalizations: ReduceMean/Sum/Max, Softmax, LogSoftmax, BatchNormalization."""
+"""Reductions and normalizations: the Reduce* family, Softmax, LogSoftmax, BatchNormalization."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,14 @@ from glowpy.errors import ModelError
 from glowpy.ir.ops.registry import Op, ints, norm_axis, register
 from glowpy.ir.ops.tensor import AxesOp
 
-REDUCE = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max}
+REDUCE = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max,
+          "ReduceMin": np.min, "ReduceProd": np.prod,
+          "ReduceL1": lambda a, axis, keepdims: np.sum(np.abs(a), axis=axis, keepdims=keepdims),
+          "ReduceL2": lambda a, axis, keepdims: np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims)),
+          "ReduceSumSquare": lambda a, axis, keepdims: np.sum(a * a, axis=axis, keepdims=keepdims),
+          "ReduceLogSum": lambda a, axis, keepdims: np.log(np.sum(a, axis=axis, keepdims=keepdims)),
+          "ReduceLogSumExp": lambda a, axis, keepdims: np.log(np.sum(np.exp(a), axis=axis,
+                                                                     keepdims=keepdims))}
 
 
 class Reduce(AxesOp):
@@ -39,7 +46,7 @@ class Reduce(AxesOp):
         axes = tuple(self.reduced_axes(node))
         if not axes:
             return [x]
-        acc = np.float64 if node.op != "ReduceMax" else x.dtype
+        acc = np.float64 if node.op not in ("ReduceMax", "ReduceMin") else x.dtype
         y = REDUCE[node.op](x.astype(acc), axis=axes, keepdims=bool(node.attrs["keepdims"]))
         return [np.asarray(y).astype(x.dtype)]
 

@@ -25,6 +25,9 @@ class Reshape(View):
 
     def upgrade(self, op, attrs, inputs, opset, graph):
         if opset < 5:
+            if "shape" not in attrs:
+                raise ModelError(f"Reshape (opset {opset}): missing attribute 'shape' (the target "
+                                 "shape; it became an input in opset 5)")
             inputs = [inputs[0], graph.constant(np.asarray(attrs.pop("shape"), np.int64), "shape")]
         return attrs, inputs
 
@@ -108,6 +111,9 @@ class Unsqueeze(AxesOp, View):
         x = node.inputs[0]
         r = len(x.shape) + len(ints(node.const_input(1, "axes")))
         axes = self.axes(node, r)
+        if len(axes) != r - len(x.shape):
+            raise ModelError(f"node '{node.name}' (Unsqueeze): axes "
+                             f"{ints(node.const_input(1))} repeat an axis")
         it = iter(x.shape)
         return [(x.dtype, tuple(1 if i in axes else next(it) for i in range(r)))]
 
@@ -131,7 +137,7 @@ class Transpose(Op):
         return [(x.dtype, tuple(x.shape[p] for p in self.perm(node)))]
 
     def reference(self, node, x):
-        return [np.ascontiguousarray(np.transpose(x, self.perm(node)))]
+        return [np.asarray(np.transpose(x, self.perm(node)), order="C")]
 
 
 @register

@@ -1,14 +1,48 @@
-"""The graph pass pipeline: one ordered list. Each pass takes a graph and returns a graph."""
+"""The graph pass pipeline: one ordered list. Each pass takes a graph and returns a graph.
+
+The order matters where one pass makes work for the next:
+  * canonicalizing (fold, views, transposes) comes first so CSE sees equal things as equal;
+  * BatchNormalization is folded into weights before the leftovers are lowered to Mul+Add,
+    and those Mul/Add are then offered to fold_affine like any other;
+  * weight folding (fold_affine) must precede activation fusion: a Mul after a Relu is not a
+    Mul of the Conv's result;
+  * activations are fused before general elementwise chains, so Conv+Relu is preferred over
+    fusing the Relu into some other elementwise host;
+  * dead-code removal runs last to drop what the rewrites disconnected."""
 from glowpy.ir.passes.batchnorm import lower_batchnorm
+from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.fold import fold_constants
+from glowpy.ir.passes.fold_affine import fold_affine
+from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
+from glowpy.ir.passes.fuse_activation import fuse_activations
+from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
+from glowpy.ir.passes.merge_pad import merge_pad
+from glowpy.ir.passes.transpose import simplify_transposes
+from glowpy.ir.passes.views import simplify_views
 
 PIPELINE = [
     # values that became computable at compile time (the importer already folds as it goes)
     fold_constants,
-    # BatchNormalization -> per-channel Mul + Add with folded constants
+    # transpose pairs cancel, transposes of unit dims become reshapes (views)
+    simplify_transposes,
+    # Identity/Dropout vanish, Reshape chains collapse (views cost nothing in lowering anyway)
+    simplify_views,
+    # identical constants and identical nodes computed once
+    eliminate_common_subexpressions,
+    # BatchNormalization into the preceding Conv/Gemm/MatMul weights where it can go
+    fold_batchnorm,
+    # the remaining BatchNormalization -> per-channel Mul + Add (no kernel of its own)
     lower_batchnorm,
-    # drop whatever no output needs (shape-computing chains, unused branches)
+    # Mul/Add/Sub/Div by per-channel constants into the preceding Conv/Gemm/MatMul weights
+    fold_affine,
+    # zero Pad into the Conv/pooling window's own padding
+    merge_pad,
+    # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Tanh as epilogues of their producer
+    fuse_activations,
+    # elementwise chains (and residual adds into Conv/Gemm) as one loop
+    fuse_elementwise,
+    # drop whatever no output needs (shape-computing chains, unused branches, folded weights)
     eliminate_dead_code,
 ]
 
@@ -16,8 +50,9 @@ PIPELINE = [
 REQUIRED = {lower_batchnorm, eliminate_dead_code}
 
 
-def optimize(graph, level: int = 1):
+def optimize(graph, level: int = 1, passes=None):
+    """Runs the pipeline (`passes`: an explicit subset, in pipeline order, for tests)."""
     for p in PIPELINE:
-        if level > 0 or p in REQUIRED:
+        if (passes is not None and p in passes) or (passes is None and (level > 0 or p in REQUIRED)):
             graph = p(graph)
     return graph

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Cortex-M7 footprint and speed of every shared float model, measured under QEMU.
+
+    python benchmarks/cortex_m7.py                    # all float models, writes docs/cortex_m7.md
+    python benchmarks/cortex_m7.py --models mnist8 --no-docs
+    python benchmarks/cortex_m7.py --float-abi hard --no-docs
+
+For each float model in ../shared/models (every .onnx without quantization nodes) this
+compiles a bundle with `-target=arm -mcpu=cortex-m7 -float-abi=hard` and `=soft`, links it into
+the bare-metal runner of examples/bundles/cortex_m7 and runs it on QEMU's mps2-an500 board
+with test_data_set_0's inputs. It measures:
+
+- `.text`: bytes of code in the bundle object (its executable sections);
+- flash: what the bundle puts in read-only memory: every allocated section of the object
+  (code, literal pools, unwind tables) plus the constant region (weights);
+- RAM: the mutable region (inputs and outputs) + the activation region + the deepest stack
+  use during the inference, as the runner measures it (painted stack, includes the ~100
+  bytes of the runner's own frame);
+- instructions per inference: SysTick ticks counted around the entry call times 10. QEMU
+  runs with `-icount shift=2` (every instruction advances the virtual clock by 4 ns) and
+  SysTick counts the 25 MHz processor clock (40 ns), so a tick is 10 instructions, and the
+  count is identical from run to run. It counts instructions, not Cortex-M7 cycles (QEMU
+  does not model the pipeline, caches or memory wait states).
+
+It also checks the printed outputs against the model's reference outputs (the tolerance of
+tests/test_models.py) and lists the symbols the object leaves undefined.
+
+A model "fits the board" when its flash need (plus the runner and its input data) fits the
+4 MiB SSRAM1 used as flash and its mutable + activation regions fit the 16 MiB PSRAM
+(examples/bundles/cortex_m7/mps2_an500.ld); models that do not are listed with the reason.
+The table is written between the benchmark markers of docs/cortex_m7.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_MODELS = os.path.join(os.path.dirname(ROOT), "shared", "models")
+RUNNER = os.path.join(ROOT, "examples", "bundles", "cortex_m7")
+DOC = os.path.join(ROOT, "docs", "cortex_m7.md")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples", "bundles"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import glowpy  # noqa: E402
+from gen_io_header import parse_run_output, write_io_header_from_manifest  # noqa: E402
+from util import assert_close_to_reference, is_tflite_reference, reference_data  # noqa: E402
+
+MiB = 1 << 20
+FLASH_BYTES = 4 * MiB          # ZBT SSRAM1 at 0x00000000, used as flash
+PSRAM_BYTES = 16 * MiB         # mutable + activation regions (.bss.model)
+RUNNER_FLASH_RESERVE = 96 << 10  # vectors, runner, newlib-nano, printf: ~56 KiB measured
+STACK_SIZE = 65536
+INSTRUCTIONS_PER_TICK = 10     # 40 ns SysTick tick / 4 ns per instruction (-icount shift=2)
+QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+             "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
+BEGIN, END = "<!-- cortex_m7 benchmark: begin -->", "<!-- cortex_m7 benchmark: end -->"
+
+
+def float_models() -> list[str]:
+    names = []
+    for f in sorted(os.listdir(SHARED_MODELS)):
+        name, ext = os.path.splitext(f)
+        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
+            continue
+        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
+        if not any(n.op_type in QUANT_OPS for n in m.graph.node):
+            names.append(name)
+    return names
+
+
+def tool(name: str) -> str:
+    from shutil import which
+    path = which(name)
+    if not path:
+        sys.exit(f"cortex_m7.py: {name} not found (Debian: gcc-arm-none-eabi "
+                 "libnewlib-arm-none-eabi qemu-system-arm)")
+    return path
+
+
+def object_sections(obj: str) -> dict:
+    """{section: size} of the allocated sections of an ARM object (arm-none-eabi-size -A)."""
+    out = subprocess.run([tool("arm-none-eabi-size"), "-A", obj], capture_output=True,
+                         text=True, check=True).stdout
+    sections = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit() and parts[0].startswith("."):
+            sections[parts[0]] = int(parts[1])
+    return sections
+
+
+def undefined_symbols(obj: str) -> list[str]:
+    out = subprocess.run([tool("arm-none-eabi-nm"), "-u", obj], capture_output=True, text=True,
+                         check=True).stdout
+    return sorted({ln.split()[-1] for ln in out.splitlines() if ln.strip()})
+
+
+def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
+    row = {"model": name, "float_abi": float_abi}
+    d = os.path.join(work, f"{name}-{float_abi}")
+    t0 = time.time()
+    info = glowpy.compile(os.path.join(SHARED_MODELS, name + ".onnx"), d, target="arm",
+                          mcpu="cortex-m7", float_abi=float_abi)
+    row["compile_s"] = round(time.time() - t0, 1)
+    obj = info.files[".o"]
+    secs = object_sections(obj)
+    # Non-allocated sections (.ARM.attributes, .note.GNU-stack...) take no memory.
+    alloc = {s: n for s, n in secs.items()
+             if s.startswith((".text", ".rodata", ".ARM.exidx", ".ARM.extab", ".data", ".bss"))}
+    mem = info.memory
+    row.update(text=sum(n for s, n in alloc.items() if s.startswith(".text")),
+               object_readonly=sum(n for s, n in alloc.items()
+                                   if not s.startswith((".data", ".bss"))),
+               writable=sum(n for s, n in alloc.items() if s.startswith((".data", ".bss"))),
+               constant=mem["constant"], mutable=mem["mutable"], activations=mem["activations"],
+               undefined=undefined_symbols(obj))
+    row["flash"] = row["object_readonly"] + row["constant"]
+    inputs, outputs = reference_data(name)
+    input_bytes = sum(int(np.asarray(x).nbytes) for x in inputs)
+    need_flash = row["flash"] + input_bytes + RUNNER_FLASH_RESERVE
+    need_psram = row["mutable"] + row["activations"]
+    problems = []
+    if need_flash > FLASH_BYTES:
+        problems.append(f"needs {need_flash / MiB:.1f} MiB of flash (code + weights + runner + "
+                        f"input data), the board has {FLASH_BYTES // MiB} MiB")
+    if need_psram > PSRAM_BYTES:
+        problems.append(f"needs {need_psram / MiB:.1f} MiB for mutable + activation regions, "
+                        f"the board has {PSRAM_BYTES // MiB} MiB of PSRAM")
+    if problems:
+        row["fits"] = False
+        row["reason"] = "; ".join(problems)
+        return row
+    row["fits"] = True
+
+    man = info.manifest
+    write_io_header_from_manifest(os.path.join(d, "model_io.h"), man,
+                                  {p["name"]: x for p, x in zip(man["inputs"], inputs)})
+    build = os.path.join(d, "build")
+    cmd = ["make", "-s", "-C", RUNNER, f"BUNDLE_DIR={d}", f"NETWORK={info.name}",
+           f"FLOAT_ABI={float_abi}", f"BUILD_DIR={build}", f"STACK_SIZE={STACK_SIZE}",
+           f"TIMEOUT={timeout}", "run"]
+    t0 = time.time()
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    row["run_s"] = round(time.time() - t0, 1)
+    if res.returncode != 0:
+        row["error"] = (res.stdout + res.stderr).strip().splitlines()[-5:]
+        return row
+    run = parse_run_output(res.stdout)
+    row.update(ticks=run["cycles"], instructions=run["cycles"] * INSTRUCTIONS_PER_TICK,
+               stack=run["stack"])
+    row["ram"] = row["mutable"] + row["activations"] + row["stack"]
+    m = re.search(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-f]+\s+\S*app\.elf", res.stdout, re.M)
+    if m:  # arm-none-eabi-size of the whole firmware, printed by the Makefile
+        row["firmware_text"], row["firmware_data"], row["firmware_bss"] = map(int, m.groups())
+    try:
+        errs = [assert_close_to_reference(got.reshape(ref.shape), ref, is_tflite_reference(name),
+                                          f"{name}:{p['name']}")
+                for p, got, ref in zip(man["outputs"], run["outputs"], outputs)]
+        row["matches_reference"] = len(errs) == len(outputs)
+        row["max_error"] = max(errs) if errs else 0.0
+    except (AssertionError, ValueError, AttributeError) as e:
+        row["matches_reference"] = False
+        row["mismatch"] = str(e)
+        row["max_diff_from_host"] = host_difference(name, d, man, inputs, run["outputs"])
+    return row
+
+
+def host_difference(name, d, man, inputs, m7_outputs) -> float:
+    """max |M7 - host| / max |host| over the outputs of the same model built for the host:
+    tells a Cortex-M7 problem from a difference every target has."""
+    from glowpy.runtime import Bundle
+    info = glowpy.compile(os.path.join(SHARED_MODELS, name + ".onnx"), os.path.join(d, "host"))
+    host = Bundle(os.path.join(d, "host"), info.name).run(
+        {p["name"]: x for p, x in zip(info.inputs, inputs)})
+    worst = 0.0
+    for p, got in zip(man["outputs"], m7_outputs):
+        h = np.asarray(host[p["name"]], dtype=np.float64).reshape(-1)
+        scale = max(float(np.abs(h).max()), 1e-30)
+        worst = max(worst, float(np.abs(got.reshape(-1) - h).max()) / scale)
+    return worst
+
+
+def fmt(n) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | `.text` bytes | flash: code + constants (bytes) | RAM: mutable + "
+            "activations + stack (bytes) | instructions / inference | reference |\n"
+            "|---|--:|--:|--:|--:|---|\n")
+    lines = []
+    for r in rows:
+        if not r.get("fits"):
+            continue
+        if "error" in r:
+            lines.append(f"| {r['model']} | {fmt(r['text'])} | {fmt(r['flash'])} | | | run "
+                         f"failed: {' / '.join(r['error'])[:200]} |")
+            continue
+        flash = (f"{fmt(r['flash'])} = {fmt(r['object_readonly'])} + {fmt(r['constant'])}")
+        ram = (f"{fmt(r['ram'])} = {fmt(r['mutable'])} + {fmt(r['activations'])} + "
+               f"{fmt(r['stack'])}")
+        if r["matches_reference"]:
+            ok = f"matches (max error {r['max_error']:.2g})"
+        else:
+            what = r["mismatch"].split(";")[0]
+            ok = (f"**differs**: {what}; the host build differs alike (M7 vs host: "
+                  f"{r['max_diff_from_host']:.1g} of the largest value)")
+        lines.append(f"| {r['model']} | {fmt(r['text'])} | {flash} | {ram} | "
+                     f"{fmt(r['instructions'])} | {ok} |")
+    out = head + "\n".join(lines) + "\n"
+    used = {}
+    for r in rows:
+        for sym in r["undefined"]:
+            used.setdefault(sym, []).append(r["model"])
+    out += ("\nSymbols the objects leave undefined: "
+            + ("; ".join(f"`{sym}` ({', '.join(ms) if len(ms) < len(rows) else 'all'})"
+                         for sym, ms in sorted(used.items())) or "none") + ".\n")
+    misfits = [r for r in rows if not r.get("fits")]
+    if misfits:
+        out += "\nDo not fit the board (not run):\n\n"
+        out += "".join(f"- {r['model']}: {r['reason']} (flash {fmt(r['flash'])} bytes, "
+                       f"mutable + activations {fmt(r['mutable'] + r['activations'])} bytes)\n"
+                       for r in misfits)
+    return out
+
+
+def write_doc(text: str):
+    with open(DOC, encoding="utf-8") as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"cortex_m7.py: {DOC} has no benchmark markers ({BEGIN} ... {END})")
+    pre, rest = doc.split(BEGIN, 1)
+    post = rest.split(END, 1)[1]
+    with open(DOC, "w", encoding="utf-8") as f:
+        f.write(pre + BEGIN + "\n" + text + END + post)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", help="comma-separated model names (default: every float model)")
+    ap.add_argument("--float-abi", default="hard,soft",
+                    help="comma-separated float ABIs to measure: hard, soft (default: both)")
+    ap.add_argument("--work", help="keep bundles and firmware here (default: a temporary dir)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per QEMU run")
+    ap.add_argument("--json", help="also write the measurements as JSON to this file")
+    ap.add_argument("--no-docs", action="store_true",
+                    help=f"do not rewrite {os.path.relpath(DOC, ROOT)} (it is only rewritten "
+                         "when every float model is measured)")
+    a = ap.parse_args(argv)
+    abis = a.float_abi.split(",")
+    if not abis or any(x not in ("hard", "soft") for x in abis):
+        ap.error(f"--float-abi={a.float_abi}: expected hard, soft or hard,soft")
+    for t in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm", "qemu-system-arm",
+              "make"):
+        tool(t)
+    names = a.models.split(",") if a.models else float_models()
+    rows, text = [], ""
+    with tempfile.TemporaryDirectory(prefix="glowpy-m7-") as tmp:
+        work = a.work or tmp
+        os.makedirs(work, exist_ok=True)
+        for abi in abis:
+            abi_rows = []
+            for name in names:
+                print(f"{name} -float-abi={abi} ...", file=sys.stderr, flush=True)
+                row = measure(name, work, abi, a.timeout)
+                print("  " + json.dumps(row), file=sys.stderr, flush=True)
+                abi_rows.append(row)
+            text += (f"#### `-target=arm -mcpu=cortex-m7 -float-abi={abi}`\n\n"
+                     + table(abi_rows) + "\n")
+            rows += abi_rows
+    text = (f"Measured with `python benchmarks/cortex_m7.py` (glowpy {glowpy.__version__}; "
+            f"QEMU mps2-an500, `-icount shift=2`).\n\n" + text)
+    print(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if not a.no_docs and not a.models:
+        write_doc(text)
+    bad = [r["model"] for r in rows if r.get("fits") and not r.get("matches_reference")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

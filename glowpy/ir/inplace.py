@@ -1,0 +1,159 @@
+"""In-place decisions, taken on the instruction list once the order is fixed: an instruction
+may write over an input that dies at it when the kernel reads each input element before it
+writes the output element(s) that share its bytes.
+
+  * elementwise ops (fused chains included): out[i] is computed from in[i] only, so the output
+    takes the input's storage (relation "reuse");
+  * 1x1 stride-1 Conv: ConvPointwiseInPlace computes a tile of positions for all output
+    channels into a small scratch buffer, then writes it back over the input tile it consumed;
+  * Conv whose first epilogue step adds a full-size tensor that dies there (a residual): the
+    output takes that tensor's storage and the kernel accumulates onto it ("accumulate");
+  * window ops that stream block by block (depthwise/grouped Conv, pooling): the output may
+    start below the input and overlap it by as much as the blocks already consumed allow;
+    recorded in Program.overlaps for the planner as (instr, in storage, out storage, D), the
+    largest allowed out_offset - in_offset."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.ir import epilogue
+from glowpy.ir.liveness import uses
+from glowpy.ir.lower import ACTIVATION, INPLACE_OPS, STREAMING_OPS, Buffer, Program
+
+SCRATCH_BYTES = 4096  # ConvPointwiseInPlace tile buffer budget
+MAX_TILE = 32  # positions per tile (the kernel unrolls a tile)
+
+
+def _free_children(prog: Program) -> dict:
+    """storage -> kinds of placed children ("slice", "part", "reuse")."""
+    kids: dict = {}
+    seen = set()
+    for ins in prog.instrs:
+        for b in list(ins.inputs) + list(ins.outputs):
+            if b is None:
+                continue
+            s = b.storage
+            if id(s) in seen:
+                continue
+            seen.add(id(s))
+            if s.base is not None:
+                kids.setdefault(s.base.storage, set()).add(s.relation)
+    return kids
+
+
+def _dying_input(b: Buffer, i: int, live: dict, kids: dict) -> Buffer | None:
+    """The storage of input b if its bytes are free after instruction i."""
+    if b is None or b.root.region != ACTIVATION:
+        return None
+    s = b.storage
+    if s.nbytes != b.nbytes or (s.base is not None and s.relation != "reuse"):
+        return None
+    if kids.get(s, set()) & {"slice", "part"} or live.get(s, (0, -1))[1] != i:
+        return None
+    return s
+
+
+def _fresh_output(b: Buffer, i: int, live: dict, kids: dict) -> Buffer | None:
+    s = b.storage
+    if s.region != ACTIVATION or s.base is not None or s.nbytes != b.nbytes:
+        return None
+    if "slice" in kids.get(s, set()) or live.get(s, (-1, 0))[0] != i:
+        return None
+    return s
+
+
+def _same_elements(x: Buffer, y: Buffer) -> bool:
+    """x is read at the output's own element index (no broadcasting)."""
+    return np.dtype(x.dtype).itemsize == np.dtype(y.dtype).itemsize and \
+        int(np.prod(x.shape)) == int(np.prod(y.shape)) and x.nbytes == y.nbytes
+
+
+def _reuse(out: Buffer, inp: Buffer, kids: dict):
+    out.base, out.view_offset, out.relation = inp, 0, "reuse"
+    kids.setdefault(inp, set()).add("reuse")
+
+
+def pointwise_conv(ins) -> bool:
+    """A 1x1, stride-1, unpadded, ungrouped 2-D Conv (the in-place tiled kernel's form)."""
+    n = ins.node
+    if ins.op != "Conv" or n is None or n.attrs.get("group", 1) != 1:
+        return False
+    x, w = ins.inputs[0], ins.inputs[1]
+    win = n.opdef.window(n)
+    return (len(x.shape) >= 3 and all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
+            and not any(win.pads_begin) and not any(win.pads_end) and w.value.is_const)
+
+
+def streaming_overlap(ins) -> int | None:
+    """D (bytes) for a window op whose output blocks are written in order, each after the
+    input block it reads was last needed; None if the op does not stream."""
+    n = ins.node
+    x, y = ins.inputs[0], ins.outputs[0]
+    item = np.dtype(y.dtype).itemsize
+    plane_in, plane_out = int(np.prod(x.shape[2:])) * item, int(np.prod(y.shape[2:])) * item
+    if ins.op == "Conv":
+        g = n.attrs.get("group", 1)
+        if g == 1:
+            return None
+        blocks = x.shape[0] * g
+        bin_, bout = x.shape[1] // g * plane_in, y.shape[1] // g * plane_out
+    elif ins.op in STREAMING_OPS:
+        blocks, bin_, bout = x.shape[0] * x.shape[1], plane_in, plane_out
+    else:
+        return None
+    d = -bout if bin_ >= bout else (blocks - 1) * (bin_ - bout) - bout
+    return d if d > -y.nbytes else None
+
+
+def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
+    live = uses(prog)
+    kids = _free_children(prog)
+    for i, ins in enumerate(prog.instrs):
+        if len(ins.outputs) != 1 or ins.node is None:
+            continue
+        so = _fresh_output(ins.outputs[0], i, live, kids)
+        if so is None:
+            continue
+        out = ins.outputs[0]
+        extras = [b.storage for b in ins.inputs[epilogue.base_count(ins.node):] if b is not None]
+        if ins.op in INPLACE_OPS:
+            for b in ins.inputs:
+                s = _dying_input(b, i, live, kids)
+                if s is not None and _same_elements(b, out):
+                    _reuse(so, s, kids)
+                    break
+            continue
+        if ins.op == "Conv":
+            steps = epilogue.steps(ins.node)
+            if steps and steps[0]["op"] in ("Add", "Sum") and len(steps[0]["args"]) == 2 \
+                    and None in steps[0]["args"]:
+                j = [a for a in steps[0]["args"] if a is not None][0]
+                r = ins.inputs[j]
+                s = _dying_input(r, i, live, kids)
+                if s is not None and _same_elements(r, out) and r.shape[-len(out.shape):] == out.shape \
+                        and s is not ins.inputs[0].storage:
+                    _reuse(so, s, kids)
+                    ins.attrs["accumulate"] = j
+                    continue
+            sx = _dying_input(ins.inputs[0], i, live, kids)
+            if sx is None or sx in extras:
+                continue
+            if pointwise_conv(ins) and ins.node.name not in avoid_slow:
+                x = ins.inputs[0]
+                n_, c, m = x.shape[0], x.shape[1], out.shape[1]
+                if n_ == 1 or m <= c:
+                    plane = int(np.prod(x.shape[2:]))
+                    tile = max(1, min(plane, MAX_TILE, SCRATCH_BYTES // (m * np.dtype(out.dtype).itemsize)))
+                    scratch = Buffer(f"{ins.name}_tile", out.dtype, (m, tile), ACTIVATION)
+                    ins.op = "ConvPointwiseInPlace"
+                    ins.attrs["tile"] = tile
+                    ins.outputs = [out, scratch]
+                    _reuse(so, sx, kids)
+                    continue
+        if ins.op in STREAMING_OPS:
+            sx = _dying_input(ins.inputs[0], i, live, kids)
+            if sx is None or sx in extras:
+                continue
+            d = streaming_overlap(ins)
+            if d is not None:
+                prog.overlaps.append((i, sx, so, d))

@@ -1,0 +1,52 @@
+"""Activation fusion: Relu, Clip (Relu6), LeakyRelu, Sigmoid, HardSwish, Tanh (and the other
+unary activations) become an epilogue step of the Conv / Gemm / MatMul / elementwise op that
+produces their input, so the activation costs no buffer and no extra pass over memory.
+
+An activation separated from its producer by a reshape-like view (Conv -> Reshape -> Sigmoid,
+common in detection heads) is first moved above the view (activation of a view = view of the
+activation), then fused."""
+from __future__ import annotations
+
+from glowpy.ir import epilogue
+from glowpy.ir.graph import Graph, Value
+from glowpy.ir.passes.util import only_user, users
+
+ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "Tanh", "HardSigmoid", "Elu"}
+RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+
+
+def _hoist_over_view(graph: Graph, n, us) -> bool:
+    """view(x) -> act  becomes  act(x) -> view, when x's producer could host the activation."""
+    view = n.inputs[0].producer
+    if view is None or view.op not in RESHAPES or view not in graph.nodes or len(view.outputs) != 1:
+        return False
+    x, y = view.inputs[0], view.outputs[0]
+    if x.is_const or only_user(graph, y, us) is not n or only_user(graph, x, us) is not view:
+        return False
+    h = x.producer
+    if h is None or h not in graph.nodes or not epilogue.can_host(h):
+        return False
+    z = n.outputs[0]
+    t = Value(graph.unique_name(f"{n.name}_pre"), z.dtype, x.shape, producer=n)
+    n.inputs = [x] + n.inputs[1:]
+    n.outputs = [t]
+    view.inputs = [t] + view.inputs[1:]
+    view.outputs = [z]
+    z.producer = view
+    i, j = graph.nodes.index(view), graph.nodes.index(n)
+    graph.nodes[i], graph.nodes[j] = n, view
+    return True
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    us = users(graph)
+    for n in list(graph.nodes):
+        if n.op not in ACTIVATIONS or n.inputs[0] is None or n.inputs[0].is_const:
+            continue
+        if _hoist_over_view(graph, n, us):
+            us = users(graph)
+        p = n.inputs[0].producer
+        if p is not None and p in graph.nodes and epilogue.can_fuse(graph, p, n, us):
+            epilogue.fuse(graph, p, n)
+            us = users(graph)
+    return graph

@@ -1,0 +1,48 @@
+"""Small graph-rewriting helpers shared by the passes.
+
+Rule every pass keeps: a graph output Value is never replaced or removed (its name is a
+placeholder's name in the bundle); rewrites move it to a new producer instead."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.ir.graph import Graph, Node, Value
+
+
+def users(graph: Graph) -> dict:
+    """Value -> [consumer nodes] (a node listed once per input slot it reads the value in)."""
+    return graph.consumers()
+
+
+def only_user(graph: Graph, v: Value, users_: dict) -> Node | None:
+    """The single consumer of v when v is not a graph output, else None."""
+    us = users_.get(v, [])
+    if v in graph.outputs or len(us) != 1:
+        return None
+    return us[0]
+
+
+def replace_value(graph: Graph, old: Value, new: Value) -> bool:
+    """Makes every reader of `old` read `new`; refused (False) when old is a graph output."""
+    if old in graph.outputs:
+        return False
+    for n in graph.nodes:
+        if any(x is old for x in n.inputs):
+            n.inputs = [new if x is old else x for x in n.inputs]
+    return True
+
+
+def remove(graph: Graph, *nodes: Node):
+    drop = {id(n) for n in nodes}
+    graph.nodes = [n for n in graph.nodes if id(n) not in drop]
+
+
+def take_output(producer: Node, consumer: Node, index: int = 0):
+    """The producer now writes the consumer's output Value (the consumer is being removed)."""
+    out = consumer.outputs[0]
+    producer.outputs[index] = out
+    out.producer = producer
+
+
+def const_like(graph: Graph, array, dtype, name: str) -> Value:
+    return graph.constant(np.asarray(array).astype(dtype), name)

@@ -1,0 +1,285 @@
+"""Cross-compiled bundles, run on emulated hardware.
+
+Every bundle here is built through the command line (`model-compiler ... -target=...`),
+linked into the example runners of examples/bundles with -Wall -Werror, run, and the outputs
+it prints are compared with the model's reference outputs (util.assert_close_to_reference,
+the tolerance of test_models.py):
+
+- Cortex-M7 (`-target=arm -mcpu=cortex-m7`): bare-metal firmware (examples/bundles/cortex_m7)
+  built with arm-none-eabi-gcc and newlib, run on QEMU's mps2-an500 board; hard-float and
+  soft-float bundles each in firmware of their own float ABI.
+- AArch64 Linux (`-target=aarch64`): a static executable (examples/bundles/aarch64) built
+  with aarch64-linux-gnu-gcc and run with qemu-aarch64.
+
+The Cortex-M7 objects are also checked to be fit for bare metal: they reference no symbol
+beyond memcpy/memmove/memset and the ARM EABI run-time helpers (`__aeabi_*`, in libgcc and
+newlib), have no writable data (no .data/.bss: the static API keeps all state in the
+caller's three regions), and their stack use is measured by the runner and bounded. Wrong
+target options are one-line usage errors (exit status 2) that write no bundle file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from toolchains import require_tool
+from util import REPO, assert_close_to_reference, is_tflite_reference, model_path, \
+    reference_data
+
+EXAMPLES = os.path.join(REPO, "examples", "bundles")
+sys.path.insert(0, EXAMPLES)
+from gen_io_header import parse_run_output, write_io_header_from_manifest  # noqa: E402
+
+M7 = ["-target=arm", "-mcpu=cortex-m7"]
+M7_TRIPLE = {"hard": "thumbv7em-unknown-none-eabihf", "soft": "thumbv7em-unknown-none-eabi"}
+# The runner's stack (examples/bundles/cortex_m7, STACK_SIZE default) and the most any of
+# these models may use of it: the kernels keep their state in registers and small fixed
+# frames, never in stack arrays that grow with the model.
+M7_STACK_SIZE = 65536
+M7_STACK_BOUND = 4096
+
+BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".weights.txt", ".json")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def model_compiler(*args: str) -> subprocess.CompletedProcess:
+    """Runs the `model-compiler` command (glowpy.cli:main, the console script's entry) of this
+    source tree."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    code = "import sys; from glowpy.cli import main; sys.argv[0] = 'model-compiler'; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
+
+
+def compile_bundle(model: str, out_dir, *target_args: str) -> dict:
+    """model-compiler -model=... -emit-bundle=out_dir <target_args>; returns the manifest."""
+    res = model_compiler(f"-model={model_path(model)}", f"-emit-bundle={out_dir}", *target_args)
+    assert res.returncode == 0, res.stderr
+    with open(os.path.join(out_dir, f"{model}.json")) as f:
+        return json.load(f)
+
+
+def run_runner(runner: str, bundle_dir, manifest: dict, model: str, **make_vars) -> dict:
+    """Writes model_io.h with test_data_set_0's inputs, builds and runs the example runner;
+    returns parse_run_output's dict after checking the outputs against the reference."""
+    require_tool("make")
+    inputs, outputs = reference_data(model)
+    assert len(inputs) == len(manifest["inputs"]) and len(outputs) == len(manifest["outputs"])
+    write_io_header_from_manifest(os.path.join(bundle_dir, "model_io.h"), manifest,
+                                  {p["name"]: x for p, x in zip(manifest["inputs"], inputs)})
+    cmd = ["make", "-s", "-C", os.path.join(EXAMPLES, runner), f"BUNDLE_DIR={bundle_dir}",
+           f"NETWORK={manifest['network_name']}", *(f"{k}={v}" for k, v in make_vars.items()),
+           "run"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    run = parse_run_output(res.stdout)
+    assert len(run["outputs"]) == len(outputs), res.stdout[-3000:]
+    for p, got, ref in zip(manifest["outputs"], run["outputs"], outputs):
+        assert got.size == ref.size, f"{model}:{p['name']}: {got.size} values, expected {ref.size}"
+        assert_close_to_reference(got.reshape(ref.shape), ref, is_tflite_reference(model),
+                                  f"{model}:{p['name']} on {runner}")
+    assert run["cycles"] is not None and run["cycles"] > 0, res.stdout[-500:]
+    assert run["stack"] is not None and run["stack"] > 0, res.stdout[-500:]
+    return run
+
+
+def elf_info(path) -> tuple[dict, list]:
+    """({section name: (flags, size, type)}, [undefined global symbol names]) of a
+    little-endian ELF32/ELF64 relocatable object."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[5] == 1, f"{path}: not a little-endian ELF file"
+    is64 = data[4] == 2
+    if is64:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        sh_fmt, sym_fmt, sym_size = "<IIQQQQIIQQ", "<IBBHQQ", 24
+    else:
+        shoff, = struct.unpack_from("<I", data, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x2E)
+        sh_fmt, sym_fmt, sym_size = "<IIIIIIIIII", "<IIIBBH", 16
+    shdrs = [struct.unpack_from(sh_fmt, data, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(table_off, off):
+        end = data.index(b"\0", table_off + off)
+        return data[table_off + off:end].decode()
+
+    strtab_off = shdrs[shstrndx][4]
+    sections, undefined = {}, []
+    for sh in shdrs:
+        name_off, sh_type, flags, _addr, offset, size, link = sh[:7]
+        sections[cstr(strtab_off, name_off)] = (flags, size, sh_type)
+        if sh_type == 2:  # SHT_SYMTAB
+            names_off = shdrs[link][4]
+            for k in range(1, size // sym_size):
+                fields = struct.unpack_from(sym_fmt, data, offset + k * sym_size)
+                if is64:
+                    st_name, st_info, _other, st_shndx = fields[:4]
+                else:
+                    st_name, _value, _size, st_info, _other, st_shndx = fields
+                if st_shndx == 0 and st_info >> 4 in (1, 2) and st_name:  # UNDEF, GLOBAL/WEAK
+                    undefined.append(cstr(names_off, st_name))
+    return sections, sorted(undefined)
+
+
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+
+# What a Cortex-M7 bundle may reference (docs/cortex_m7.md lists what they do reference):
+# the C library's block copies, and the ARM run-time ABI helpers (__aeabi_memcpy*, integer
+# division, and for -float-abi=soft the float arithmetic, comparisons and conversions, all
+# in libgcc). Anything else (malloc, printf, libm, __errno...) is a failure.
+M7_ALLOWED_UNDEFINED = re.compile(r"(memcpy|memmove|memset|__aeabi_\w+)$")
+# Soft-float helpers under their generic libgcc names (the EABI ones match __aeabi_).
+SOFT_FLOAT_HELPERS = re.compile(
+    r"__(add|sub|mul|div|neg|cmp|eq|ne|lt|le|gt|ge|unord|fix|fixuns|float|floatun|extend|"
+    r"trunc|powi)\w*[sdh]f\d?$")
+AARCH64_ALLOWED_UNDEFINED = re.compile(r"(memcpy|memmove|memset)$")
+
+
+def check_bare_metal_object(obj, soft_float: bool) -> list:
+    """The object needs nothing newlib/libgcc cannot give, and owns no writable memory."""
+    sections, undefined = elf_info(obj)
+    bad = [s for s in undefined if not M7_ALLOWED_UNDEFINED.match(s)
+           and not (soft_float and SOFT_FLOAT_HELPERS.match(s))]
+    assert not bad, f"{obj} references symbols a bare-metal program may not have: {bad}"
+    writable = {n: size for n, (flags, size, sh_type) in sections.items()
+                if flags & SHF_ALLOC and flags & SHF_WRITE and size > 0}
+    assert not writable, f"{obj} has writable data sections: {writable}"
+    code = sum(size for flags, size, _ in sections.values() if flags & SHF_EXECINSTR)
+    assert code > 0
+    return undefined
+
+
+# ---------------------------------------------------------------------------------------------
+# Cortex-M7 under QEMU mps2-an500
+
+
+@pytest.fixture(scope="module")
+def m7_bundles(tmp_path_factory):
+    """Bundles compiled once per (model, float ABI) and shared by the tests of this module."""
+    cache = {}
+
+    def get(model, abi):
+        if (model, abi) not in cache:
+            d = tmp_path_factory.mktemp(f"m7_{abi}_{model}")
+            cache[model, abi] = (d, compile_bundle(model, d, *M7, f"-float-abi={abi}"))
+        return cache[model, abi]
+    return get
+
+
+M7_CASES = [("mnist8", "hard"), ("mlperf_tiny_kws_dscnn", "hard"),
+            ("mlperf_tiny_resnet8", "hard"), ("mnist8", "soft")]
+
+
+@pytest.mark.parametrize("model, abi", M7_CASES, ids=[f"{a}-{m}" for m, a in M7_CASES])
+def test_cortex_m7_firmware_matches_reference(model, abi, m7_bundles):
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    d, man = m7_bundles(model, abi)
+    assert man["target"]["triple"] == M7_TRIPLE[abi], man["target"]
+    assert man["target"]["cpu"] == "cortex-m7"
+    run = run_runner("cortex_m7", d, man, model, FLOAT_ABI=abi, STACK_SIZE=M7_STACK_SIZE)
+    # The runner reports the deepest stack use during the inference (its own frame, ~100
+    # bytes, included); it must be small and independent of the tensors' sizes.
+    assert run["stack"] <= M7_STACK_BOUND, f"{model}: {run['stack']} bytes of stack"
+
+
+@pytest.mark.parametrize("model, abi", M7_CASES, ids=[f"{a}-{m}" for m, a in M7_CASES])
+def test_cortex_m7_object_is_self_contained(model, abi, m7_bundles):
+    d, man = m7_bundles(model, abi)
+    check_bare_metal_object(os.path.join(d, f"{model}.o"), soft_float=abi == "soft")
+
+
+def test_cortex_m7_soft_float_object_has_no_fpu_code(m7_bundles):
+    """-float-abi=soft must not use the FPU at all (firmware may leave it off)."""
+    objdump = require_tool("arm-none-eabi-objdump", "binutils-arm-none-eabi")
+    d, _ = m7_bundles("mnist8", "soft")
+    res = subprocess.run([objdump, "-d", os.path.join(d, "mnist8.o")], capture_output=True,
+                         text=True, check=True)
+    fpu = [ln for ln in res.stdout.splitlines() if re.search(r"\tv[a-z0-9]+(\.[a-z0-9]+)*\s", ln)]
+    assert not fpu, f"FPU instructions in a -float-abi=soft object: {fpu[:5]}"
+    hard_d, _ = m7_bundles("mnist8", "hard")
+    res = subprocess.run([objdump, "-d", os.path.join(hard_d, "mnist8.o")], capture_output=True,
+                         text=True, check=True)
+    assert re.search(r"\tvfma\.f32|\tvmla\.f32|\tvmul\.f32", res.stdout), \
+        "the hard-float object does not use the FPU"
+
+
+@pytest.mark.parametrize("abi, firmware_abi", [("hard", "soft"), ("soft", "hard")])
+def test_cortex_m7_firmware_of_the_other_float_abi_does_not_link(abi, firmware_abi, m7_bundles,
+                                                                   tmp_path):
+    """The object's build attributes are real: GNU ld refuses a mismatched bundle instead of
+    producing firmware that passes floats in the wrong registers."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("make")
+    d, man = m7_bundles("mnist8", abi)
+    inputs, _ = reference_data("mnist8")
+    io_header = tmp_path / "model_io.h"
+    write_io_header_from_manifest(io_header, man, {man["inputs"][0]["name"]: inputs[0]})
+    res = subprocess.run(["make", "-s", "-C", os.path.join(EXAMPLES, "cortex_m7"),
+                          f"BUNDLE_DIR={d}", "NETWORK=mnist8", f"IO_HEADER={io_header}",
+                          f"FLOAT_ABI={firmware_abi}", f"BUILD_DIR={tmp_path / 'build'}", "all"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    assert "VFP register arguments" in res.stderr, res.stderr[-2000:]
+    assert not (tmp_path / "build" / "app.elf").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# AArch64 Linux under qemu-aarch64
+
+AARCH64_MODELS = ["mnist8", "mlperf_tiny_vww_mobilenetv1_025"]
+
+
+@pytest.mark.parametrize("model", AARCH64_MODELS)
+def test_aarch64_matches_reference(model, tmp_path):
+    require_tool("aarch64-linux-gnu-gcc")
+    require_tool("qemu-aarch64", "qemu-user")
+    man = compile_bundle(model, tmp_path, "-target=aarch64")
+    assert man["target"]["triple"] == "aarch64-unknown-linux-gnu", man["target"]
+    assert man["target"]["cpu"] == "generic"
+    obj = tmp_path / f"{model}.o"
+    _, undefined = elf_info(obj)
+    assert all(AARCH64_ALLOWED_UNDEFINED.match(s) for s in undefined), undefined
+    # The generic AArch64 CPU has Advanced SIMD: the kernels must be vectorized with it.
+    objdump = require_tool("aarch64-linux-gnu-objdump", "binutils-aarch64-linux-gnu")
+    asm = subprocess.run([objdump, "-d", obj], capture_output=True, text=True, check=True).stdout
+    simd_fp = re.findall(r"\tf(?:mla|mul|add|max|maxnm|min|minnm)\s+v\d+\.4s", asm)
+    assert len(simd_fp) >= 4, "no NEON float arithmetic (f* v<n>.4s) in the aarch64 object"
+    run_runner("aarch64", tmp_path, man, model)
+
+
+# ---------------------------------------------------------------------------------------------
+# Wrong target options: one usage error line, exit status 2, no bundle written
+
+
+@pytest.mark.parametrize("args, expect", [
+    (M7 + ["-float-abi=hardfp"], [r"-float-abi=hardfp", r"soft", r"hard"]),
+    (["-target=arm", "-mcpu=cortex-m3", "-float-abi=hard"], [r"-float-abi=hard", r"FPU", r"soft"]),
+    (["-target=aarch64", "-float-abi=soft"], [r"-float-abi=soft", r"aarch64"]),
+    (["-target=arm", "-mcpu=cortex-m99", "-float-abi=hard"], [r"-mcpu=cortex-m99", r"cortex-m7"]),
+    (["-target=aarch64", "-mcpu=cortex-m7"], [r"-mcpu=cortex-m7", r"cortex-a53"]),
+], ids=["float-abi-unknown", "float-abi-hard-without-fpu", "float-abi-aarch64-soft",
+        "mcpu-unknown", "mcpu-wrong-architecture"])
+def test_wrong_target_options_are_usage_errors(args, expect, tmp_path):
+    out = tmp_path / "bundle"
+    res = model_compiler(f"-model={model_path('mnist8')}", f"-emit-bundle={out}", *args)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("model-compiler: error: "), res.stderr
+    for pattern in expect:
+        assert re.search(pattern, lines[0]), f"{pattern!r} not in: {lines[0]}"
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    written = [f for f in (os.listdir(out) if out.exists() else []) if f.endswith(BUNDLE_SUFFIXES)]
+    assert not written, f"bundle files written despite the error: {written}"

@@ -1,0 +1,105 @@
+"""MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool against onnxruntime and glowpy's
+numpy references: 1-D, 2-D and 3-D windows, pads, strides, dilations, ceil_mode,
+count_include_pad and auto_pad. Each test is one graph of several pooling nodes.
+
+MaxPool is exact (it selects); averages use rtol 1e-5 (float32 sums in another order)."""
+import numpy as np
+import pytest
+
+from util import GraphBuilder, check_op, compile_and_run
+from glowpy.errors import ModelError
+
+RNG = np.random.default_rng(5)
+X2 = RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)
+X1 = RNG.standard_normal((2, 3, 13)).astype(np.float32)
+X3 = RNG.standard_normal((1, 2, 5, 6, 7)).astype(np.float32)
+
+WINDOWS_2D = [
+    {"kernel_shape": [3, 3]},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 2, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 3], "strides": [3, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+    {"kernel_shape": [4, 4], "strides": [3, 3], "pads": [2, 2, 2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"kernel_shape": [2, 4], "auto_pad": "SAME_UPPER", "strides": [2, 3]},
+    {"kernel_shape": [2, 4], "auto_pad": "SAME_LOWER", "strides": [2, 3]},
+    {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [2, 2]},
+    {"kernel_shape": [9, 10]},  # global window
+]
+DILATED_2D = [
+    {"kernel_shape": [2, 2], "dilations": [2, 2]},
+    {"kernel_shape": [3, 2], "dilations": [2, 3], "strides": [2, 1], "pads": [2, 1, 1, 1]},
+    {"kernel_shape": [2, 2], "dilations": [2, 2], "strides": [2, 2], "ceil_mode": 1},
+]
+WINDOWS_1D = [
+    {"kernel_shape": [3]},
+    {"kernel_shape": [4], "strides": [3], "pads": [2, 1]},
+    {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
+    {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1},
+    {"kernel_shape": [4], "auto_pad": "SAME_UPPER", "strides": [2]},
+    {"kernel_shape": [4], "auto_pad": "SAME_LOWER", "strides": [2]},
+    {"kernel_shape": [5], "auto_pad": "VALID", "strides": [3]},
+]
+WINDOWS_3D = [
+    {"kernel_shape": [2, 2, 2]},
+    {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]},
+    {"kernel_shape": [2, 3, 2], "strides": [1, 2, 3], "ceil_mode": 1},
+]
+
+
+def _pools(op, windows, extra=None, opset=12):
+    g = GraphBuilder(x2=X2, x1=X1, x3=X3)
+    for name, wins in windows:
+        for attrs in wins:
+            g.node(op, [name], **attrs, **(extra or {}))
+    return g.model(opset), g.feeds
+
+
+def test_maxpool(tmp_path):
+    m, feeds = _pools("MaxPool", [("x2", WINDOWS_2D + DILATED_2D), ("x1", WINDOWS_1D),
+                                  ("x3", WINDOWS_3D)])
+    check_op(m, feeds, tmp_path, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_averagepool(count_include_pad, tmp_path):
+    m, feeds = _pools("AveragePool", [("x2", WINDOWS_2D), ("x1", WINDOWS_1D), ("x3", WINDOWS_3D)],
+                      {"count_include_pad": count_include_pad})
+    check_op(m, feeds, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def test_averagepool_dilations(tmp_path):
+    """AveragePool-19 takes dilations."""
+    m, feeds = _pools("AveragePool", [("x2", DILATED_2D)], opset=19)
+    check_op(m, feeds, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def test_maxpool_with_infinities(tmp_path):
+    """Windows of only -inf give -inf, +inf and the largest floats win. (onnxruntime counts
+    padding as -FLT_MAX, glowpy skips it: windows of padding and -inf only differ, and are not
+    tested.)"""
+    x = RNG.standard_normal((1, 1, 4, 5)).astype(np.float32)
+    x[0, 0, 1, :] = -np.inf
+    x[0, 0, 2, 1] = np.inf
+    x[0, 0, 3, 4] = 3e38
+    g = GraphBuilder(x=x)
+    g.node("MaxPool", ["x"], kernel_shape=[2, 2], pads=[1, 1, 1, 1])
+    g.node("MaxPool", ["x"], kernel_shape=[1, 3], strides=[1, 2])
+    check_op(g.model(12), g.feeds, tmp_path, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pool(op, tmp_path):
+    g = GraphBuilder(x1=X1, x2=X2, x3=X3, one=RNG.standard_normal((2, 5, 1, 1)).astype(np.float32))
+    for name in ["x1", "x2", "x3", "one"]:
+        g.node(op, [name])
+    check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def test_maxpool_indices_output_is_refused(tmp_path):
+    g = GraphBuilder(x=X2)
+    g.node("MaxPool", ["x"], outputs=2, kernel_shape=[2, 2])
+    with pytest.raises(ModelError, match="Indices output is not supported"):
+        compile_and_run(g.model(12), g.feeds, tmp_path)
