@@ -59,7 +59,7 @@ from util import assert_close_to_reference, is_tflite_reference, reference_data 
 MiB = 1 << 20
 FLASH_BYTES = 4 * MiB          # ZBT SSRAM1 at 0x00000000, used as flash
 PSRAM_BYTES = 16 * MiB         # mutable + activation regions (.bss.model)
-RUNNER_FLASH_RESERVE = 96 << 10  # vectors, runner, newlib-nano, printf: ~56 KiB measured
+RUNNER_FLASH_RESERVE = 64 << 10  # vectors, runner, newlib-nano printf: ~23-27 KiB measured
 STACK_SIZE = 65536
 INSTRUCTIONS_PER_TICK = 10     # 40 ns SysTick tick / 4 ns per instruction (-icount shift=2)
 QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",

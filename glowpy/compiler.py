@@ -86,19 +86,6 @@ def _warn(msg):
     print(f"model-compiler: warning: {one_line(msg)}", file=sys.stderr)
 
 
-def _check_caffe2_paths(paths: list[str]):
-    """A Caffe2 directory must hold nets; a file list must name existing files."""
-    for p in paths:
-        if os.path.isdir(p):
-            nets = [f for f in os.listdir(p) if "predict_net" in f and f.endswith((".pb", ".pbtxt"))]
-            if not nets:
-                raise ModelError(f"'{show(p)}' is a directory without Caffe2 nets (expected a "
-                                 "*predict_net.pb or *predict_net.pbtxt and its init_net)")
-        elif not os.path.isfile(p):
-            raise ModelError(f"cannot read model file '{show(p)}': "
-                             f"{'no such file' if not os.path.exists(p) else 'not a regular file'}")
-
-
 def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = None):
     from glowpy.frontend.onnx import LoadOptions, load_onnx
     lo = LoadOptions({s.name: s for s in opts.model_inputs}, dict(opts.symbols), max_tensor_bytes)
@@ -107,7 +94,6 @@ def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = 
         return load_onnx(paths[0], lo, _warn)
     if len(paths) == 1 and not os.path.isdir(paths[0]) and not paths[0].endswith((".pb", ".pbtxt")):
         return load_onnx(paths[0], lo, _warn)
-    _check_caffe2_paths(paths)
     try:
         from glowpy.frontend.caffe2 import load_caffe2
     except ImportError:
@@ -200,13 +186,13 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
         _write_text(opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
     prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory)
-    if opts.dump_memory_report:
-        from glowpy.ir.report import memory_report_json
-        _write_text(opts.dump_memory_report, memory_report_json(prog))
     check_regions(prog.sizes, limit)
     placeholders = _placeholders(prog, name, entry)
     prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
     mod = build_module(prog, target, entry)
+    if opts.dump_memory_report:  # after codegen: kernels may add tables to the constant region
+        from glowpy.ir.report import memory_report_json
+        _write_text(opts.dump_memory_report, memory_report_json(prog))
     if opts.bundle_api == "dynamic":
         add_bundle_config(mod, f"{legalize(name)}_config", prog.sizes, ALIGN,
                           [(p.symbol, p.offset, p.elements, 1) for p in placeholders])

@@ -8,10 +8,12 @@ Categories (glowpy.conformance.CATEGORIES):
   types       sequence or optional values (bundles hold tensors only; also not counted)
   training    training-only behaviour; glowpy compiles inference graphs
   zero-size   a tensor with a zero dimension: glowpy refuses empty tensors at load time
+  semantics   glowpy computes what onnxruntime computes where onnx's reference differs
   unsupported an op form glowpy does not implement
 """
 
-DTYPE, TYPES, TRAINING, ZERO, UNSUPPORTED = "dtype", "types", "training", "zero-size", "unsupported"
+DTYPE, TYPES, TRAINING, ZERO = "dtype", "types", "training", "zero-size"
+SEMANTICS, UNSUPPORTED = "semantics", "unsupported"
 
 EXCLUSIONS = {
     # -- element types bundles do not hold ----------------------------------------------------
@@ -167,4 +169,14 @@ EXCLUSIONS = {
     'test_reduce_min_empty_set': (ZERO, 'reduces an input of shape [2, 0, 4]'),
     'test_reduce_prod_empty_set': (ZERO, 'reduces an input of shape [2, 0, 4]'),
     'test_reduce_l2_empty_set': (ZERO, 'reduces an input of shape [2, 0, 4]'),
+
+    # -- onnxruntime's semantics where onnx's reference implementation differs ---------------
+    'test_resize_downsample_scales_linear_align_corners': (
+        SEMANTICS, 'align_corners with scales: onnx\'s reference maps coordinates with the '
+        'unrounded output length (in * scale = 2.4), onnxruntime and glowpy with the output '
+        'size (2); both give [1, 4] where the reference has [1, 3.142857]'),
+    'test_resize_downsample_scales_cubic_align_corners': (
+        SEMANTICS, 'align_corners with scales: onnx\'s reference maps coordinates with the '
+        'unrounded output length (in * scale = 3.2), onnxruntime and glowpy with the output '
+        'size (3)'),
 }

@@ -56,6 +56,15 @@ def test_exclusions_are_well_formed():
         assert isinstance(reason, str) and len(reason) > 8, f"{name}: give a reason"
 
 
+def test_exclusion_file_has_no_duplicate_entries():
+    import ast
+    tree = ast.parse(open(conf.DEFAULT_EXCLUSIONS).read())
+    keys = [k.value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+            for k in node.keys if isinstance(k, ast.Constant)]
+    dups = sorted({k for k in keys if keys.count(k) > 1})
+    assert not dups, f"listed twice (the later entry silently wins): {dups}"
+
+
 def test_type_exclusions_are_really_about_types():
     """A dtype/types entry must name a case whose tensors bundles cannot hold, so the pass-rate
     denominator (which leaves those out) cannot be shrunk by mislabelling a failure."""

@@ -26,7 +26,6 @@ import struct
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from toolchains import require_tool

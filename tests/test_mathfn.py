@@ -312,6 +312,12 @@ def test_sqrt(jit):
         ref = np.sqrt(x)
     same(jit("sqrt", x), ref)
     same(jit("sqrt_soft", x), ref)
+    mod = ir.Module()
+    M.set_soft_float(mod)
+    f = ir.Function(mod, ir.FunctionType(F32, [F32]), "s")
+    b = ir.IRBuilder(f.append_basic_block())
+    b.ret(M.sqrt(b, f.args[0]))
+    assert "llvm.sqrt" not in str(mod)
 
 
 def test_minmax(jit):

@@ -4,6 +4,7 @@ attribute: each test compiles one graph of several nodes, one per attribute comb
 Nearest must pick exactly onnxruntime's pixels, so those outputs are compared exactly (the
 inputs are distinct values); linear/cubic/antialias weights are float32 like onnxruntime's but
 summed in another order, hence rtol 1e-5."""
+import json
 import os
 
 import numpy as np
@@ -171,15 +172,19 @@ def test_resize_nearest_other_dtypes_and_ranks(tmp_path):
 
 
 def test_resize_tables_stay_small(tmp_path):
-    """The kernel's tables are O(sum of output dims): a 256x256 -> 768x768 bicubic resize
-    (590k outputs, 16 taps each) compiles to a small object."""
+    """The kernel's tap tables are O(sum of output dims): a 256x256 -> 768x768 bicubic resize
+    (590k outputs, 16 taps each) needs 2 x 768 x 4 taps of offset and weight, ~49 KB of
+    constants, and a small object."""
     x = RNG.standard_normal((1, 1, 256, 256)).astype(np.float32)
     m = make_model("Resize", {"x": x}, attrs={"mode": "cubic"},
                    initializers={"s": f32([1, 1, 3, 3])}, input_names=["x", "", "s"], opset=19)
     got = compile_and_run(m, {"x": x}, tmp_path)[0]
     assert got.shape == (1, 1, 768, 768)
+    with open(os.path.join(tmp_path, "bundle", "model.json")) as f:
+        constants = json.load(f)["memory"]["constant"]
+    assert constants <= 2 * 768 * 4 * 8 + 1024, f"{constants} bytes of constants"
     size = os.path.getsize(os.path.join(tmp_path, "bundle", "model.o"))
-    assert size < 64 * 1024, f"object is {size} bytes"
+    assert size < 16 * 1024, f"object is {size} bytes"
 
 
 def test_resize_errors(tmp_path):

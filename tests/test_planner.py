@@ -89,7 +89,7 @@ def overlap_violations(groups, offsets, pairs):
 @given(lifetime_sets())
 def test_offsets_never_overlap_and_never_beat_the_lower_bound(case):
     groups, pairs, n = case
-    offsets, size, _, bound = assign_offsets(groups, pairs, n, reuse=True, budget_s=0.01)
+    offsets, size, _, bound = assign_offsets(groups, pairs, n, reuse=True, iterations=20)
     assert not overlap_violations(groups, offsets, pairs)
     assert all(o % ALIGN == 0 and o >= 0 for o in offsets)
     assert size >= max(m.hi + offsets[m.group] for g in groups for m in g)
@@ -323,25 +323,41 @@ def test_bundle_with_concat_split_slice_views(tmp_path):
 
 
 def test_bundle_with_in_place_kernels(tmp_path):
-    inits = {"dw": rand(8, 1, 3, 3), "db": rand(8), "pw": rand(12, 8, 1, 1), "pb": rand(12),
-             "w3": rand(12, 12, 3, 3), "p2": rand(8, 12, 1, 1)}
+    """Depthwise convolutions overlapping their input, 1x1 convolutions in place (expanding
+    and reducing channels), a residual accumulated into its own buffer, fused epilogues."""
+    c8, c16 = 8, 16
+    inits = {"dw1": rand(c8, 1, 3, 3), "b1": rand(c8), "pw1": rand(c16, c8, 1, 1), "b2": rand(c16),
+             "dw2": rand(c16, 1, 3, 3), "pw2": rand(c8, c16, 1, 1), "b3": rand(c8),
+             "dw3": rand(c8, 1, 3, 3), "pw3": rand(c8, c8, 1, 1)}
     nodes = [helper.make_node("Exp", ["x"], ["e"]),
-             helper.make_node("Conv", ["e", "dw", "db"], ["d"], pads=[1, 1, 1, 1], group=8),
+             helper.make_node("Conv", ["e", "dw1", "b1"], ["d"], pads=[1, 1, 1, 1], group=c8),
              helper.make_node("Clip", ["d"], ["dc"]),
-             helper.make_node("Conv", ["dc", "pw", "pb"], ["p"]),
+             helper.make_node("Conv", ["dc", "pw1", "b2"], ["p"]),
              helper.make_node("Relu", ["p"], ["pr"]),
-             helper.make_node("Conv", ["pr", "w3"], ["q"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["q", "pr"], ["r"]),
-             helper.make_node("HardSwish", ["r"], ["h"]),
-             helper.make_node("Conv", ["h", "p2"], ["k"]),
-             helper.make_node("AveragePool", ["k"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["pr", "dw2"], ["q"], pads=[1, 1, 1, 1], group=c16),
+             helper.make_node("Conv", ["q", "pw2", "b3"], ["k"]),
+             helper.make_node("HardSwish", ["k"], ["kh"]),
+             helper.make_node("Conv", ["kh", "dw3"], ["m"], pads=[1, 1, 1, 1], group=c8),
+             helper.make_node("Conv", ["m", "pw3"], ["n"]),
+             helper.make_node("Add", ["n", "kh"], ["r"]),
+             helper.make_node("Relu", ["r"], ["rr"]),
+             helper.make_node("AveragePool", ["rr"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
              helper.make_node("Tanh", ["y"], ["t"])]
-    m = _node_model(nodes, [("x", [1, 8, 9, 7])], ["t"], inits)
-    info_dir = tmp_path / "o1"
-    check_against_onnxruntime(m, {"x": rand(1, 8, 9, 7)}, info_dir, rtol=1e-4, atol=1e-5)
-    with open(info_dir / "bundle" / "model.json") as f:
-        mem = json.load(f)["memory"]
-    assert mem["activations"] < 3 * 12 * 9 * 7 * 4  # less than input + output + residual
+    m = _node_model(nodes, [("x", [1, c8, 9, 7])], ["t"], inits)
+    x = rand(1, c8, 9, 7)
+    report = str(tmp_path / "memory.json")
+    check_against_onnxruntime(m, {"x": x}, tmp_path / "o1", rtol=1e-4, atol=1e-5,
+                              dump_memory_report=report)
+    with open(report) as f:
+        rep = json.load(f)
+    kernels = [i["kernel"] for i in rep["instructions"]]
+    assert kernels.count("ConvPointwiseInPlace") == 2
+    assert [i["in_place"].get("accumulate") is not None for i in rep["instructions"]
+            if "in_place" in i].count(True) == 1
+    assert sum(1 for i in rep["instructions"] if i.get("overlaps_input")) >= 3
+    plane = 9 * 7 * 4
+    assert rep["activations"]["size"] < (c8 + c16) * plane  # below any input + output pair
+    check_against_onnxruntime(m, {"x": x}, tmp_path / "o0", opt_level=0)
 
 
 # -- 4. every shared float model --------------------------------------------------------------
@@ -375,3 +391,35 @@ def test_model_memory(name):
         assert b["first_use"]["index"] <= b["last_use"]["index"]
         assert b["producer"] is None or b["producer"]["index"] <= b["last_use"]["index"]
     assert set(act["peak"]["live_buffers"]) <= {b["name"] for b in rep["buffers"]}
+
+
+# -- 5. the command line ----------------------------------------------------------------------
+
+def model_compiler(*argv) -> int:
+    import typer
+
+    from glowpy.cli import app, run
+    return run(list(argv), "model-compiler", typer.main.get_command(app))
+
+
+def test_cli_memory_report_graph_dump_and_no_reuse(tmp_path):
+    model = model_path("mnist8")
+    rep, dot = tmp_path / "mem.json", tmp_path / "g.dot"
+    assert model_compiler(f"-model={model}", f"-emit-bundle={tmp_path / 'a'}",
+                          f"-dump-memory-report={rep}", f"-dump-graph-DAG={dot}") == 0
+    report = json.loads(rep.read_text())
+    with open(tmp_path / "a" / "mnist8.json") as f:
+        mem = json.load(f)["memory"]
+    assert report["regions"]["activation"] == mem["activations"] <= naive_liveness_bound(model)
+    assert report["activations"]["peak"]["instruction"] in {i["name"] for i in report["instructions"]}
+    assert "Conv+Relu" in dot.read_text()  # the DAG shows the optimized, fused graph
+    assert model_compiler(f"-model={model}", f"-emit-bundle={tmp_path / 'b'}",
+                          "-reuse-activation-memory-allocations=false",
+                          f"-dump-memory-report={tmp_path / 'nr.json'}") == 0
+    nr = json.loads((tmp_path / "nr.json").read_text())
+    spans = sorted((b["offset"], b["offset"] + b["size"]) for b in nr["buffers"])
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # nothing shares bytes
+    assert nr["regions"]["activation"] > mem["activations"]
+    assert model_compiler(f"-model={model}", f"-emit-bundle={tmp_path / 'c'}", "-O0") == 0
+    with open(tmp_path / "c" / "mnist8.json") as f:
+        assert json.load(f)["memory"]["activations"] > mem["activations"]

@@ -41,11 +41,13 @@ def is_tflite_reference(name: str) -> bool:
 
 
 def assert_close_to_reference(got, ref, tflite: bool, what=""):
-    """The project's model tolerance: |got-ref| <= a*max|ref| + 1e-3*|ref|, a = 1e-3 for TFLite
-    references, 1e-4 otherwise."""
+    """The project's model tolerance: |got-ref| <= a*max|ref| + 1e-3*|ref| + 2**-22, a = 1e-3
+    for TFLite references, 1e-4 otherwise. The 2**-22 (2 ulp of 1.0) floor: onnxruntime's own
+    Sigmoid/Tanh (MLAS) are only accurate to ~1.2e-7 absolute, so an output of near-zero
+    activations (yunet's obj_* scores, max 7e-6) cannot be held to a*max|ref| alone."""
     ref = np.asarray(ref).reshape(np.shape(got))
     a = 1e-3 if tflite else 1e-4
-    tol = a * np.abs(ref).max() + 1e-3 * np.abs(ref)
+    tol = a * np.abs(ref).max() + 1e-3 * np.abs(ref) + 2.0 ** -22
     err = np.abs(got.astype(np.float64) - ref)
     bad = err > tol
     assert not bad.any(), (f"{what}: {int(bad.sum())} of {ref.size} values out of tolerance; "

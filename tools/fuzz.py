@@ -675,6 +675,23 @@ class Worker:
 OK_STATUSES = ("ok", "error")
 
 
+def replay(paths, timeout, llvm_opt) -> int:
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="glowpy-fuzz-") as work:
+        w = Worker(work, timeout, llvm_opt)
+        try:
+            for p in paths:
+                src = os.path.join(p, "m.onnx") if os.path.isdir(p) else p
+                d = os.path.dirname(os.path.abspath(src))
+                with open(src, "rb") as f:
+                    res = w.run(f.read())
+                bad += res["status"] not in OK_STATUSES
+                print(f"{d}: {res['status']}: {res['message'][:300]}")
+        finally:
+            w.close()
+    return 1 if bad else 0
+
+
 # -- the long run -----------------------------------------------------------------------------
 
 def main(argv=None) -> int:
@@ -686,11 +703,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds-from-onnx", action="store_true",
                     help="also mutate onnx's backend node-test models (slower start)")
     ap.add_argument("--save", default="fuzz-findings", help="where failing cases are kept")
+    ap.add_argument("--replay", nargs="+", metavar="MODEL",
+                    help="compile saved cases (m.onnx files or case directories) and report")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         worker_main()
         return 0
+    if a.replay:
+        return replay(a.replay, a.timeout, a.llvm_opt)
     seeds = builtin_seeds() + shared_seeds()
     if a.seeds_from_onnx:
         seeds += onnx_node_seeds()

@@ -12,6 +12,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen import mathfn
 from glowpy.codegen.kernels import get_emitter
 from glowpy.codegen.target import TargetSpec, initialize_llvm
 from glowpy.ir.lower import Buffer, Instr, Program
@@ -105,9 +106,20 @@ def _operand_overlaps(bufs: list) -> list[bool]:
                 for j, t in enumerate(spans)) for i, s in enumerate(spans)]
 
 
+def _soft_float(target: TargetSpec) -> bool:
+    """No FPU instructions: -float-abi=soft, FPU-less Arm cores, RISC-V without F/D."""
+    if target.arch in ("arm", "armeb", "thumb", "thumbeb"):
+        return target.fpu is None
+    if target.arch.startswith("riscv"):
+        return not any(f in ("+f", "+d") for f in target.features.split(","))
+    return False
+
+
 def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
     mod = ir.Module(name=prog.name)
     mod.triple = target.triple
+    if _soft_float(target):
+        mathfn.set_soft_float(mod)  # sqrt must not become a libm call there
     intp = ir.IntType(target.pointer_bits)
     entry = ir.Function(mod, ir.FunctionType(cg.I32, [cg.PTR] * 3), entry_name)
     for a, n in zip(entry.args, ("constantWeight", "mutableWeight", "activations")):

@@ -1,6 +1,7 @@
 """Caffe2 loader: a predict net (the computation) and an init net (the fill ops creating its
 weights) become graph IR calls. Like the ONNX loader it only translates protobuf: op semantics
-live in the op definitions, and Caffe2 ops are mapped onto them in caffe2_ops.py.
+live in the op definitions, and Caffe2 operators are mapped onto them in caffe2_ops.py
+and caffe2_movement.py (caffe2_ctx.py reads their arguments).
 
 Model forms (`-model` may be repeated):
   DIR                    predict_net.pb[txt] and init_net.pb[txt] in a directory
@@ -17,7 +18,8 @@ import warnings
 import numpy as np
 
 from glowpy.errors import ModelError, UsageError, show
-from glowpy.frontend.caffe2_ops import TRANSLATORS, Args, Ctx, refusal_reason
+from glowpy.frontend.caffe2_ctx import Args, Ctx
+from glowpy.frontend.caffe2_ops import MIN_INPUTS, TRANSLATORS, refusal_reason
 from glowpy.ir.graph import Graph
 
 MAX_PROTO = 2 * 1024 ** 3  # protobuf cannot parse messages of 2 GiB or more
@@ -207,22 +209,24 @@ def op_label(op, i: int) -> str:
 def check_ops(predict, init):
     """Refuses unsupported operators of both nets, listing them all at once."""
     missing: dict[str, list[str]] = {}
-    for which, net, allowed in (("init net", init, FILLS), ("predict net", predict, None)):
+    for net, is_init in ((init, True), (predict, False)):
         if net is None:
             continue
         for i, op in enumerate(net.op):
-            ok = op.type in FILLS if allowed is not None else (op.type in TRANSLATORS or op.type in FILLS)
-            if not ok:
-                key = op.type if allowed is None else f"{op.type} (in the init net)"
-                missing.setdefault(key, []).append(op_label(op, i))
+            if op.type in FILLS or (not is_init and op.type in TRANSLATORS):
+                continue
+            key = f"{op.type} (in the init net)" if is_init else op.type
+            missing.setdefault(key, []).append(op_label(op, i))
     if missing:
-        parts = []
+        parts, reasons = [], []
         for ty, names in sorted(missing.items()):
             why = refusal_reason(ty.split(" ")[0])
+            if why and why not in reasons:
+                reasons.append(why)
             parts.append(f"{show(ty, 60)} x{len(names)} ({', '.join(show(n, 60) for n in names[:5])}"
-                         f"{', ...' if len(names) > 5 else ''}){' [' + why + ']' if why else ''}")
+                         f"{', ...' if len(names) > 5 else ''})")
         raise ModelError(f"unsupported Caffe2 operators ({sum(len(v) for v in missing.values())} "
-                         "ops): " + "; ".join(parts))
+                         "ops): " + "; ".join(parts) + "".join(f" [{r}]" for r in reasons))
 
 
 def external_inputs(predict, weights: dict) -> tuple[list[str], set[str]]:
@@ -248,12 +252,12 @@ def external_inputs(predict, weights: dict) -> tuple[list[str], set[str]]:
     return order, needed
 
 
-def _input_error(missing: list[str], candidates: list[str]) -> UsageError:
-    example = missing[0]
+def _input_error(missing: list[str]) -> UsageError:
     return UsageError(
         f"the Caffe2 predict net reads external input(s) {', '.join(repr(show(m)) for m in missing)} "
-        f"whose type and shape Caffe2 does not record; give each with "
-        f"-model-input=name,type,[d0,d1,...] (e.g. -model-input={show(example)},float,[1,3,224,224])")
+        "whose type and shape Caffe2 does not record; give each one with "
+        f"-model-input=name,type,[d0,d1,...], e.g. -model-input={show(missing[0])},float,[d0,d1,...] "
+        "(types: float, int32, int64, bool, ...; quantized: name,int8q,scale,offset,[...])")
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -280,7 +284,11 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
     if init is not None:
         for i, op in enumerate(init.op):
             where = f"init net operator '{show(op_label(op, i))}' ({show(op.type)})"
-            for name, arr in zip(op.output, fill_value(op, [], where, limit)):
+            missing_in = [x for x in op.input if x not in weights]
+            if missing_in:
+                raise ModelError(f"{where}: input blob '{show(missing_in[0])}' is not filled by an "
+                                 "earlier init net operator")
+            for name, arr in zip(op.output, fill_value(op, [weights[x] for x in op.input], where, limit)):
                 weights[name] = graph.constant(arr, name)
     blobs.update(weights)
 
@@ -296,7 +304,7 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
                          f"{', '.join(show(c) for c in candidates) or 'none'})")
     missing = [n for n in candidates if n in needed and n not in opts.inputs]
     if missing:
-        raise _input_error(missing, candidates)
+        raise _input_error(missing)
     for name in candidates:
         spec = opts.inputs.get(name)
         if spec is None:
@@ -318,8 +326,13 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
                 raise ModelError(f"{where}: input blob '{show(x)}' is not produced by an earlier "
                                  "operator, the init net or an external input")
             xs.append(blobs[x])
+        if not op.output or not all(op.output):
+            raise ModelError(f"{where}: every operator needs named outputs")
         if op.type in FILLS:
             outs = [graph.constant(a, n) for a, n in zip(fill_value(op, xs, where, limit), op.output)]
+        elif len(xs) < MIN_INPUTS.get(op.type, 1):
+            raise ModelError(f"{where}: has {len(xs)} input(s); it needs at least "
+                             f"{MIN_INPUTS.get(op.type, 1)}")
         else:
             outs = TRANSLATORS[op.type](Ctx(graph, op, label, where), xs)
         for j, name in enumerate(op.output):

@@ -10,128 +10,12 @@ import math
 
 import numpy as np
 
-from glowpy.errors import ModelError, show
+from glowpy.frontend.caffe2_ctx import axis_of, rank_at_least, to_nchw, to_nhwc
+from glowpy.frontend.caffe2_movement import (cast, concat, expand_dims, flatten, gather, nchw2nhwc,
+                                             nhwc2nchw, reshape, resize_nearest, shape, slice_, split,
+                                             squeeze, transpose)
 
 LEGACY_NOTSET, LEGACY_VALID, LEGACY_SAME, LEGACY_CAFFE = 0, 1, 2, 3
-
-
-class Args:
-    """An operator's arguments by name, read with Caffe2's defaults."""
-
-    def __init__(self, op, where: str):
-        self.d = {a.name: a for a in op.arg}
-        self.where = where
-
-    def has(self, k) -> bool:
-        return k in self.d
-
-    def _err(self, k, what):
-        return ModelError(f"{self.where}: argument '{show(k)}' {what}")
-
-    def i(self, k, default=None):
-        a = self.d.get(k)
-        if a is None:
-            return default
-        if a.HasField("i"):
-            return int(a.i)
-        if a.HasField("f") and float(a.f).is_integer():
-            return int(a.f)
-        raise self._err(k, "must be an integer (field i)")
-
-    def f(self, k, default=None):
-        a = self.d.get(k)
-        if a is None:
-            return default
-        if a.HasField("f"):
-            return float(a.f)
-        if a.HasField("i"):
-            return float(a.i)
-        raise self._err(k, "must be a number (field f)")
-
-    def s(self, k, default=None):
-        a = self.d.get(k)
-        if a is None:
-            return default
-        if not a.HasField("s"):
-            raise self._err(k, "must be a string (field s)")
-        return a.s.decode("utf-8", "replace")
-
-    def ints(self, k, default=None):
-        a = self.d.get(k)
-        if a is None:
-            return default
-        if not a.ints and (a.HasField("i") or a.floats):
-            return [self.i(k)] if a.HasField("i") else [int(v) for v in a.floats]
-        return [int(v) for v in a.ints]
-
-    def floats(self, k, default=None):
-        a = self.d.get(k)
-        if a is None:
-            return default
-        return [float(v) for v in a.floats] if a.floats else [float(v) for v in a.ints]
-
-
-class Ctx:
-    """One Caffe2 operator being translated: adds its IR nodes, named after it."""
-
-    def __init__(self, graph, op, label: str, where: str):
-        self.g, self.op, self.label, self.where = graph, op, label, where
-        self.args = Args(op, where)
-        self._n = 0
-
-    def err(self, msg) -> ModelError:
-        return ModelError(f"{self.where}: {msg}")
-
-    def add(self, op_type, inputs, attrs=None, final=False, n=1):
-        """Adds an IR node; the operator's last node (`final`) names its outputs after the
-        Caffe2 blobs."""
-        self._n += 1
-        name = self.label if final else f"{self.label}/{op_type.lower()}{self._n}"
-        outs = [o for o in self.op.output[:n]] if final else None
-        return self.g.add(op_type, inputs, attrs or {}, name=name, out_names=outs, num_outputs=n)
-
-    def one(self, op_type, inputs, attrs=None, final=False):
-        return self.add(op_type, inputs, attrs, final)[0]
-
-    def const(self, array, what="c"):
-        return self.g.constant(np.asarray(array), f"{self.label}/{what}")
-
-    def output_const(self, array, j):
-        """A constant Caffe2 output j (shapes and sizes known at compile time)."""
-        return self.g.constant(np.asarray(array), self.op.output[j] if j < len(self.op.output)
-                               else f"{self.label}/out{j}")
-
-    def i64(self, values, what):
-        return self.const(np.asarray(values, np.int64), what)
-
-    def reshape(self, x, shape, final=False):
-        if tuple(shape) == x.shape and not final:
-            return x
-        return self.one("Reshape", [x, self.i64(list(shape), "shape")], final=final)
-
-    def transpose(self, x, perm, final=False):
-        return self.one("Transpose", [x], {"perm": list(perm)}, final)
-
-    def order(self) -> str:
-        o = self.args.s("order", "NCHW").upper()
-        if o not in ("NCHW", "NHWC"):
-            raise self.err(f"order '{show(o)}' is not supported (NCHW or NHWC)")
-        return o
-
-
-def _to_nchw(c, x):
-    r = len(x.shape)
-    return c.transpose(x, [0, r - 1] + list(range(1, r - 1)))
-
-
-def _to_nhwc(c, y, final=True):
-    r = len(y.shape)
-    return c.transpose(y, [0] + list(range(2, r)) + [1], final)
-
-
-def _rank_at_least(c, x, r):
-    if len(x.shape) < r:
-        raise c.err(f"input '{show(x.name)}' has shape {list(x.shape)}; rank >= {r} expected")
 
 
 # -- sliding windows --------------------------------------------------------------------------
@@ -223,9 +107,9 @@ def _weight_layout(c, w, x_channels, group, kernel, nd, first):
 def conv(c, xs):
     x, w = xs[0], xs[1]
     b = xs[2] if len(xs) > 2 and not c.args.i("no_bias", 0) else None
-    _rank_at_least(c, x, 3)
+    rank_at_least(c, x, 3)
     nhwc = c.order() == "NHWC"
-    x = _to_nchw(c, x) if nhwc else x
+    x = to_nchw(c, x) if nhwc else x
     nd = len(x.shape) - 2
     group = c.args.i("group", 1)
     kernel = _hw(c, "kernel", nd, None)
@@ -237,15 +121,15 @@ def conv(c, xs):
     y = c.one("Conv", [x, w] + ([b] if b is not None else []), attrs, final=last)
     if c.op.type == "ConvRelu":
         y = c.one("Relu", [y], final=not nhwc)
-    return [_to_nhwc(c, y) if nhwc else y]
+    return [to_nhwc(c, y) if nhwc else y]
 
 
 def conv_transpose(c, xs):
     x, w = xs[0], xs[1]
     b = xs[2] if len(xs) > 2 and not c.args.i("no_bias", 0) else None
-    _rank_at_least(c, x, 3)
+    rank_at_least(c, x, 3)
     nhwc = c.order() == "NHWC"
-    x = _to_nchw(c, x) if nhwc else x
+    x = to_nchw(c, x) if nhwc else x
     nd = len(x.shape) - 2
     kernel = _hw(c, "kernel", nd, None)
     if nhwc:
@@ -258,14 +142,14 @@ def conv_transpose(c, xs):
     if kernel is not None:
         attrs["kernel_shape"] = kernel
     y = c.one("ConvTranspose", [x, w] + ([b] if b is not None else []), attrs, final=not nhwc)
-    return [_to_nhwc(c, y) if nhwc else y]
+    return [to_nhwc(c, y) if nhwc else y]
 
 
 def pool(c, xs):
     x = xs[0]
-    _rank_at_least(c, x, 3)
+    rank_at_least(c, x, 3)
     nhwc = c.order() == "NHWC"
-    x = _to_nchw(c, x) if nhwc else x
+    x = to_nchw(c, x) if nhwc else x
     is_max = c.op.type.startswith("MaxPool")
     if c.args.i("global_pooling", 0):
         y = c.one("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], final=not nhwc)
@@ -276,23 +160,16 @@ def pool(c, xs):
         if not is_max:
             attrs["count_include_pad"] = c.args.i("count_include_pad", 0)
         y = c.one("MaxPool" if is_max else "AveragePool", [x], attrs, final=not nhwc)
-    return [_to_nhwc(c, y) if nhwc else y]
+    return [to_nhwc(c, y) if nhwc else y]
 
 
 # -- dense ------------------------------------------------------------------------------------
 
-def _axis(c, a, rank):
-    v = a + rank if a < 0 else a
-    if not 0 <= v < max(rank, 1):
-        raise c.err(f"axis {a} is out of range for rank {rank}")
-    return v
-
-
 def fc(c, xs):
     x, w, b = xs
     transposed = c.op.type == "FCTransposed"
-    ax = _axis(c, c.args.i("axis", 1), len(x.shape))
-    axw = _axis(c, c.args.i("axis_w", 1), len(w.shape))
+    ax = axis_of(c, c.args.i("axis", 1), len(x.shape))
+    axw = axis_of(c, c.args.i("axis_w", 1), len(w.shape))
     m, k = math.prod(x.shape[:ax]), math.prod(x.shape[ax:])
     lead, trail = math.prod(w.shape[:axw]), math.prod(w.shape[axw:])
     n, kw = (trail, lead) if transposed else (lead, trail)
@@ -311,8 +188,8 @@ def fc(c, xs):
 
 def matmul(c, xs):
     a, b = xs
-    aa = _axis(c, c.args.i("axis_a", 1), len(a.shape))
-    ab = _axis(c, c.args.i("axis_b", 1), len(b.shape))
+    aa = axis_of(c, c.args.i("axis_a", 1), len(a.shape))
+    ab = axis_of(c, c.args.i("axis_b", 1), len(b.shape))
     a2 = c.reshape(a, (math.prod(a.shape[:aa]), math.prod(a.shape[aa:])))
     b2 = c.reshape(b, (math.prod(b.shape[:ab]), math.prod(b.shape[ab:])))
     return [c.one("Gemm", [a2, b2], {"transA": c.args.i("trans_a", 0),
@@ -343,7 +220,7 @@ def _broadcast_b(c, a, b):
         return b
     bs = list(b.shape)
     axis = c.args.i("axis", -1)
-    axis = len(a.shape) - len(bs) if axis == -1 else _axis(c, axis, len(a.shape))
+    axis = len(a.shape) - len(bs) if axis == -1 else axis_of(c, axis, len(a.shape))
     if axis + len(bs) > len(a.shape) or any(d not in (1, e) for d, e in zip(bs, a.shape[axis:])):
         raise c.err(f"cannot broadcast {list(b.shape)} onto {list(a.shape)} at axis {axis}")
     return c.reshape(b, bs + [1] * (len(a.shape) - axis - len(bs)))
@@ -385,7 +262,7 @@ def prelu(c, xs):
 
 def softmax(c, xs):
     x = xs[0]
-    return [c.one("Softmax", [x], {"axis": _axis(c, c.args.i("axis", 1), len(x.shape)),
+    return [c.one("Softmax", [x], {"axis": axis_of(c, c.args.i("axis", 1), len(x.shape)),
                                    "_coerce2d": True}, final=True)]
 
 
@@ -416,7 +293,7 @@ def swish(c, xs):
 
 def elementwise_linear(c, xs):
     x, w, b = xs
-    ax = _axis(c, c.args.i("axis", 1), len(x.shape))
+    ax = axis_of(c, c.args.i("axis", 1), len(x.shape))
     n, d = math.prod(x.shape[:ax]), math.prod(x.shape[ax:])
     if w.size != d or b.size != d:
         raise c.err(f"w and b must have {d} elements (X {list(x.shape)} flattened at axis {ax})")
@@ -429,26 +306,26 @@ def batchnorm(c, xs):
     if len(xs) < 5:
         raise c.err("needs X, scale, bias, mean and var (inference form)")
     nhwc = c.order() == "NHWC"
-    x = _to_nchw(c, xs[0]) if nhwc else xs[0]
+    x = to_nchw(c, xs[0]) if nhwc else xs[0]
     y = c.one("BatchNormalization", [x] + list(xs[1:5]),
               {"epsilon": c.args.f("epsilon", 1e-5)}, final=not nhwc)
-    return [_to_nhwc(c, y) if nhwc else y]
+    return [to_nhwc(c, y) if nhwc else y]
 
 
 def lrn(c, xs):
     nhwc = c.order() == "NHWC"
-    x = _to_nchw(c, xs[0]) if nhwc else xs[0]
+    x = to_nchw(c, xs[0]) if nhwc else xs[0]
     if not c.args.has("size"):
         raise c.err("argument 'size' is required")
     a = c.args
     y = c.one("LRN", [x], {"size": a.i("size"), "alpha": a.f("alpha", 1e-4),
                            "beta": a.f("beta", 0.75), "bias": a.f("bias", 1.0)}, final=not nhwc)
-    return [_to_nhwc(c, y) if nhwc else y]
+    return [to_nhwc(c, y) if nhwc else y]
 
 
 def layer_norm(c, xs):
     x = xs[0]
-    ax = _axis(c, c.args.i("axis", 1), len(x.shape))
+    ax = axis_of(c, c.args.i("axis", 1), len(x.shape))
     norm = x.shape[ax:]
     scale = xs[1] if len(xs) > 1 else c.const(np.ones(norm, x.dtype), "scale")
     bias = xs[2] if len(xs) > 2 else None
@@ -462,158 +339,6 @@ def layer_norm(c, xs):
     if n > 2:
         res.append(c.one("Reciprocal", [c.reshape(outs[2], stat)]))  # Caffe2 returns the std
     return res
-
-
-# -- data movement ----------------------------------------------------------------------------
-
-def concat(c, xs):
-    x0 = xs[0]
-    add_axis = c.args.i("add_axis", 0)
-    r = len(x0.shape) + (1 if add_axis else 0)
-    axis = c.args.i("axis") if c.args.has("axis") else (1 if c.order() == "NCHW" else r - 1)
-    axis = _axis(c, axis, r)
-    if add_axis:
-        xs = [c.one("Unsqueeze", [x, c.i64([axis], "axes")]) for x in xs]
-    y = c.one("Concat", list(xs), {"axis": axis}, final=True)
-    return [y, c.output_const(np.asarray([x.shape[axis] for x in xs], np.int32), 1)]
-
-
-def split(c, xs):
-    x = xs[0]
-    r = len(x.shape)
-    axis = c.args.i("axis") if c.args.has("axis") else (1 if c.order() == "NCHW" else r - 1)
-    axis = _axis(c, axis, r)
-    n = len(c.op.output)
-    if c.args.has("split"):
-        sizes = c.args.ints("split")
-    elif len(xs) > 1:
-        if not xs[1].is_const:
-            raise c.err("the split sizes (input 1) must be known at compile time")
-        sizes = [int(v) for v in xs[1].const.reshape(-1)]
-    else:
-        if x.shape[axis] % n:
-            raise c.err(f"dim {axis} ({x.shape[axis]}) does not split into {n} equal parts")
-        sizes = [x.shape[axis] // n] * n
-    if len(sizes) != n or sum(sizes) != x.shape[axis]:
-        raise c.err(f"split sizes {sizes} do not give {n} outputs adding up to {x.shape[axis]}")
-    add_axis = c.args.i("add_axis", 0)
-    outs = c.add("Split", [x, c.i64(sizes, "split")], {"axis": axis}, final=not add_axis, n=n)
-    if add_axis:
-        outs = [c.one("Squeeze", [o, c.i64([axis], "axes")]) for o in outs]
-    return outs
-
-
-def reshape(c, xs):
-    x = xs[0]
-    if c.args.has("shape"):
-        shape = c.args.ints("shape")
-    elif len(xs) > 1 and xs[1].is_const:
-        shape = [int(v) for v in xs[1].const.reshape(-1)]
-    else:
-        raise c.err("needs the new shape as argument 'shape' or a constant second input")
-    y = c.one("Reshape", [x, c.i64(shape, "shape")], final=True)
-    return [y, c.output_const(np.asarray(x.shape, np.int64), 1)]
-
-
-def flatten(c, xs):
-    return [c.one("Flatten", [xs[0]], {"axis": c.args.i("axis", 1)}, final=True)]
-
-
-def transpose(c, xs):
-    x = xs[0]
-    axes = c.args.ints("axes") or list(range(len(x.shape)))[::-1]
-    return [c.transpose(x, axes, final=True)]
-
-
-def nchw2nhwc(c, xs):
-    _rank_at_least(c, xs[0], 3)
-    return [_to_nhwc(c, xs[0])]
-
-
-def nhwc2nchw(c, xs):
-    _rank_at_least(c, xs[0], 3)
-    x = xs[0]
-    r = len(x.shape)
-    return [c.transpose(x, [0, r - 1] + list(range(1, r - 1)), final=True)]
-
-
-def squeeze(c, xs):
-    dims = c.args.ints("dims", [])
-    return [c.one("Squeeze", [xs[0]] + ([c.i64(dims, "dims")] if dims else []), final=True)]
-
-
-def expand_dims(c, xs):
-    dims = sorted(set(c.args.ints("dims", [])))
-    if not dims:
-        raise c.err("argument 'dims' is required")
-    return [c.one("Unsqueeze", [xs[0], c.i64(dims, "dims")], final=True)]
-
-
-def slice_(c, xs):
-    x = xs[0]
-    if c.args.has("starts"):
-        starts, ends = c.args.ints("starts"), c.args.ints("ends", [])
-    elif len(xs) >= 3 and xs[1].is_const and xs[2].is_const:
-        starts = [int(v) for v in xs[1].const.reshape(-1)]
-        ends = [int(v) for v in xs[2].const.reshape(-1)]
-    else:
-        raise c.err("needs starts and ends as arguments or constant inputs")
-    if len(starts) != len(ends) or len(starts) > len(x.shape):
-        raise c.err(f"starts {starts} and ends {ends} must have equal length <= rank {len(x.shape)}")
-    s2, e2 = [], []
-    for d, (s, e) in enumerate(zip(starts, ends)):
-        n = x.shape[d]
-        s = n + 1 + s if s < 0 else s  # Caffe2: -1 is the end, one past the last element
-        e = n + 1 + e if e < 0 else e
-        if not 0 <= s <= e <= n:
-            raise c.err(f"slice [{starts[d]}, {ends[d]}) is out of range for dim {d} of size {n}")
-        s2.append(s)
-        e2.append(e)
-    return [c.one("Slice", [x, c.i64(s2, "starts"), c.i64(e2, "ends"),
-                            c.i64(list(range(len(s2))), "axes")], final=True)]
-
-
-def gather(c, xs):
-    if c.args.i("match_outer", 0):
-        raise c.err("match_outer=1 is not supported")
-    return [c.one("Gather", list(xs[:2]), {"axis": c.args.i("axis", 0)}, final=True)]
-
-
-def resize_nearest(c, xs):
-    """Caffe2: out = int(in * scale), in_index = min(int(out_index / scale), in - 1); a Gather
-    of those rows and columns (float32 arithmetic, as Caffe2 does)."""
-    x = xs[0]
-    if len(x.shape) != 4:
-        raise c.err(f"input must be 4-D, got {list(x.shape)}")
-    hs, ws = c.args.f("height_scale", 1.0), c.args.f("width_scale", 1.0)
-    if len(xs) > 1:
-        if not xs[1].is_const or xs[1].size != 2:
-            raise c.err("the scales input must be a constant [height_scale, width_scale]")
-        hs, ws = (float(v) for v in xs[1].const.reshape(-1))
-    h_ax, w_ax = (2, 3) if c.order() == "NCHW" else (1, 2)
-    y = x
-    for ax, s, last in ((h_ax, hs, False), (w_ax, ws, True)):
-        n = x.shape[ax]
-        out = int(np.float32(n) * np.float32(s))
-        if s <= 0 or out < 1:
-            raise c.err(f"scale {s} gives an empty output")
-        if out == n and s == 1.0 and not last:
-            continue
-        idx = [min(int(np.float32(i) / np.float32(s)), n - 1) for i in range(out)]
-        y = c.one("Gather", [y, c.i64(idx, f"index{ax}")], {"axis": ax}, final=last)
-    return [y]
-
-
-def cast(c, xs):
-    from glowpy.frontend.caffe2 import dtype_of
-    return [c.one("Cast", [xs[0]], {"to": dtype_of(c.args.i("to", 1), c.where)}, final=True)]
-
-
-def shape(c, xs):
-    s = np.asarray(xs[0].shape, np.int64)
-    if c.args.has("axes"):
-        s = s[[_axis(c, a, len(xs[0].shape)) for a in c.args.ints("axes")]]
-    return [c.output_const(s, 0)]
 
 
 TRANSLATORS = {
@@ -637,7 +362,13 @@ TRANSLATORS = {
 }
 
 
+# the fewest inputs each operator reads (more are ignored or optional)
+MIN_INPUTS = {"Conv": 2, "ConvRelu": 2, "ConvTranspose": 2, "FC": 3, "FCTransposed": 3,
+              "MatMul": 2, "BatchMatMul": 2, "SpatialBN": 5, "PRelu": 2, "Add": 2, "Sub": 2,
+              "Mul": 2, "Div": 2, "ElementwiseLinear": 3, "Gather": 2}
+
+
 def refusal_reason(op_type: str) -> str:
     if op_type.startswith("Int8"):
-        return "int8 Caffe2 ops need quantized int8 support, which glowpy does not have yet"
+        return "Int8* operators need quantized int8 support, which glowpy does not have yet"
     return ""

@@ -244,6 +244,12 @@ def check_node_schema(n, opset: int, inputs: list, where: str):
     formal = list(schema.inputs)
     bound: dict[str, tuple] = {}
     variadic = defs.OpSchema.FormalParameterOption.Variadic
+    optional = defs.OpSchema.FormalParameterOption.Optional
+    for i, x in enumerate(n.input):
+        f = formal[i] if i < len(formal) else \
+            formal[-1] if formal and formal[-1].option == variadic else None
+        if x == "" and f is not None and f.option != optional:
+            raise ModelError(f"{where}: input {i} ({f.name}) is required, but its name is empty")
     for i, v in enumerate(inputs):
         if v is None:
             continue

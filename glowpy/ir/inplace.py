@@ -24,7 +24,7 @@ SCRATCH_BYTES = 4096  # ConvPointwiseInPlace tile buffer budget
 MAX_TILE = 32  # positions per tile (the kernel unrolls a tile)
 
 
-def _free_children(prog: Program) -> dict:
+def _children_kinds(prog: Program) -> dict:
     """storage -> kinds of placed children ("slice", "part", "reuse")."""
     kids: dict = {}
     seen = set()
@@ -68,6 +68,14 @@ def _same_elements(x: Buffer, y: Buffer) -> bool:
         int(np.prod(x.shape)) == int(np.prod(y.shape)) and x.nbytes == y.nbytes
 
 
+def _core(shape) -> tuple:
+    """The shape without leading 1s (how it broadcasts against a same-size output)."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 def _reuse(out: Buffer, inp: Buffer, kids: dict):
     out.base, out.view_offset, out.relation = inp, 0, "reuse"
     kids.setdefault(inp, set()).add("reuse")
@@ -107,7 +115,7 @@ def streaming_overlap(ins) -> int | None:
 
 def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
     live = uses(prog)
-    kids = _free_children(prog)
+    kids = _children_kinds(prog)
     for i, ins in enumerate(prog.instrs):
         if len(ins.outputs) != 1 or ins.node is None:
             continue
@@ -119,10 +127,14 @@ def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
         if ins.op in INPLACE_OPS:
             for b in ins.inputs:
                 s = _dying_input(b, i, live, kids)
-                if s is not None and _same_elements(b, out):
+                if s is not None and _same_elements(b, out) and not any(
+                        o is not None and o.storage is s and _core(o.shape) != _core(b.shape)
+                        for o in ins.inputs):  # the same bytes read in another order
                     _reuse(so, s, kids)
                     break
             continue
+        if out.dtype != np.float32:
+            continue  # the kernels below are the float ones whose loop order is known
         if ins.op == "Conv":
             steps = epilogue.steps(ins.node)
             if steps and steps[0]["op"] in ("Add", "Sum") and len(steps[0]["args"]) == 2 \
@@ -130,8 +142,9 @@ def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
                 j = [a for a in steps[0]["args"] if a is not None][0]
                 r = ins.inputs[j]
                 s = _dying_input(r, i, live, kids)
-                if s is not None and _same_elements(r, out) and r.shape[-len(out.shape):] == out.shape \
-                        and s is not ins.inputs[0].storage:
+                others = [ins.inputs[a] for st in steps[1:] for a in st["args"] if a is not None]
+                if s is not None and _same_elements(r, out) and _core(r.shape) == _core(out.shape) \
+                        and s is not ins.inputs[0].storage and all(o.storage is not s for o in others):
                     _reuse(so, s, kids)
                     ins.attrs["accumulate"] = j
                     continue
@@ -143,7 +156,11 @@ def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
                 n_, c, m = x.shape[0], x.shape[1], out.shape[1]
                 if n_ == 1 or m <= c:
                     plane = int(np.prod(x.shape[2:]))
-                    tile = max(1, min(plane, MAX_TILE, SCRATCH_BYTES // (m * np.dtype(out.dtype).itemsize)))
+                    # the tile buffer must cost far less than the buffer the in-place run saves;
+                    # a multiple of 8 positions keeps the kernel's unrolled row in whole vectors
+                    budget = min(SCRATCH_BYTES, min(x.nbytes, out.nbytes) // 4)
+                    tile = max(1, min(plane, MAX_TILE, budget // (m * np.dtype(out.dtype).itemsize)))
+                    tile = tile // 8 * 8 if 8 <= tile < plane else tile
                     scratch = Buffer(f"{ins.name}_tile", out.dtype, (m, tile), ACTIVATION)
                     ins.op = "ConvPointwiseInPlace"
                     ins.attrs["tile"] = tile

@@ -20,7 +20,6 @@ once and granted overlaps subtracted -- is a true lower bound of any plan on tha
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 
 from glowpy.ir import liveness
@@ -197,7 +196,7 @@ def strategies(groups, pairs, n_instr):
     yield "peak-first", sorted(idx, key=lambda i: (not at_peak[i], -ext[i], span[i][0]))
 
 
-def assign_offsets(groups, pairs, n_instr, reuse=True, budget_s=0.25, seed=0):
+def assign_offsets(groups, pairs, n_instr, reuse=True, iterations=200, seed=0):
     """(offsets, size, strategy name, bound)."""
     if not reuse:
         offsets, acc = [], 0
@@ -218,10 +217,9 @@ def assign_offsets(groups, pairs, n_instr, reuse=True, budget_s=0.25, seed=0):
         if best[1] <= bound:
             break
     if best[1] > bound and len(groups) > 1:
-        rng = random.Random(seed)
-        deadline = time.monotonic() + budget_s
+        rng = random.Random(seed)  # seeded and counted, never timed: plans are reproducible
         order = list(best[3])
-        while time.monotonic() < deadline:
+        for _ in range(iterations):
             cand = list(order)
             i, j = rng.randrange(len(cand)), rng.randrange(len(cand))
             cand[i], cand[j] = cand[j], cand[i]
@@ -236,7 +234,7 @@ def assign_offsets(groups, pairs, n_instr, reuse=True, budget_s=0.25, seed=0):
     return best[0], best[1], best[2], bound
 
 
-def plan(prog: Program, reuse: bool = True, budget_s: float = 0.25) -> Program:
+def plan(prog: Program, reuse: bool = True, iterations: int = 200) -> Program:
     off = 0
     for c in prog.constants:
         c.offset, off = off, align(off + c.nbytes)
@@ -248,7 +246,7 @@ def plan(prog: Program, reuse: bool = True, budget_s: float = 0.25) -> Program:
     iv = liveness.intervals(prog)
     groups, roots, shifts, pairs = members(prog, iv)
     n = len(prog.instrs)
-    offsets, size, strategy, bound = assign_offsets(groups, pairs, n, reuse, budget_s)
+    offsets, size, strategy, bound = assign_offsets(groups, pairs, n, reuse, iterations)
     for r, o, sh in zip(roots, offsets, shifts):
         r.offset = o + sh
     prog.activations = roots
@@ -266,7 +264,7 @@ def lifetimes(prog: Program) -> dict:
     return liveness.intervals(prog)
 
 
-def build(graph, optimize: bool = True, reuse: bool = True, search_budget_s: float = 3.0) -> Program:
+def build(graph, optimize: bool = True, reuse: bool = True) -> Program:
     """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices
     and the schedule search (which leaves the chosen order in graph.nodes)."""
     from glowpy.ir import schedule
@@ -277,10 +275,10 @@ def build(graph, optimize: bool = True, reuse: bool = True, search_budget_s: flo
         return prog
 
     def evaluate(g):  # quick plans while comparing orders; the winner is planned again
-        p = plan(lower(g, optimize=True, reuse=reuse), reuse, budget_s=0.0)
+        p = plan(lower(g, optimize=True, reuse=reuse), reuse, iterations=0)
         return p.sizes["activation"], p
 
-    prog, name = schedule.search(graph, evaluate, search_budget_s)
+    prog, name = schedule.search(graph, evaluate)
     prog = plan(prog, reuse)
     prog = _relax(graph, prog, reuse)
     prog.plan_info["schedule"] = name
@@ -306,7 +304,7 @@ def _relax(graph, prog: Program, reuse: bool) -> Program:
         return prog
 
     def attempt(names):
-        p = plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=names), reuse, budget_s=0.1)
+        p = plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=names), reuse, iterations=50)
         return p if p.sizes["activation"] <= size else None
 
     best = attempt(set(cands))

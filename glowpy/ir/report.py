@@ -48,6 +48,7 @@ def memory_report(prog: Program) -> dict:
                     if s.root.region == ACTIVATION and a <= peak_at <= b]
     act = prog.sizes.get("activation", 0)
     bound = info.get("lower_bound", 0)
+    overlapping = {i for i, _, _, _ in prog.overlaps}
     return {
         "network": prog.name,
         "regions": {"constant": prog.sizes.get("constant", 0), "mutable": prog.sizes.get("mutable", 0),
@@ -64,7 +65,9 @@ def memory_report(prog: Program) -> dict:
         },
         "buffers": buffers,
         "instructions": [{"index": i, "name": ins.name, "op": _instr_label(ins),
-                          "live_bytes": prof[i] if i < len(prof) else 0}
+                          "kernel": ins.op, "live_bytes": prof[i] if i < len(prof) else 0,
+                          **({"in_place": {k: v for k, v in ins.attrs.items()}} if ins.attrs else {}),
+                          **({"overlaps_input": True} if i in overlapping else {})}
                          for i, ins in enumerate(prog.instrs)],
         "placeholders": [{"name": p.name, "offset": p.offset, "size": p.nbytes,
                           "kind": "input" if p in prog.inputs else "output"}

@@ -156,5 +156,7 @@ def _a_cycle(deps, done) -> list[int]:
         seen[i] = len(path)
         path.append(i)
         i = next(d for d in deps[i] if d not in done)
-    cyc = path[seen[i]:]
-    return cyc[::-1] + [cyc[-1]]  # producer -> consumer order, closed
+    cyc = path[seen[i]:][::-1]  # producer -> consumer order
+    k = cyc.index(min(cyc))
+    cyc = cyc[k:] + cyc[:k]  # from the node first in the file
+    return cyc + [cyc[0]]

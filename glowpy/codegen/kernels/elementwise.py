@@ -185,7 +185,45 @@ def elementwise_loop(k, fn):
 @emits(*UNARY, *BINARY, *VARIADIC)
 def emit_elementwise(k):
     dtype = k.out_buf().dtype
+    if k.instr.op == "Pow" and not cg.is_float(dtype):
+        ydt = k.in_buf(1).dtype
+        elementwise_loop(k, lambda args: int_pow(k.b, args[0], args[1], dtype, ydt))
+        return
     elementwise_loop(k, lambda args: scalar(k.b, k.instr.op, k.attrs, dtype, args))
+
+
+def _ipow(b, x, e):
+    """x ** e for integers, e >= 0: square-and-multiply over every bit of the i64 e (wraps on
+    overflow like C); e < 0 gives what trunc(x ** e) is: 1 for 1, +-1 for -1, else 0."""
+    one, t = cg.const(x.type, 1), x.type
+    r, base = one, x
+    for bit in range(63):
+        on = b.trunc(b.lshr(e, cg.const(cg.I64, bit)), cg.I1)
+        r = b.select(on, b.mul(r, base), r)
+        base = b.mul(base, base)
+    odd = b.trunc(e, cg.I1)
+    neg = b.select(b.icmp_signed("==", x, one), one,
+                   b.select(b.icmp_signed("==", x, cg.const(t, -1)),
+                            b.select(odd, cg.const(t, -1), one), cg.const(t, 0)))
+    return b.select(b.icmp_signed("<", e, cg.const(cg.I64, 0)), neg, r)
+
+
+def int_pow(b, x, y, dtype, ydtype):
+    """Pow of an integer base (the result has the base's type). An integer exponent, or a float
+    one holding an integer, is exact; otherwise float32 pow, truncated as numpy's astype does
+    (a result within a few ulps of an integer counts as that integer)."""
+    if not cg.is_float(ydtype):
+        return _ipow(b, x, convert(b, y, ydtype, np.int64))
+    xf = convert(b, x, dtype, np.float32)
+    p = mathfn.pow(b, xf, y)
+    near = mathfn.round_half_even(b, p)
+    close = b.fcmp_ordered("<=", _fabs(b, b.fsub(p, near)),
+                           b.fmul(_fabs(b, near), cg.const(cg.F32, 2.0 ** -20)))
+    viaf = convert(b, b.select(close, near, p), np.float32, dtype)
+    whole = b.fcmp_ordered("==", mathfn.floor(b, y), y)
+    small = b.fcmp_ordered("<", _fabs(b, y), cg.const(cg.F32, 2.0 ** 62))
+    exact = _ipow(b, x, b.fptosi(b.select(small, y, cg.const(cg.F32, 0)), cg.I64))
+    return b.select(b.and_(whole, small), exact, viaf)
 
 
 @emits("Clip")

@@ -185,19 +185,24 @@ def _pointwise_tile(k, n, t0, tl: int, c: int, m: int, plane: int, sp):
     yb = b.add(b.mul(n, k.c(m * plane)), t0)
     extras = [j for j in _extras(k) if _immediate(k, j) is None]
     bst = {j: cg.broadcast_strides(k.in_buf(j).shape, y.shape) for j in extras}
-    with k.for_range(m, name="oc") as oc:
-        row = b.mul(oc, k.c(tile))
-        init = k.load(bias, oc, dt) if bias is not None else cg.const(f, 0)
-        for t in range(tl):
-            k.store(init, scratch, b.add(row, k.c(t)))
+    ocb = 4 if m % 4 == 0 else 2 if m % 2 == 0 else 1  # output channels sharing each x load
+    with k.for_range(m // ocb, name="ocb") as ob:
+        oc0 = b.mul(ob, k.c(ocb))
+        for j in range(ocb):
+            oc = b.add(oc0, k.c(j))
+            init = k.load(bias, oc, dt) if bias is not None else cg.const(f, 0)
+            for t in range(tl):
+                k.store(init, scratch, b.add(b.mul(oc, k.c(tile)), k.c(t)))
         with k.for_range(c, name="ic") as ic:
-            wv = k.load(k.inp(1), b.add(b.mul(oc, k.c(c)), ic), w.dtype)
+            ws = [k.load(k.inp(1), b.add(b.mul(b.add(oc0, k.c(j)), k.c(c)), ic), w.dtype)
+                  for j in range(ocb)]
             xrow = b.add(xb, b.mul(ic, k.c(plane)))
             for t in range(tl):
-                si = b.add(row, k.c(t))
                 xv = k.load(k.inp(0), b.add(xrow, k.c(t)), x.dtype)
-                k.store(b.fadd(k.load(scratch, si, dt), b.fmul(wv, xv, flags=("contract",)),
-                               flags=("contract",)), scratch, si)
+                for j in range(ocb):
+                    si = b.add(b.mul(b.add(oc0, k.c(j)), k.c(tile)), k.c(t))
+                    k.store(b.fadd(k.load(scratch, si, dt), b.fmul(ws[j], xv, flags=("contract",)),
+                                   flags=("contract",)), scratch, si)
     with k.for_range(m, name="oc") as oc:
         row = b.mul(oc, k.c(tile))
         yrow = b.add(yb, b.mul(oc, k.c(plane)))

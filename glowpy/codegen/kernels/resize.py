@@ -17,7 +17,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import emits
-from glowpy.ir.ops.resize import Taps
+from glowpy.ir.ops.taps import Taps
 
 
 @dataclass

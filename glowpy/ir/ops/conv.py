@@ -36,6 +36,14 @@ class Window:
         return lo, max(lo, min(hi, self.out_size[d]))
 
 
+def _taps_in(win: Window, d: int, o: int, lo: int, hi: int) -> int:
+    """How many taps of output o along dim d land in [lo, hi); O(1) (kernels can be huge)."""
+    start, dl, k = o * win.strides[d] - win.pads_begin[d], win.dilations[d], win.kernel[d]
+    first = max(0, -(-(lo - start) // dl))
+    last = min(k, -(-(hi - start) // dl))
+    return max(0, last - first)
+
+
 def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = False) -> Window:
     a = node.attrs
     n = len(spatial_in)
@@ -151,17 +159,31 @@ class Pool(Op):
         _check_spatial(node, x)
         win = self.window(node)
         n = getattr(node, "_num_outputs", None) or 1
-        if n > 1:
-            raise ModelError(f"node '{node.name}' ({node.op}): the Indices output is not supported")
-        return [(x.dtype, x.shape[:2] + win.out_size)]
+        if n > 1 and node.op != "MaxPool":
+            raise ModelError(f"node '{node.name}' ({node.op}): has {n} outputs; it has one")
+        y = (x.dtype, x.shape[:2] + win.out_size)
+        return [y, (np.int64, y[1])] if n > 1 else [y]
 
 
 @register
 class MaxPool(Pool):
     def reference(self, node, x):
         win = self.window(node)
-        cols = _gather_windows(x, win, -np.inf)
-        return [cols.reshape(cols.shape[: 2 + len(win.out_size)] + (-1,)).max(-1)]
+        cols = _gather_windows(x, win, -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min)
+        flat = cols.reshape(cols.shape[: 2 + len(win.out_size)] + (-1,))
+        if (getattr(node, "_num_outputs", None) or len(node.outputs) or 1) == 1:
+            return [flat.max(-1)]
+        # Indices: the flat (row-major) input position of each window's first maximum
+        plane = int(np.prod(x.shape[2:]))
+        within = np.arange(plane, dtype=np.int64).reshape(x.shape[2:])
+        if node.attrs["storage_order"]:  # each (n, c) plane numbered column-major
+            within = np.arange(plane, dtype=np.int64).reshape(x.shape[:1:-1]).transpose()
+        start = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2]) * plane
+        pos = start.reshape(x.shape[:2] + (1,) * (x.ndim - 2)) + within
+        pos = _gather_windows(pos, win, -1)
+        pos = pos.reshape(flat.shape)
+        first = np.argmax(flat, axis=-1)[..., None]
+        return [np.take_along_axis(flat, first, -1)[..., 0], np.take_along_axis(pos, first, -1)[..., 0]]
 
 
 @register
@@ -173,7 +195,7 @@ class AveragePool(Pool):
         for d in range(len(win.in_size)):
             lo, hi = (-win.pads_begin[d], win.in_size[d] + win.pads_end[d]) \
                 if node.attrs["count_include_pad"] else (0, win.in_size[d])
-            per_dim.append([sum(lo <= t < hi for t in win.taps(d, o)) for o in range(win.out_size[d])])
+            per_dim.append([_taps_in(win, d, o, lo, hi) for o in range(win.out_size[d])])
         out = np.ones(win.out_size)
         for d, c in enumerate(per_dim):
             out = out * np.asarray(c, np.float64).reshape([-1 if i == d else 1 for i in range(len(per_dim))])

@@ -114,7 +114,7 @@ class LayerNormalization(Op):
 class InstanceNormalization(Op):
     """Per (n, c) over the spatial dims: y = scale[c] * (x - mean) / sqrt(var + epsilon) + B[c]."""
     inputs = ("input", "scale", "B")
-    attrs = {"epsilon": 1e-5}
+    attrs = {"epsilon": 1e-5, "consumed_inputs": None}  # consumed_inputs: opset 1, ignored
 
     def infer(self, node):
         x, s, b = node.inputs

@@ -1,0 +1,86 @@
+"""Helpers for the robustness tests: run model-compiler in-process and capture its one error
+line, build small (hostile) ONNX models, and snapshot directories."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+MNIST = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                     "shared", "models", "mnist8.onnx")
+PREFIX = "model-compiler: error: "
+
+
+def cli(capsys, *args) -> tuple[int, list[str], str]:
+    """Runs model-compiler in this process; returns (exit status, stderr lines, stdout)."""
+    import typer
+
+    from glowpy.cli import app, run
+    capsys.readouterr()
+    rc = run([str(a) for a in args], "model-compiler", typer.main.get_command(app))
+    out = capsys.readouterr()
+    return rc, out.err.splitlines(), out.out
+
+
+def one_error(capsys, *args, status: int) -> str:
+    """Runs model-compiler, asserts it failed with `status` and printed exactly one line
+    `model-compiler: error: ...` (warnings aside) and no traceback; returns the message."""
+    rc, lines, _ = cli(capsys, *args)
+    errors = [x for x in lines if not x.startswith("model-compiler: warning: ")]
+    assert rc == status, f"exit {rc}, expected {status}: {lines}"
+    assert len(errors) == 1, f"expected one error line, got {errors}"
+    assert errors[0].startswith(PREFIX), errors[0]
+    assert "Traceback" not in "\n".join(lines)
+    return errors[0][len(PREFIX):]
+
+
+def vi(name, shape, et=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, et, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, name="g", **kw) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits), **kw)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="glowpy-tests")
+    m.ir_version = 8
+    return m
+
+
+def relu_model(name="x", out="y", shape=(2, 3)) -> onnx.ModelProto:
+    return model([helper.make_node("Relu", [name], [out], name="relu")],
+                 [vi(name, list(shape))], [vi(out, list(shape))])
+
+
+def save(m: onnx.ModelProto, path) -> str:
+    path = str(path)
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
+def const(name, array) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def snapshot(d) -> dict:
+    """{relative path: (kind, sha256 or link target, mtime_ns)} of everything under d."""
+    out = {}
+    d = str(d)
+    if not os.path.lexists(d):
+        return out
+    for root, dirs, files in os.walk(d):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            rel = os.path.relpath(p, d)
+            st = os.lstat(p)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p), st.st_mtime_ns)
+            elif os.path.isdir(p):
+                out[rel] = ("dir", None, None)
+            else:
+                with open(p, "rb") as f:
+                    out[rel] = ("file", hashlib.sha256(f.read()).hexdigest(), st.st_mtime_ns)
+    return out
