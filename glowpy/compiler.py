@@ -17,7 +17,6 @@ from glowpy.codegen import bundle as bw
 from glowpy.codegen.names import (RESERVED_SYMBOLS, file_stem_problem, legalize, symbol_problem,
                                   unique_legal_names)
 from glowpy.errors import ModelError, UsageError, one_line, show
-from glowpy.ir.lower import lower
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.ir.planner import ALIGN, build as build_program
 from glowpy.ir.validate import check_regions, resolve_limit

@@ -12,7 +12,6 @@ import shutil
 import struct
 import tempfile
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 

@@ -135,3 +135,15 @@ def test_conv_large_channels(tmp_path):
     g.node("Conv", ["x", rand(32, 1, 3, 3), rand(32)], group=32, strides=[2, 2], pads=[1, 1, 1, 1])
     g.node("Conv", ["x", rand(24, 32, 1, 1), rand(24)])
     check_op(g.model(), g.feeds, tmp_path, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_wide_kernels(tmp_path):
+    """Kernels wider than the emitter's unrolled tap count (16): the last-dim taps become a
+    loop with run-time valid ranges."""
+    g = GraphBuilder(x=rand(2, 3, 40), x2=rand(1, 2, 5, 30))
+    g.node("Conv", ["x", rand(4, 3, 19), rand(4)])
+    g.node("Conv", ["x", rand(4, 3, 17), rand(4)], pads=[9, 3], strides=[3])
+    g.node("Conv", ["x", rand(4, 3, 18)], dilations=[2], pads=[10, 10], strides=[2])
+    g.node("Conv", ["x", rand(3, 1, 21)], group=3, auto_pad="SAME_UPPER")
+    g.node("Conv", ["x2", rand(3, 2, 3, 20), rand(3)], pads=[1, 7, 1, 8], strides=[1, 2])
+    check_op(g.model(), g.feeds, tmp_path, rtol=1e-4, atol=1e-4)

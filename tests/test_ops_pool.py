@@ -6,8 +6,7 @@ MaxPool is exact (it selects); averages use rtol 1e-5 (float32 sums in another o
 import numpy as np
 import pytest
 
-from util import GraphBuilder, check_op, compile_and_run
-from glowpy.errors import ModelError
+from util import GraphBuilder, check_op
 
 RNG = np.random.default_rng(5)
 X2 = RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)
@@ -98,8 +97,23 @@ def test_global_pool(op, tmp_path):
     check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
 
 
-def test_maxpool_indices_output_is_refused(tmp_path):
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_wide_windows(op, tmp_path):
+    """Windows wider than the emitter's unrolled tap count (16)."""
+    x = RNG.standard_normal((1, 2, 3, 45)).astype(np.float32)
+    g = GraphBuilder(x=x)
+    g.node(op, ["x"], kernel_shape=[1, 17])
+    g.node(op, ["x"], kernel_shape=[2, 20], strides=[1, 3], pads=[1, 9, 0, 9])
+    g.node(op, ["x"], kernel_shape=[3, 18], strides=[2, 4], ceil_mode=1, pads=[1, 5, 1, 5])
+    g.node(op, ["x"], kernel_shape=[1, 25], auto_pad="SAME_LOWER", strides=[1, 2])
+    check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
+
+
+def test_maxpool_indices_output(tmp_path):
+    """MaxPool's second output: the flat input index of each window's maximum (storage_order
+    0 row-major, 1 column-major within each plane)."""
     g = GraphBuilder(x=X2)
     g.node("MaxPool", ["x"], outputs=2, kernel_shape=[2, 2])
-    with pytest.raises(ModelError, match="Indices output is not supported"):
-        compile_and_run(g.model(12), g.feeds, tmp_path)
+    g.node("MaxPool", ["x"], outputs=2, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.node("MaxPool", ["x"], outputs=2, kernel_shape=[2, 3], storage_order=1)
+    check_op(g.model(12), g.feeds, tmp_path, rtol=0, atol=0)

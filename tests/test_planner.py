@@ -12,7 +12,6 @@ import json
 import os
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -290,6 +289,21 @@ def test_pointwise_conv_in_place_and_residual_accumulation():
     assert "ConvPointwiseInPlace" in ops or prog.sizes["activation"] <= 2 * align(p.nbytes)
     acc = [i for i in prog.instrs if i.attrs.get("accumulate") is not None]
     assert len(acc) == 1 and acc[0].outputs[0].storage.relation == "reuse"
+    check_plan(prog)
+
+
+def test_schedule_search_finishes_a_branch_before_starting_the_next():
+    g = Graph()
+    x = g.add_input("x", F, (1, 8, 16, 16))
+    a1, b1 = g.add("Neg", [x])[0], g.add("Exp", [x])[0]  # model order: both big ones first
+    pool = {"kernel_shape": [4, 4], "strides": [4, 4]}
+    a2, b2 = g.add("MaxPool", [a1], pool)[0], g.add("MaxPool", [b1], pool)[0]
+    g.outputs = [g.add("Add", [a2, b2])[0]]
+    model_order = plan(lower(g)).sizes["activation"]
+    prog = build(g)
+    assert prog.plan_info["schedule"] != "model"
+    assert prog.sizes["activation"] < model_order
+    assert [n.op for n in g.nodes][:2] != ["Neg", "Exp"]  # the chosen order is left in the graph
     check_plan(prog)
 
 

@@ -55,7 +55,7 @@ CATEGORIES = {
              "int64 and bool)",
     "training": "training-only behaviour (glowpy compiles inference graphs)",
     "random": "output depends on a random generator",
-    "types": "sequence, optional or string values (bundles hold tensors only)",
+    "types": "sequence or optional values (bundles hold tensors only)",
     "zero-size": "a tensor with a zero dimension (bundles refuse empty tensors)",
     "semantics": "glowpy computes what onnxruntime computes where onnx's reference differs",
     "unsupported": "an op form glowpy does not implement",

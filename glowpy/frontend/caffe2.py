@@ -223,8 +223,8 @@ def check_ops(predict, init):
             why = refusal_reason(ty.split(" ")[0])
             if why and why not in reasons:
                 reasons.append(why)
-            parts.append(f"{show(ty, 60)} x{len(names)} ({', '.join(show(n, 60) for n in names[:5])}"
-                         f"{', ...' if len(names) > 5 else ''})")
+            shown = ", ".join(show(n, 60) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+            parts.append(f"{show(ty, 60)} x{len(names)} ({shown})")
         raise ModelError(f"unsupported Caffe2 operators ({sum(len(v) for v in missing.values())} "
                          "ops): " + "; ".join(parts) + "".join(f" [{r}]" for r in reasons))
 
@@ -253,10 +253,11 @@ def external_inputs(predict, weights: dict) -> tuple[list[str], set[str]]:
 
 
 def _input_error(missing: list[str]) -> UsageError:
+    names = ", ".join(repr(show(m)) for m in missing)
     return UsageError(
-        f"the Caffe2 predict net reads external input(s) {', '.join(repr(show(m)) for m in missing)} "
-        "whose type and shape Caffe2 does not record; give each one with "
-        f"-model-input=name,type,[d0,d1,...], e.g. -model-input={show(missing[0])},float,[d0,d1,...] "
+        f"the Caffe2 predict net reads external input(s) {names} whose type and shape Caffe2 "
+        "does not record; give each one with -model-input=name,type,[d0,d1,...], e.g. "
+        f"-model-input={show(missing[0])},float,[d0,d1,...] "
         "(types: float, int32, int64, bool, ...; quantized: name,int8q,scale,offset,[...])")
 
 
@@ -288,7 +289,8 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
             if missing_in:
                 raise ModelError(f"{where}: input blob '{show(missing_in[0])}' is not filled by an "
                                  "earlier init net operator")
-            for name, arr in zip(op.output, fill_value(op, [weights[x] for x in op.input], where, limit)):
+            values = fill_value(op, [weights[x] for x in op.input], where, limit)
+            for name, arr in zip(op.output, values):
                 weights[name] = graph.constant(arr, name)
     blobs.update(weights)
 
@@ -299,8 +301,8 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
                          "init net fills (a weight, not an input)")
     unknown = sorted(set(opts.inputs) - set(candidates))
     if unknown:
-        raise UsageError(f"-model-input names {', '.join(repr(show(u)) for u in unknown)}, which the "
-                         f"net does not read (external inputs: "
+        raise UsageError(f"-model-input names {', '.join(repr(show(u)) for u in unknown)}, which "
+                         f"the net does not read (external inputs: "
                          f"{', '.join(show(c) for c in candidates) or 'none'})")
     missing = [n for n in candidates if n in needed and n not in opts.inputs]
     if missing:
@@ -329,7 +331,8 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
         if not op.output or not all(op.output):
             raise ModelError(f"{where}: every operator needs named outputs")
         if op.type in FILLS:
-            outs = [graph.constant(a, n) for a, n in zip(fill_value(op, xs, where, limit), op.output)]
+            outs = [graph.constant(a, n)
+                    for a, n in zip(fill_value(op, xs, where, limit), op.output)]
         elif len(xs) < MIN_INPUTS.get(op.type, 1):
             raise ModelError(f"{where}: has {len(xs)} input(s); it needs at least "
                              f"{MIN_INPUTS.get(op.type, 1)}")

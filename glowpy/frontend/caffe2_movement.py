@@ -101,7 +101,8 @@ def slice_(c, xs):
     else:
         raise c.err("needs starts and ends as arguments or constant inputs")
     if len(starts) != len(ends) or len(starts) > len(x.shape):
-        raise c.err(f"starts {starts} and ends {ends} must have equal length <= rank {len(x.shape)}")
+        raise c.err(f"starts {starts} and ends {ends} must have the same length, at most the "
+                    f"rank {len(x.shape)}")
     s2, e2 = [], []
     for d, (s, e) in enumerate(zip(starts, ends)):
         n = x.shape[d]

@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from glowpy.frontend.caffe2_ctx import axis_of, rank_at_least, to_nchw, to_nhwc
-from glowpy.frontend.caffe2_movement import (cast, concat, expand_dims, flatten, gather, nchw2nhwc,
-                                             nhwc2nchw, reshape, resize_nearest, shape, slice_, split,
-                                             squeeze, transpose)
+from glowpy.frontend.caffe2_movement import (cast, concat, expand_dims, flatten, gather,
+                                             nchw2nhwc, nhwc2nchw, reshape, resize_nearest, shape,
+                                             slice_, split, squeeze, transpose)
 
 LEGACY_NOTSET, LEGACY_VALID, LEGACY_SAME, LEGACY_CAFFE = 0, 1, 2, 3
 
@@ -246,7 +246,8 @@ def variadic(onnx_op):
 
 
 def identity(c, xs):
-    return [c.one("Identity", [xs[0]], final=True)]  # a view: no copy unless it joins two placeholders
+    # a view: no copy unless it joins two placeholders
+    return [c.one("Identity", [xs[0]], final=True)]
 
 
 def prelu(c, xs):
@@ -352,7 +353,8 @@ TRANSLATORS = {
     "Neg": unary("Neg"), "Negative": unary("Neg"), "Softplus": unary("Softplus"),
     "PRelu": prelu, "Softmax": softmax, "Swish": swish, "Clip": clip, "Pow": pow_,
     "Add": binary("Add"), "Sub": binary("Sub"), "Mul": binary("Mul"), "Div": binary("Div"),
-    "Sum": variadic("Sum"), "Max": variadic("Max"), "Min": variadic("Min"), "Mean": variadic("Mean"),
+    "Sum": variadic("Sum"), "Max": variadic("Max"), "Min": variadic("Min"),
+    "Mean": variadic("Mean"),
     "ElementwiseLinear": elementwise_linear,
     "Concat": concat, "Split": split, "Reshape": reshape, "Flatten": flatten,
     "Transpose": transpose, "NCHW2NHWC": nchw2nhwc, "NHWC2NCHW": nhwc2nchw,

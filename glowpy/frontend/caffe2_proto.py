@@ -25,12 +25,14 @@ DATA_TYPES = {"UNDEFINED": 0, "FLOAT": 1, "INT32": 2, "BYTE": 3, "STRING": 4, "B
 # message -> [(field name, number, label, type name, default)]; type names not in _TYPES are
 # messages or enums of this package. Packed fields are marked by a trailing "!".
 _MESSAGES = {
-    "ExternalDataProto": [("source_type", 1, _OPT, "int32", None), ("record_id", 2, _OPT, "string", None),
-                          ("record_size", 5, _OPT, "uint64", None), ("offset", 3, _OPT, "int64", None),
-                          ("strides", 4, _REP, "int64", None)],
+    "ExternalDataProto": [
+        ("source_type", 1, _OPT, "int32", None), ("record_id", 2, _OPT, "string", None),
+        ("record_size", 5, _OPT, "uint64", None), ("offset", 3, _OPT, "int64", None),
+        ("strides", 4, _REP, "int64", None)],
     "TensorProto.Segment": [("begin", 1, _OPT, "int64", None), ("end", 2, _OPT, "int64", None)],
     "TensorProto": [
-        ("dims", 1, _REP, "int64", None), ("data_type", 2, _OPT, ".caffe2.TensorProto.DataType", "FLOAT"),
+        ("dims", 1, _REP, "int64", None),
+        ("data_type", 2, _OPT, ".caffe2.TensorProto.DataType", "FLOAT"),
         ("storage_type", 12, _OPT, ".caffe2.TensorProto.StorageType", "TYPED"),
         ("float_data", 3, _REP, "float!", None), ("int32_data", 4, _REP, "int32!", None),
         ("byte_data", 5, _OPT, "bytes", None), ("string_data", 6, _REP, "bytes", None),
@@ -54,7 +56,8 @@ _MESSAGES = {
         ("t", 10, _OPT, ".caffe2.TensorProto", None), ("n", 8, _OPT, ".caffe2.NetDef", None),
         ("floats", 5, _REP, "float", None), ("ints", 6, _REP, "int64", None),
         ("strings", 7, _REP, "bytes", None), ("tensors", 11, _REP, ".caffe2.TensorProto", None),
-        ("nets", 9, _REP, ".caffe2.NetDef", None), ("qtensors", 12, _REP, ".caffe2.QTensorProto", None)],
+        ("nets", 9, _REP, ".caffe2.NetDef", None),
+        ("qtensors", 12, _REP, ".caffe2.QTensorProto", None)],
     "DeviceOption": [
         ("device_type", 1, _OPT, "int32", None), ("device_id", 2, _OPT, "int32", None),
         ("random_seed", 3, _OPT, "uint32", None), ("node_name", 4, _OPT, "string", None),
@@ -94,7 +97,8 @@ def _add_fields(msg, fields):
             f.type = _TYPES[ty]
         else:
             f.type_name = ty
-            f.type = _F.TYPE_ENUM if ty.split(".")[-1] in ("DataType", "StorageType") else _F.TYPE_MESSAGE
+            enum = ty.split(".")[-1] in ("DataType", "StorageType")
+            f.type = _F.TYPE_ENUM if enum else _F.TYPE_MESSAGE
         if packed:
             f.options.packed = True
         if default is not None:

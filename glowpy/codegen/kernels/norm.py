@@ -114,6 +114,7 @@ def emit_lrn(k):
                     k.store(b.fadd(k.load(k.out(), oi, x.dtype), b.fmul(v, v)), k.out(), oi)
             with k.for_range(plane, name="z") as z:
                 oi = b.add(o_base, z)
-                base = b.fadd(cg.const(f, bias), b.fmul(cg.const(f, coef), k.load(k.out(), oi, x.dtype)))
+                acc = k.load(k.out(), oi, x.dtype)
+                base = b.fadd(cg.const(f, bias), b.fmul(cg.const(f, coef), acc))
                 scale = mathfn.pow(b, base, cg.const(f, -beta))
                 k.store(b.fmul(k.load(k.inp(0), oi, x.dtype), scale), k.out(), oi)

@@ -3,3 +3,4 @@ from glowpy.ir.ops.registry import REQUIRED, Op, all_ops, get_op, has_op, regist
 from glowpy.ir.ops import conv, elementwise, matmul, reduce, resize, tensor  # noqa: F401
 from glowpy.ir.ops import convtranspose, norm, softplus  # noqa: E402,F401
 from glowpy.ir.ops import einsum, generate, index, layout, logical  # noqa: E402,F401
+from glowpy.ir.ops import quant, qops  # noqa: E402,F401  (int8: ONNX ops, integer kernels)

@@ -58,7 +58,8 @@ class ConvTranspose(Op):
             if len(v) != n:
                 raise _err(node, f"{what} must have {n} values for a {n}-D input, got {list(v)}")
         if kernel != w.shape[2:]:
-            raise _err(node, f"kernel_shape {list(kernel)} does not match weight shape {list(w.shape)}")
+            raise _err(node, f"kernel_shape {list(kernel)} does not match weight shape "
+                             f"{list(w.shape)}")
         if min(strides + dil) < 1 or min(adj, default=0) < 0:
             raise _err(node, "strides and dilations must be >= 1 and output_padding >= 0")
         for p, s, d in zip(adj, strides, dil):

@@ -19,7 +19,8 @@ def _float_only(node, x):
 
 @register
 class LRN(Op):
-    """y = x / (bias + alpha/size * sum of x^2 over channels [c - (size-1)//2, c + size//2])^beta."""
+    """y = x / (bias + alpha/size * sum of x^2 over channels [c - (size-1)//2, c + size//2])
+    ^ beta."""
     inputs = ("X",)
     attrs = {"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": REQUIRED}
 
@@ -123,12 +124,14 @@ class InstanceNormalization(Op):
             raise _err(node, f"input rank must be >= 3 (N, C, spatial...), got {list(x.shape)}")
         for v in (s, b):
             if v.shape != (x.shape[1],):
-                raise _err(node, f"'{v.name}' shape {list(v.shape)} must be [{x.shape[1]}] (channels)")
+                raise _err(node, f"'{v.name}' shape {list(v.shape)} must be [{x.shape[1]}] "
+                                 "(channels)")
         return [(x.dtype, x.shape)]
 
     def reference(self, node, x, s, b):
         x64 = x.astype(np.float64)
         mean, var = _moments(x64, tuple(range(2, x.ndim)))
         shape = (1, -1) + (1,) * (x.ndim - 2)
-        y = (x64 - mean) / np.sqrt(var + node.attrs["epsilon"]) * s.reshape(shape) + b.reshape(shape)
+        y = (x64 - mean) / np.sqrt(var + node.attrs["epsilon"]) * s.reshape(shape)
+        y = y + b.reshape(shape)
         return [y.astype(x.dtype)]

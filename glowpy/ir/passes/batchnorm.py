@@ -1,7 +1,5 @@
 """BatchNormalization (inference) becomes a per-channel Mul and Add with constants computed in
 float64, so later passes can fold it into the producing Conv/Gemm or fuse it into one loop."""
-import numpy as np
-
 from glowpy.ir.graph import Graph, Node, Value
 
 

@@ -15,6 +15,7 @@ from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.fold import fold_constants
 from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
+from glowpy.ir.passes.fold_quant import fold_quantization
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.merge_pad import merge_pad
@@ -30,6 +31,9 @@ PIPELINE = [
     simplify_views,
     # identical constants and identical nodes computed once
     eliminate_common_subexpressions,
+    # DequantizeLinear -> op -> QuantizeLinear (and QLinearConv...) as integer kernels, before
+    # any float rewrite (activation fusion would hide the Relu the integer op clamps with)
+    fold_quantization,
     # BatchNormalization into the preceding Conv/Gemm/MatMul weights where it can go
     fold_batchnorm,
     # the remaining BatchNormalization -> per-channel Mul + Add (no kernel of its own)

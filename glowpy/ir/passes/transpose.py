@@ -7,7 +7,7 @@ import numpy as np
 
 from glowpy.ir.graph import Graph, Node
 from glowpy.ir.passes.dce import eliminate_dead_code
-from glowpy.ir.passes.util import remove, replace_value, users
+from glowpy.ir.passes.util import remove, replace_value
 
 
 def _moves_only_unit_dims(shape, perm) -> bool:
@@ -19,7 +19,6 @@ def simplify_transposes(graph: Graph) -> Graph:
     changed = True
     while changed:
         changed = False
-        us = users(graph)
         for n in list(graph.nodes):
             if n.op != "Transpose" or n not in graph.nodes:
                 continue

@@ -4,8 +4,6 @@ Rule every pass keeps: a graph output Value is never replaced or removed (its na
 placeholder's name in the bundle); rewrites move it to a new producer instead."""
 from __future__ import annotations
 
-import numpy as np
-
 from glowpy.ir.graph import Graph, Node, Value
 
 
@@ -42,7 +40,3 @@ def take_output(producer: Node, consumer: Node, index: int = 0):
     out = consumer.outputs[0]
     producer.outputs[index] = out
     out.producer = producer
-
-
-def const_like(graph: Graph, array, dtype, name: str) -> Value:
-    return graph.constant(np.asarray(array).astype(dtype), name)

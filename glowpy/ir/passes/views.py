@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glowpy.ir.graph import Graph, Node, Value
+from glowpy.ir.graph import Graph, Node
 from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.util import remove, replace_value, users
 

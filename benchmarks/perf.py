@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Bundle speed against onnxruntime (one thread) on this machine.
+
+    python benchmarks/perf.py                         # every model, rewrites docs/performance.md
+    python benchmarks/perf.py --models mnist8,resnet18 --no-docs
+
+Models: every float model in ../shared/models (an .onnx with reference data and no
+quantization nodes) plus ResNet-18 and MobileNetV2 from benchmarks/build_models.py (random
+weights, BatchNormalization unfused, opset 13, built into build/benchmarks/ if missing).
+
+For each model it
+  1. compiles the bundle for the host CPU (the compile time is reported);
+  2. links the bundle's object into a small C timing harness (-O2): one call for the outputs,
+     then batches of back-to-back calls; the time is the best batch's time per call;
+  3. times onnxruntime (CPUExecutionProvider, intra_op_num_threads=1, default graph
+     optimizations, inputs and outputs bound once with IOBinding so the Python call overhead
+     is as small as the API allows) the same way, on the same inputs, in the same run;
+  4. checks that the outputs agree: bundle vs onnxruntime and, for the shared models, vs the
+     reference outputs, with the project's model tolerance (tests/util.py);
+  5. prints the table: bundle ms, onnxruntime ms, ratio bundle/onnxruntime, GFLOP/s (2 x the
+     multiply-accumulates of Conv, ConvTranspose, Gemm and MatMul over the bundle time) and
+     compile seconds.
+Timings alternate between the bundle and onnxruntime for several rounds and keep the best of
+each, so a burst of load from other processes hurts both sides alike and rarely the minimum.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_MODELS = os.path.join(os.path.dirname(ROOT), "shared", "models")
+DOC = os.path.join(ROOT, "docs", "performance.md")
+README = os.path.join(ROOT, "README.md")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import glowpy  # noqa: E402
+import build_models  # noqa: E402
+from glowpy.runtime import find_cc  # noqa: E402
+
+QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+             "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
+BEGIN, END = "<!-- perf benchmark: begin -->", "<!-- perf benchmark: end -->"
+# the issue's targets: bundle / onnxruntime at most this
+TARGET_RATIO = {"resnet18": 1.0, "mobilenetv2": 1.0, "mlperf_tiny_resnet8": 0.5,
+                "mlperf_tiny_kws_dscnn": 0.5, "mlperf_tiny_vww_mobilenetv1_025": 0.5,
+                "mlperf_tiny_ad_autoencoder": 0.5, "mnist8": 0.5}
+
+HARNESS = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "%(header)s"
+
+static uint8_t *region(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, n ? n : 1) != 0) exit(3);
+  memset(p, 0, n ? n : 1);
+  return (uint8_t *)p;
+}
+static void rd(const char *path, uint8_t *dst, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(dst, 1, n, f) != n) { fprintf(stderr, "cannot read %%s\n", path); exit(3); }
+  fclose(f);
+}
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+/* usage: harness WEIGHTS IN OUT SECONDS_PER_BATCH BATCHES; prints "best_ns calls_per_batch" */
+int main(int argc, char **argv) {
+  if (argc < 6) return 2;
+  double per_batch = atof(argv[4]) * 1e9;
+  int batches = atoi(argv[5]);
+  uint8_t *c = region(%(upper)s_CONSTANT_MEM_SIZE), *m = region(%(upper)s_MUTABLE_MEM_SIZE);
+  uint8_t *a = region(%(upper)s_ACTIVATIONS_MEM_SIZE);
+  rd(argv[1], c, %(upper)s_CONSTANT_MEM_SIZE);
+  rd(argv[2], m, %(upper)s_MUTABLE_MEM_SIZE);
+  if (%(entry)s(c, m, a) != GLOW_SUCCESS) return 4;
+  FILE *f = fopen(argv[3], "wb");
+  if (!f || fwrite(m, 1, %(upper)s_MUTABLE_MEM_SIZE, f) != (size_t)%(upper)s_MUTABLE_MEM_SIZE) return 3;
+  fclose(f);
+  /* calibrate: calls per batch so that one batch takes about SECONDS_PER_BATCH */
+  long n = 1;
+  for (;;) {
+    double t0 = now();
+    for (long i = 0; i < n; i++) %(entry)s(c, m, a);
+    double dt = now() - t0;
+    if (dt > per_batch / 4 || n > (1L << 30)) { n = (long)(n * per_batch / (dt > 1 ? dt : 1)) + 1; break; }
+    n *= 2;
+  }
+  double best = 1e300;
+  for (int b = 0; b < batches; b++) {
+    double t0 = now();
+    for (long i = 0; i < n; i++) %(entry)s(c, m, a);
+    double dt = (now() - t0) / n;
+    if (dt < best) best = dt;
+  }
+  printf("%%.1f %%ld\n", best, n);
+  free(c); free(m); free(a);
+  return 0;
+}
+"""
+
+
+def shared_float_models() -> list[str]:
+    names = []
+    for f in sorted(os.listdir(SHARED_MODELS)):
+        name, ext = os.path.splitext(f)
+        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
+            continue
+        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
+        if not any(n.op_type in QUANT_OPS for n in m.graph.node):
+            names.append(name)
+    return names
+
+
+def model_macs(path: str) -> int:
+    """Multiply-accumulates of the matrix ops (Conv, ConvTranspose, Gemm, MatMul), from the
+    graph glowpy loads (static shapes)."""
+    from glowpy.compiler import Options, load_graph
+    g = load_graph([path], Options())
+    macs = 0
+    for n in g.nodes:
+        if n.op in ("Conv", "ConvTranspose"):
+            w, y = n.inputs[1], n.outputs[0]
+            # every output element of Conv sums C/group * kernel taps products; ConvTranspose
+            # scatters every input element into M/group * kernel taps outputs
+            per = int(np.prod(w.shape[1:]))
+            count = y.size if n.op == "Conv" else n.inputs[0].size
+            macs += count * per
+        elif n.op == "Gemm":
+            m, k, nn = n.opdef.dims(n)
+            macs += m * k * nn
+        elif n.op == "MatMul":
+            batch, m, k, nn = n.opdef.shapes(n)
+            macs += int(np.prod(batch or (1,))) * m * k * nn
+    return macs
+
+
+def inputs_for(name: str, path: str):
+    """(feeds {onnx input name: array}, reference outputs or None)."""
+    from util import reference_data
+    if os.path.dirname(path) == SHARED_MODELS:
+        ins, outs = reference_data(name)
+        m = onnx.load(path, load_external_data=False)
+        init = {i.name for i in m.graph.initializer}
+        names = [i.name for i in m.graph.input if i.name not in init]
+        return dict(zip(names, ins)), outs
+    rng = np.random.default_rng(0)
+    return {"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}, None
+
+
+class Harness:
+    def __init__(self, bundle_dir: str, info, work: str):
+        from glowpy.codegen.names import legalize
+        self.info = info
+        self.dir = bundle_dir
+        src = HARNESS % {"header": os.path.join(bundle_dir, info.name + ".h"),
+                         "upper": legalize(info.name).upper(), "entry": info.entry}
+        c = os.path.join(work, "perf_harness.c")
+        with open(c, "w") as f:
+            f.write(src)
+        self.exe = os.path.join(work, "perf_harness")
+        subprocess.run([find_cc(), "-O2", "-std=c11", "-Wall", "-Werror", c,
+                        os.path.join(bundle_dir, info.name + ".o"), "-o", self.exe], check=True)
+        self.work = work
+
+    def run(self, feeds: dict, seconds: float, batches: int):
+        from glowpy.runtime import Bundle
+        man = self.info.manifest
+        img = Bundle.mutable_image(type("B", (), {"manifest": man})(), feeds)
+        i, o = os.path.join(self.work, "in.bin"), os.path.join(self.work, "out.bin")
+        with open(i, "wb") as f:
+            f.write(img)
+        w = os.path.join(self.dir, self.info.name + ".weights.bin")
+        r = subprocess.run([self.exe, w, i, o, str(seconds), str(batches)], capture_output=True,
+                           text=True, check=True)
+        best_ns = float(r.stdout.split()[0])
+        with open(o, "rb") as f:
+            raw = f.read()
+        outs = [np.frombuffer(raw[p["offset"]:p["offset"] + p["bytes"]], dtype=p["dtype"])
+                .reshape(p["shape"]).copy() for p in man["outputs"]]
+        return best_ns / 1e6, outs
+
+
+class OrtTimer:
+    def __init__(self, path: str, feeds: dict):
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        self.sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        self.outputs = self.sess.run(None, feeds)
+        self.binding = self.sess.io_binding()
+        for k, v in feeds.items():
+            self.binding.bind_ortvalue_input(k, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v)))
+        for o in self.sess.get_outputs():
+            self.binding.bind_output(o.name, "cpu")
+
+    def run(self, seconds: float, batches: int) -> float:
+        run = self.sess.run_with_iobinding
+        b = self.binding
+        n = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                run(b)
+            dt = time.perf_counter() - t0
+            if dt > seconds / 4:
+                n = int(n * seconds / dt) + 1
+                break
+            n *= 2
+        best = float("inf")
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                run(b)
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best * 1e3
+
+
+def close(got, ref, tflite: bool) -> float | None:
+    from util import assert_close_to_reference
+    try:
+        return assert_close_to_reference(np.asarray(got), np.asarray(ref), tflite)
+    except AssertionError:
+        return None
+
+
+def measure(name: str, path: str, work: str, rounds: int, seconds: float, batches: int) -> dict:
+    from util import is_tflite_reference
+    d = os.path.join(work, name)
+    t0 = time.perf_counter()
+    info = glowpy.compile(path, d)
+    compile_s = time.perf_counter() - t0
+    feeds, refs = inputs_for(name, path)
+    h = Harness(d, info, d)
+    ort_t = OrtTimer(path, feeds)
+    by_name = {p["name"]: x for p, x in zip(info.inputs, feeds.values())}
+    bt, ot = float("inf"), float("inf")
+    outs = None
+    for _ in range(rounds):
+        t, outs = h.run(by_name, seconds, batches)
+        bt = min(bt, t)
+        ot = min(ot, ort_t.run(seconds, batches))
+    errs = [close(g, r, False) for g, r in zip(outs, ort_t.outputs)]
+    row = {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot,
+           "gflops": 2 * model_macs(path) / (bt * 1e-3) / 1e9, "compile_s": compile_s,
+           "agrees_with_ort": all(e is not None for e in errs),
+           "max_error_vs_ort": max((e for e in errs if e is not None), default=None)}
+    if refs is not None:
+        tfl = is_tflite_reference(name)
+        rerrs = [close(g, r, tfl) for g, r in zip(outs, refs)]
+        row["matches_reference"] = all(e is not None for e in rerrs)
+    return row
+
+
+def machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        out = ""
+    field = lambda k: (re.search(rf"^{k}:\s*(.+)$", out, re.M) or [None, "?"])[1].strip()  # noqa: E731
+    from llvmlite import binding as llvm
+    feats = llvm.get_host_cpu_features().flatten().split(",")
+    simd = [f[1:] for f in feats if f in ("+avx512f", "+avx2", "+neon", "+sve")]
+    per_socket = field(r"Core\(s\) per socket")
+    return (f"{field('Model name')}, {os.cpu_count()} cores ({per_socket} per socket), LLVM host CPU `{llvm.get_host_cpu_name()}` ({', '.join(simd) or 'no SIMD'}); "
+            f"{platform.system()} {platform.release()}")
+
+
+def table(rows: list[dict]) -> str:
+    out = ("| model | bundle ms | onnxruntime ms | ratio | target | GFLOP/s | compile s | outputs |\n"
+           "|---|--:|--:|--:|--:|--:|--:|---|\n")
+    for r in rows:
+        tgt = TARGET_RATIO.get(r["model"])
+        ok = "agree" if r["agrees_with_ort"] else "**differ from onnxruntime**"
+        if "matches_reference" in r:
+            ok += ", match reference" if r["matches_reference"] else ", **differ from reference**"
+        out += (f"| {r['model']} | {r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
+                f"{'' if tgt is None else f'<= {tgt}'} | {r['gflops']:.1f} | {r['compile_s']:.1f} | {ok} |\n")
+    return out
+
+
+def write_between(path: str, text: str):
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"perf.py: {path} has no benchmark markers ({BEGIN} ... {END})")
+    pre, rest = doc.split(BEGIN, 1)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(pre + BEGIN + "\n" + text + END + rest.split(END, 1)[1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", help="comma-separated names (default: all)")
+    ap.add_argument("--rounds", type=int, default=3, help="bundle/onnxruntime alternations")
+    ap.add_argument("--seconds", type=float, default=0.05, help="target length of one batch")
+    ap.add_argument("--batches", type=int, default=7, help="batches per round")
+    ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md "
+                    "and README.md (they are only rewritten when every model is measured)")
+    a = ap.parse_args(argv)
+    built = build_models.build()
+    models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_float_models()}
+    models.update(built)
+    names = a.models.split(",") if a.models else list(models)
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        ap.error(f"unknown models {unknown}; available: {', '.join(models)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="glowpy-perf-") as tmp:
+        work = a.work or tmp
+        for n in names:
+            print(f"{n} ...", file=sys.stderr, flush=True)
+            row = measure(n, models[n], work, a.rounds, a.seconds, a.batches)
+            print("  " + json.dumps(row), file=sys.stderr, flush=True)
+            rows.append(row)
+    text = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/perf.py` "
+            f"(glowpy {glowpy.__version__}, onnxruntime "
+            f"{__import__('onnxruntime').__version__}) on {machine()}.\n\n" + table(rows))
+    print(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if not a.no_docs and not a.models:
+        write_between(DOC, text)
+        write_between(README, text)
+    bad = [r["model"] for r in rows if not r["agrees_with_ort"] or not r.get("matches_reference", True)]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

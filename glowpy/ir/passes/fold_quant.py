@@ -1,0 +1,443 @@
+"""QDQ folding: DequantizeLinear -> float op [-> Relu/Clip] -> QuantizeLinear becomes one integer
+op of ops/qops.py (int8 operands, int32 accumulation, per-channel weight scales, int32 bias,
+fixed-point requantization, saturation), and QLinearConv / ConvInteger / QLinearMatMul /
+MatMulInteger become the same integer ops.
+
+Every pattern is recognised at its QuantizeLinear, walking up: an optional Relu/Clip (folded as
+the clamp [lo, hi]), the float op, and DequantizeLinear operands with constant parameters
+(per-tensor for activations; per-tensor or per-axis for constant weights). The integer node
+takes the QuantizeLinear's output Value and its place; the float nodes it replaces are left to
+dead-code removal (a DequantizeLinear that also feeds a float consumer stays for it). What
+does not match keeps its float form: QuantizeLinear and DequantizeLinear have float kernels of
+their own, so any model compiles, only slower. Finally DequantizeLinear of constants (weights
+no integer op took) are folded into float constants.
+
+Rounding: `graph.quant_rounding` ("away", TFLite's fixed-point arithmetic, the default for QDQ
+patterns, which converters produce from TFLite models; or "even", ONNX QuantizeLinear's round
+half to even). QLinearConv and QLinearMatMul always use "even", as ONNX specifies them.
+
+Graph inputs read through DequantizeLinear (possibly behind Reshape/Transpose) and int8 graph
+outputs get `qparams` = (scale, zero point), which the header and NAME.json report."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.ir import qmath
+from glowpy.ir.graph import Graph, Node, Value
+from glowpy.ir.ops import get_op
+from glowpy.ir.ops.elementwise import UNARY
+from glowpy.ir.ops.qops import softmax_table
+from glowpy.ir.ops.quant import CONV_ATTRS
+from glowpy.ir.passes.quant_qlinear import fold_qlinear
+from glowpy.ir.passes.util import only_user
+
+VIEWS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"}
+ACTS = {"Relu", "Clip"}
+# ops whose result a Relu/Clip may clamp before the QuantizeLinear
+HOSTS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "AveragePool", "GlobalAveragePool", "MaxPool",
+         "Concat"} | VIEWS | (set(UNARY) - ACTS)
+POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides",
+              "dilations")
+
+
+class Operand:
+    """A quantized operand: the integer Value and its (scale, zero point) arrays."""
+
+    def __init__(self, value: Value, scale: np.ndarray, zp: np.ndarray, axis):
+        self.value, self.scale, self.zp, self.axis = value, scale, zp, axis
+
+    @property
+    def scalar(self) -> bool:
+        return self.scale.size == 1
+
+    @property
+    def s(self) -> float:
+        return float(self.scale.reshape(-1)[0])
+
+    @property
+    def z(self) -> int:
+        return int(self.zp.reshape(-1)[0])
+
+
+def _params(node: Node):
+    """(scale, zero point, axis) of a QuantizeLinear/DequantizeLinear with constant ones."""
+    s, z = node.inputs[1], node.input(2)
+    if not s.is_const or (z is not None and not z.is_const) or node.attrs.get("block_size"):
+        return None
+    dt = node.outputs[0].dtype if node.op == "QuantizeLinear" else node.inputs[0].dtype
+    zp = z.const if z is not None else np.zeros(s.shape, dt)
+    return np.asarray(s.const, np.float32), np.asarray(zp), node.opdef.axis(node)
+
+
+def dq_operand(v: Value, scalar: bool = True) -> Operand | None:
+    """v is DequantizeLinear(x) with constant parameters: the integer operand x."""
+    p = v.producer
+    if v.is_const or p is None or p.op != "DequantizeLinear":
+        return None
+    prm = _params(p)
+    if prm is None or (scalar and prm[0].size != 1):
+        return None
+    return Operand(p.inputs[0], *prm)
+
+
+def _const_weight(v: Value) -> Operand | None:
+    op = dq_operand(v, scalar=False)
+    return op if op is not None and op.value.is_const else None
+
+
+class Folder:
+    def __init__(self, graph: Graph):
+        self.g = graph
+        self.mode = getattr(graph, "quant_rounding", "away")
+        self.users = graph.consumers()
+
+    # -- building --------------------------------------------------------------------------
+    def node(self, op: str, inputs: list, attrs: dict, out: Value | None, name: str,
+             before: Node) -> Value:
+        """Adds an integer node in front of `before`; writes `out` (or a new Value)."""
+        opdef = get_op(op)
+        n = Node(op, self.g.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
+        (dt, shape), = opdef.infer_node(n)
+        if out is None:
+            out = Value(self.g.unique_name(f"{name}_q"), dt, shape)
+        assert (out.dtype, out.shape) == (dt, shape), (op, out, dt, shape)
+        out.producer = n
+        n.outputs = [out]
+        self.g.nodes.insert(self.g.nodes.index(before), n)
+        return out
+
+    def const(self, a, name):
+        return self.g.constant(np.ascontiguousarray(a), name)
+
+    def req_attrs(self, out_s: float, out_z: int, dtype, act: Node | None) -> dict:
+        lo, hi = qmath.activation_range(act.op if act is not None else None,
+                                        _act_bounds(act), out_s, out_z, dtype)
+        return {"y_zp": out_z, "lo": lo, "hi": hi, "mode": self.mode,
+                "out_dtype": np.dtype(dtype).name}
+
+    def rescale(self, src: Operand, out_s, out_z, dtype, act, before, name, out=None) -> Value:
+        """src requantized to (out_s, out_z) and clamped; src itself when nothing changes."""
+        attrs = self.req_attrs(out_s, out_z, dtype, act)
+        same = src.s == out_s and src.z == out_z and src.value.dtype == np.dtype(dtype)
+        info = np.iinfo(dtype)
+        if same and out is None and (attrs["lo"], attrs["hi"]) == (info.min, info.max):
+            return src.value
+        q, s = (1 << 30, 1) if src.s == out_s else qmath.quantize_multiplier(src.s / out_s)
+        return self.node("Requantize", [src.value], dict(attrs, x_zp=src.z, q=q, s=s), out,
+                         name, before)
+
+    # -- the patterns ----------------------------------------------------------------------
+    def fold(self, q: Node) -> bool:
+        prm = _params(q)
+        if prm is None or prm[0].size != 1:
+            return False
+        out = q.outputs[0]
+        ys, yz, dt = float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]), out.dtype
+        out.qparams = (ys, yz)
+        v = q.inputs[0]
+        host = v.producer
+        if host is None or only_user(self.g, v, self.users) is not q:
+            return False
+        act = None
+        if host.op in ACTS and _act_bounds(host) is not None:
+            inner = host.inputs[0].producer
+            if inner is not None and inner.op in HOSTS and \
+                    only_user(self.g, host.inputs[0], self.users) is host:
+                act, host = host, inner
+        fn = getattr(self, "fold_" + host.op, None)
+        if fn is None and host.op in UNARY:
+            fn = self.fold_unary
+        if fn is None:
+            return False
+        res = fn(host, act, (ys, yz, dt), out, q)
+        if res:
+            self.g.nodes.remove(q)
+            self.users = self.g.consumers()
+        return bool(res)
+
+    def fold_Conv(self, host, act, yq, out, q):
+        x, w = dq_operand(host.inputs[0]), _const_weight(host.inputs[1])
+        if x is None or w is None or len(w.value.shape) != len(x.value.shape):
+            return False
+        cout = w.value.shape[0]
+        if not w.scalar and w.axis != 0:
+            return False
+        sw = np.broadcast_to(w.scale.reshape(-1), (cout,)).astype(np.float64)
+        wz = np.broadcast_to(w.zp.reshape(-1).astype(np.int64), (cout,))
+        bias = self.bias(host.input(2), x.s * sw, cout)
+        if bias is None:
+            return False
+        ys, yz, dt = yq
+        m, s = qmath.multipliers(np.float64(x.s) * sw / np.float64(ys))
+        attrs = {k: host.attrs[k] for k in CONV_ATTRS}
+        attrs.update(self.req_attrs(ys, yz, dt, act), x_zp=x.z)
+        self.node("QConv", [x.value, self.const(_weights(w.value.const, wz, 0), "qconv_w"),
+                            self.const(bias, "qconv_b"), self.const(m, "qconv_m"),
+                            self.const(s, "qconv_s")], attrs, out, host.name, q)
+        return True
+
+    def bias(self, v: Value | None, scales: np.ndarray, n: int):
+        """int32 bias on the accumulator's grid (scale x_s * w_s per channel)."""
+        if v is None:
+            return np.zeros(n, np.int32)
+        b = dq_operand(v, scalar=False)
+        if b is not None and b.value.is_const and b.value.dtype == np.int32:
+            bs = np.broadcast_to(b.scale.reshape(-1).astype(np.float64), (n,))
+            raw = b.value.const.reshape(-1).astype(np.int64) - \
+                np.broadcast_to(b.zp.reshape(-1).astype(np.int64), (n,))
+            if raw.size == n and np.allclose(bs, scales, rtol=1e-6, atol=0):
+                return raw.astype(np.int32)
+            real = raw * bs
+        elif v.is_const:
+            real = v.const.reshape(-1).astype(np.float64)
+        else:
+            return None
+        if real.size != n:
+            return None
+        return np.clip(np.rint(real / scales), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+
+    def fold_Add(self, host, act, yq, out, q):
+        mm = [x.producer for x in host.inputs if x.producer is not None and
+              x.producer.op == "MatMul" and only_user(self.g, x, self.users) is host]
+        if mm:
+            other = [x for x in host.inputs if x is not mm[0].outputs[0]][0]
+            return self.matmul(mm[0].inputs[0], mm[0].inputs[1], other, act, yq, out, q,
+                               host.name)
+        return self.binary(host, act, yq, out, q)
+
+    def fold_Mul(self, host, act, yq, out, q):
+        return self.binary(host, act, yq, out, q)
+
+    def fold_MatMul(self, host, act, yq, out, q):
+        return self.matmul(host.inputs[0], host.inputs[1], None, act, yq, out, q, host.name)
+
+    def fold_Gemm(self, host, act, yq, out, q):
+        t = host.attrs
+        if t["transA"] or t["alpha"] != 1.0 or (host.input(2) is not None and t["beta"] != 1.0):
+            return False
+        w = _const_weight(host.inputs[1])
+        if w is None:
+            return False
+        return self.matmul(host.inputs[0], host.inputs[1], host.input(2), act, yq, out, q,
+                           host.name, trans_b=bool(t["transB"]))
+
+    def matmul(self, a_v, b_v, bias_v, act, yq, out, q, name, trans_b=False):
+        a, w = dq_operand(a_v), _const_weight(b_v)
+        if a is None or w is None or len(w.value.shape) != 2 or len(a.value.shape) < 1:
+            return False
+        wc = w.value.const.T if trans_b else w.value.const
+        n = wc.shape[1]
+        col_axis = 0 if trans_b else 1
+        if not w.scalar and w.axis != col_axis:
+            return False
+        sw = np.broadcast_to(w.scale.reshape(-1), (n,)).astype(np.float64)
+        wz = np.broadcast_to(w.zp.reshape(-1).astype(np.int64), (n,))
+        if bias_v is not None and tuple(bias_v.shape) not in ((n,), (1, n)):
+            return False
+        bias = self.bias(bias_v, a.s * sw, n)
+        if bias is None:
+            return False
+        ys, yz, dt = yq
+        m, s = qmath.multipliers(np.float64(a.s) * sw / np.float64(ys))
+        attrs = dict(self.req_attrs(ys, yz, dt, act), a_zp=a.z)
+        self.node("QMatMul", [a.value, self.const(_weights(wc, wz, 1), "qmm_w"),
+                              self.const(bias, "qmm_b"), self.const(m, "qmm_m"),
+                              self.const(s, "qmm_s")], attrs, out, name, q)
+        return True
+
+    def binary(self, host, act, yq, out, q):
+        a, b = dq_operand(host.inputs[0]), dq_operand(host.inputs[1])
+        if a is None or b is None:
+            return False
+        ys, yz, dt = yq
+        attrs = dict(self.req_attrs(ys, yz, dt, act), a_zp=a.z, b_zp=b.z)
+        if host.op == "Mul":
+            attrs["y_q"], attrs["y_s"] = qmath.quantize_multiplier(a.s * b.s / ys)
+        else:
+            twice = 2.0 * max(a.s, b.s)
+            attrs["a_q"], attrs["a_s"] = qmath.quantize_multiplier(a.s / twice)
+            attrs["b_q"], attrs["b_s"] = qmath.quantize_multiplier(b.s / twice)
+            attrs["y_q"], attrs["y_s"] = qmath.quantize_multiplier(twice / ((1 << 20) * ys))
+        self.node("Q" + host.op, [a.value, b.value], attrs, out, host.name, q)
+        return True
+
+    def fold_AveragePool(self, host, act, yq, out, q, kernel=None):
+        x = dq_operand(host.inputs[0])
+        if x is None or len(x.value.shape) < 3:
+            return False
+        ys, yz, dt = yq
+        attrs = {k: host.attrs[k] for k in POOL_ATTRS if k in host.attrs}
+        if kernel is not None:
+            attrs = {"kernel_shape": kernel}
+        attrs.update(self.req_attrs(ys, yz, dt, act), x_zp=x.z, same_scale=int(x.s == ys))
+        if x.s != ys:
+            tmp = Node("QAvgPool", host.name, [x.value], [],
+                       get_op("QAvgPool").complete_attrs(attrs, host.name))
+            counts = get_op("QAvgPool").counts(tmp)
+            if len(set(counts.reshape(-1).tolist())) != 1:
+                return False
+            attrs["q"], attrs["s"] = qmath.quantize_multiplier(
+                x.s / (ys * float(counts.reshape(-1)[0])))
+        self.node("QAvgPool", [x.value], attrs, out, host.name, q)
+        return True
+
+    def fold_GlobalAveragePool(self, host, act, yq, out, q):
+        x = host.inputs[0]
+        return self.fold_AveragePool(host, act, yq, out, q, kernel=list(x.shape[2:]))
+
+    def fold_MaxPool(self, host, act, yq, out, q):
+        x = dq_operand(host.inputs[0])
+        if x is None or len(host.outputs) != 1:
+            return False
+        ys, yz, dt = yq
+        pooled, = self.g_add_like(host, [x.value], q)
+        return self.rescale(Operand(pooled, x.scale, x.zp, None), ys, yz, dt, act, q,
+                            host.name, out) is not None
+
+    def g_add_like(self, host, inputs, before):
+        """The host op itself on integer inputs (MaxPool, Concat, views: order-preserving)."""
+        out = self.node(host.op, inputs, dict(host.attrs), None, host.name, before)
+        return [out]
+
+    def fold_Concat(self, host, act, yq, out, q):
+        ops = [dq_operand(x) for x in host.inputs if x is not None]
+        ys, yz, dt = yq
+        if not ops or any(o is None or o.value.dtype != dt for o in ops):
+            return False
+        parts = [self.rescale(o, ys, yz, dt, None, q, f"{host.name}_in{i}")
+                 for i, o in enumerate(ops)]
+        cat, = self.g_add_like(host, parts, q)
+        return self.rescale(Operand(cat, np.float32(ys), np.asarray(yz), None), ys, yz, dt, act,
+                            q, host.name, out) is not None
+
+    def fold_view(self, host, act, yq, out, q):
+        x = dq_operand(host.inputs[0])
+        if x is None:
+            return False
+        ys, yz, dt = yq
+        y, = self.g_add_like(host, [x.value] + host.inputs[1:], q)
+        return self.rescale(Operand(y, x.scale, x.zp, None), ys, yz, dt, act, q, host.name,
+                            out) is not None
+
+    fold_Reshape = fold_Flatten = fold_Squeeze = fold_Unsqueeze = fold_Transpose = fold_view
+    fold_Identity = fold_view
+
+    def fold_DequantizeLinear(self, host, act, yq, out, q):
+        x = dq_operand(host.outputs[0])
+        if x is None:
+            return False
+        ys, yz, dt = yq
+        return self.rescale(x, ys, yz, dt, act, q, host.name, out) is not None
+
+    def fold_Relu(self, host, act, yq, out, q):
+        dq = host.inputs[0].producer
+        if dq is None or _act_bounds(host) is None:
+            return False
+        return self.fold_DequantizeLinear(dq, host, yq, out, q)
+
+    fold_Clip = fold_Relu
+
+    def fold_Softmax(self, host, act, yq, out, q):
+        x = dq_operand(host.inputs[0])
+        if x is None or act is not None or host.attrs.get("_coerce2d"):
+            return False
+        ys, yz, dt = yq
+        attrs = dict(self.req_attrs(ys, yz, dt, None), axis=host.attrs["axis"], y_scale=ys)
+        self.node("QSoftmax", [x.value, self.const(softmax_table(x.s), "qsoftmax_t")], attrs,
+                  out, host.name, q)
+        return True
+
+    def fold_unary(self, host, act, yq, out, q):
+        """Any unary float op (with a Relu/Clip after it) as a 256-entry table, computed with
+        the op's own reference: exactly the model's float semantics on every input value."""
+        x = dq_operand(host.inputs[0])
+        if x is None or len(host.inputs) != 1 or x.value.dtype.itemsize != 1:
+            return False
+        ys, yz, dt = yq
+        lo = np.iinfo(x.value.dtype).min
+        grid = np.arange(lo, lo + 256).astype(x.value.dtype)
+        f = qmath.dequantize(grid, x.scale, x.zp)
+        tmp = Node(host.op, host.name, [Value("x", np.float32, f.shape)], [], dict(host.attrs))
+        f = get_op(host.op).reference(tmp, f)[0]
+        if act is not None:
+            tmp = Node(act.op, act.name, [Value("x", np.float32, f.shape)] + act.inputs[1:], [],
+                       dict(act.attrs))
+            f = get_op(act.op).reference(tmp, f, *[None if v is None else v.const
+                                                  for v in act.inputs[1:]])[0]
+        table = qmath.quantize(f, np.float32(ys), np.asarray(yz, dt), dt)
+        self.node("QTable", [x.value, self.const(table, "qtable")], {}, out, host.name, q)
+        return True
+
+
+def _act_bounds(act: Node | None):
+    if act is None:
+        return (None, None)
+    if act.op == "Relu":
+        return (0.0, None)
+    if any(v is not None and not v.is_const for v in act.inputs[1:]):
+        return None
+    lo, hi = act.opdef.bounds(act)
+    return (None if lo is None else float(lo), None if hi is None else float(hi))
+
+
+def _weights(w: np.ndarray, zp: np.ndarray, axis: int) -> np.ndarray:
+    """int8 weights as they are when every zero point is 0, else int16 with it subtracted."""
+    if w.dtype == np.int8 and not zp.any():
+        return np.ascontiguousarray(w)
+    shape = [1] * w.ndim
+    shape[axis] = zp.size
+    return (w.astype(np.int16) - zp.reshape(shape).astype(np.int16)).astype(np.int16)
+
+
+def _annotate_inputs(graph: Graph, users: dict):
+    """Graph inputs read by DequantizeLinear (through views) get that (scale, zero point)."""
+    for v in graph.inputs:
+        frontier = [v]
+        while frontier and v.qparams is None:
+            x = frontier.pop()
+            for u in users.get(x, []):
+                if u.op == "DequantizeLinear" and u.inputs[0] is x:
+                    prm = _params(u)
+                    if prm is not None and prm[0].size == 1:
+                        v.qparams = (float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]))
+                elif u.op in VIEWS and u.inputs[0] is x:
+                    frontier.append(u.outputs[0])
+
+
+def _fold_const_dequantize(graph: Graph):
+    kept = []
+    for n in graph.nodes:
+        if n.op == "DequantizeLinear" and all(v is None or v.is_const for v in n.inputs):
+            a = n.opdef.reference(n, *[None if v is None else v.const for v in n.inputs])[0]
+            o = n.outputs[0]
+            c = graph.constant(a.astype(np.float32), o.name)
+            if o in graph.outputs:
+                c = Value(o.name, o.dtype, o.shape, const=a.astype(np.float32))
+                graph.outputs = [c if x is o else x for x in graph.outputs]
+            graph.replace_uses(o, c)
+            continue
+        kept.append(n)
+    graph.nodes = kept
+
+
+def fold_quantization(graph: Graph) -> Graph:
+    ops = {n.op for n in graph.nodes}
+    if not ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+                  "ConvInteger", "MatMulInteger"}:
+        return graph
+    _annotate_inputs(graph, graph.consumers())
+    fold_qlinear(graph)
+    f = Folder(graph)
+    for q in [n for n in graph.nodes if n.op == "QuantizeLinear"]:
+        if q in graph.nodes:
+            f.fold(q)
+    from glowpy.ir.passes.dce import eliminate_dead_code
+    eliminate_dead_code(graph)
+    _fold_const_dequantize(graph)
+    for n in graph.nodes:  # int8 values an integer op writes keep their output's parameters
+        for o in n.outputs:
+            if o in graph.outputs and o.qparams is None and n.op == "QuantizeLinear":
+                prm = _params(n)
+                if prm is not None and prm[0].size == 1:
+                    o.qparams = (float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]))
+    return graph

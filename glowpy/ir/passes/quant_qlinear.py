@@ -1,0 +1,115 @@
+"""ONNX's integer ops as the integer ops of ops/qops.py (part of the QDQ pass, fold_quant.py):
+
+  QLinearConv    -> QConv   (requantized, rounding half to even as ONNX specifies)
+  ConvInteger    -> QConv   (out_dtype int32: the accumulator itself)
+  QLinearMatMul  -> QMatMul (constant 2-D B)
+  MatMulInteger  -> QMatMul (out_dtype int32; constant 2-D B)
+
+Zero points and scales must be constants; the input's per tensor, the weights' per tensor or
+per output channel. A node that does not qualify stays as it is (its numpy reference folds it
+when everything is constant; otherwise codegen reports the op as unsupported)."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.ir import qmath
+from glowpy.ir.graph import Graph, Node
+from glowpy.ir.ops import get_op
+from glowpy.ir.ops.quant import CONV_ATTRS
+
+
+def _c(v, default=None):
+    if v is None:
+        return default
+    return np.asarray(v.const) if v.is_const else None
+
+
+def _scalar(a) -> bool:
+    return a is not None and a.size == 1
+
+
+def _weights(w, zp, axis):
+    from glowpy.ir.passes.fold_quant import _weights as weights
+    return weights(w, np.broadcast_to(np.asarray(zp, np.int64).reshape(-1),
+                                      (w.shape[axis],)), axis)
+
+
+def _replace(graph: Graph, n: Node, op: str, inputs: list, attrs: dict):
+    opdef = get_op(op)
+    new = Node(op, n.name, inputs, n.outputs, opdef.complete_attrs(attrs, n.name))
+    (dt, shape), = opdef.infer_node(new)
+    assert (dt, shape) == (n.outputs[0].dtype, n.outputs[0].shape), (op, dt, shape)
+    n.outputs[0].producer = new
+    graph.nodes[graph.nodes.index(n)] = new
+
+
+def _conv(graph, n, x, xz, w, wz, bias, req):
+    cout = w.shape[0]
+    attrs = {k: n.attrs[k] for k in CONV_ATTRS}
+    attrs.update(req, x_zp=int(xz.reshape(-1)[0]))
+    m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
+    attrs.pop("_m", None)
+    b = np.zeros(cout, np.int32) if bias is None else bias.astype(np.int32).reshape(-1)
+    _replace(graph, n, "QConv", [x, graph.constant(_weights(w, wz, 0), "qconv_w"),
+                                 graph.constant(b, "qconv_b"), graph.constant(m, "qconv_m"),
+                                 graph.constant(s, "qconv_s")], attrs)
+
+
+def _req(ys, yz, reals):
+    m, s = qmath.multipliers(reals)
+    info = np.iinfo(yz.dtype)
+    return {"y_zp": int(yz.reshape(-1)[0]), "lo": int(info.min), "hi": int(info.max),
+            "mode": "even", "out_dtype": yz.dtype.name, "_m": (m, s)}
+
+
+def fold_qlinear(graph: Graph):
+    for n in list(graph.nodes):
+        ins = [n.input(i) for i in range(len(n.inputs))]
+        if n.op == "QLinearConv":
+            x, xs, xz, w, ws, wz, ys, yz, b = ins + [None] * (9 - len(ins))
+            xs, xz, wc, ws, wz, ys, yz = map(_c, (xs, xz, w, ws, wz, ys, yz))
+            bc = _c(b, np.zeros(1, np.int32)) if b is not None else None
+            if any(a is None for a in (xs, xz, wc, ws, wz, ys, yz)) or (b is not None and bc is None):
+                continue
+            if not (_scalar(xs) and _scalar(xz) and _scalar(ys) and _scalar(yz)):
+                continue
+            cout = wc.shape[0]
+            reals = np.float64(xs.reshape(-1)[0]) * np.broadcast_to(
+                ws.reshape(-1).astype(np.float64), (cout,)) / np.float64(ys.reshape(-1)[0])
+            _conv(graph, n, x, xz, wc, wz, bc, _req(ys, yz, reals))
+        elif n.op == "ConvInteger":
+            x, w, xz, wz = ins + [None] * (4 - len(ins))
+            xzc = _c(xz, np.zeros(1, x.dtype))
+            wzc = _c(wz, np.zeros(1, np.int64))
+            wc = _c(w)
+            if wc is None or xzc is None or wzc is None or not _scalar(xzc):
+                continue
+            _conv(graph, n, x, xzc, wc, wzc, None,
+                  {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"})
+        elif n.op in ("QLinearMatMul", "MatMulInteger"):
+            if n.op == "QLinearMatMul":
+                a, as_, az, b, bs, bz, ys, yz = ins
+                as_, az, bc, bs, bz, ys, yz = map(_c, (as_, az, b, bs, bz, ys, yz))
+                if any(v is None for v in (as_, az, bc, bs, bz, ys, yz)) or \
+                        not (_scalar(as_) and _scalar(az) and _scalar(ys) and _scalar(yz)):
+                    continue
+            else:
+                a, b, az, bz = ins + [None] * (4 - len(ins))
+                az, bz, bc = _c(az, np.zeros(1, a.dtype)), _c(bz, np.zeros(1, np.int64)), _c(b)
+                if az is None or bz is None or bc is None or not _scalar(az):
+                    continue
+            if bc.ndim != 2 or len(a.shape) < 2:
+                continue
+            ncol = bc.shape[1]
+            if n.op == "QLinearMatMul":
+                reals = np.float64(as_.reshape(-1)[0]) * np.broadcast_to(
+                    bs.reshape(-1).astype(np.float64), (ncol,)) / np.float64(ys.reshape(-1)[0])
+                req = _req(ys, yz, reals)
+            else:
+                req = {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"}
+            m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
+            attrs = dict(req, a_zp=int(az.reshape(-1)[0]))
+            _replace(graph, n, "QMatMul", [a, graph.constant(_weights(bc, bz, 1), "qmm_w"),
+                                           graph.constant(np.zeros(ncol, np.int32), "qmm_b"),
+                                           graph.constant(m, "qmm_m"),
+                                           graph.constant(s, "qmm_s")], attrs)

@@ -1,0 +1,138 @@
+"""Fixed-point arithmetic of the integer kernels, in numpy: the single definition that the op
+references use and that the kernel emitters (codegen/kernels/quant.py) mirror instruction for
+instruction.
+
+A real multiplier M > 0 is held as (q, shift) with M ~= q * 2**(shift - 31), q in [2**30, 2**31)
+(TFLite's QuantizeMultiplier). An int32 accumulator `acc` is requantized in one of two modes:
+
+  "away"  TFLite / CMSIS-NN: SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, each
+          rounding half away from zero (what the MLPerf Tiny .tflite references compute);
+  "even"  ONNX QuantizeLinear: the exact product acc * q / 2**(31 - shift) rounded once, half to
+          even.
+
+Every value here is an int64 numpy array so nothing overflows silently."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MODES = ("away", "even")
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """(q, shift) with real ~= q * 2**(shift-31); (0, 0) for 0 (TFLite QuantizeMultiplier)."""
+    if real == 0.0:
+        return 0, 0
+    if not (real > 0 and math.isfinite(real)):
+        raise ValueError(f"requantization multiplier {real} must be positive and finite")
+    frac, shift = math.frexp(real)
+    q = int(np.round(frac * (1 << 31)))  # TfLiteRound: half away from zero (frac > 0)
+    if q == 1 << 31:
+        q //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if shift > 30:
+        raise ValueError(f"requantization multiplier {real} is too large (>= 2**30)")
+    return q, shift
+
+
+def multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (q int32[], shift int32[]) of an array of real multipliers."""
+    qs = [quantize_multiplier(float(r)) for r in np.asarray(reals, np.float64).reshape(-1)]
+    return (np.array([q for q, _ in qs], np.int32), np.array([s for _, s in qs], np.int32))
+
+
+def _trunc_div_pow2(x: np.ndarray, e: int) -> np.ndarray:
+    """C's x / 2**e (truncation toward zero) for int64 x."""
+    return np.where(x >= 0, x >> e, -((-x) >> e))
+
+
+def srdhm(a, q) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul(a, q) for int32 a, q (no saturation case: q > 0)."""
+    ab = np.asarray(a, np.int64) * np.asarray(q, np.int64)
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    return _trunc_div_pow2(ab + nudge, 31)
+
+
+def rdbpot(x, e) -> np.ndarray:
+    """RoundingDivideByPOT(x, e): x / 2**e rounded half away from zero (e may be an array)."""
+    x = np.asarray(x, np.int64)
+    e = np.asarray(e, np.int64)
+    mask = (np.int64(1) << e) - 1
+    rem = x & mask
+    thr = (mask >> 1) + (x < 0)
+    return (x >> e) + (rem > thr)
+
+
+def requantize(acc, q, shift, mode: str = "away") -> np.ndarray:
+    """acc * q * 2**(shift-31), rounded per `mode`; q and shift broadcast against acc."""
+    acc = np.asarray(acc, np.int64)
+    q = np.asarray(q, np.int64)
+    shift = np.asarray(shift, np.int64)
+    if mode == "away":
+        left = np.maximum(shift, 0)
+        right = np.maximum(-shift, 0)
+        x = np.clip(acc << left, -(1 << 31), (1 << 31) - 1)
+        return rdbpot(srdhm(x, q), right)
+    if mode == "even":
+        n = 31 - shift  # >= 1 since shift <= 30
+        p = acc * q
+        half = np.int64(1) << (n - 1)
+        r = (p + half) >> n  # half up
+        tie = (p & ((np.int64(1) << n) - 1)) == half
+        return r - (tie & (r & 1 == 1))
+    raise ValueError(f"unknown rounding mode {mode!r}")
+
+
+def saturate(x, dtype) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return np.clip(np.asarray(x, np.int64), info.min, info.max).astype(dtype)
+
+
+def round_half_even(x) -> np.ndarray:
+    return np.rint(x)
+
+
+def round_half_away(x) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def quantize(x, scale, zero_point, dtype, axis: int | None = None) -> np.ndarray:
+    """ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point) in float32."""
+    x = np.asarray(x, np.float32)
+    s, z = _per_axis(scale, x.ndim, axis), _per_axis(zero_point, x.ndim, axis)
+    y = np.rint(x / s.astype(np.float32)).astype(np.float64) + z.astype(np.float64)
+    return saturate(y, dtype)
+
+
+def dequantize(x, scale, zero_point, axis: int | None = None) -> np.ndarray:
+    s, z = _per_axis(scale, np.ndim(x), axis), _per_axis(zero_point, np.ndim(x), axis)
+    return ((np.asarray(x, np.int64) - z.astype(np.int64)).astype(np.float32)
+            * s.astype(np.float32)).astype(np.float32)
+
+
+def _per_axis(p, ndim: int, axis: int | None) -> np.ndarray:
+    p = np.asarray(p)
+    if p.ndim == 0 or p.size == 1 or axis is None:
+        return p.reshape(()) if p.size == 1 else p
+    shape = [1] * ndim
+    shape[axis] = p.size
+    return p.reshape(shape)
+
+
+def activation_range(op: str | None, bounds, scale: float, zero_point: int, dtype):
+    """The quantized [lo, hi] a fused Relu/Clip leaves (TFLite CalculateActivationRangeQuantized):
+    the dtype's range narrowed by the activation's float bounds quantized with (scale, zp)."""
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    if op is None:
+        return lo, hi
+    flo, fhi = bounds
+    if flo is not None:
+        lo = max(lo, zero_point + int(round_half_away(flo / scale)))
+    if fhi is not None:
+        hi = min(hi, zero_point + int(round_half_away(fhi / scale)))
+    return lo, hi
