@@ -29,6 +29,14 @@ A model "fits the board" when its flash need (plus the runner and its input data
 4 MiB SSRAM1 used as flash and its mutable + activation regions fit the 16 MiB PSRAM
 (examples/bundles/cortex_m7/mps2_an500.ld); models that do not are listed with the reason.
 The table is written between the benchmark markers of docs/cortex_m7.md.
+
+int8 (`--int8`, or `--int8-only`): the quantized models (every .onnx with quantization nodes:
+the MLPerf Tiny QDQ models) and mlperf_tiny_resnet8 quantized by glowpy itself (profiled on
+its reference inputs with model-profiler, compiled with -load-profile), built with
+-float-abi=hard, measured the same way and set against their float counterparts. int8
+outputs must be within 1 LSB of the reference (or of onnxruntime's, for the QDQ models); the
+profiled model must give the float model's top-1 class. That table is written between the int8
+markers of docs/cortex_m7.md.
 """
 from __future__ import annotations
 
@@ -65,6 +73,14 @@ INSTRUCTIONS_PER_TICK = 10     # 40 ns SysTick tick / 4 ns per instruction (-ico
 QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
              "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
 BEGIN, END = "<!-- cortex_m7 benchmark: begin -->", "<!-- cortex_m7 benchmark: end -->"
+INT8_BEGIN = "<!-- cortex_m7 int8 benchmark: begin -->"
+INT8_END = "<!-- cortex_m7 int8 benchmark: end -->"
+PROFILED = "mlperf_tiny_resnet8 (-load-profile)"
+# int8 model -> its float counterpart
+FLOAT_OF = {"mlperf_tiny_kws_dscnn_int8_qdq": "mlperf_tiny_kws_dscnn",
+            "mlperf_tiny_resnet8_int8_qdq": "mlperf_tiny_resnet8",
+            "mlperf_tiny_vww_int8_qdq": "mlperf_tiny_vww_mobilenetv1_025",
+            PROFILED: "mlperf_tiny_resnet8"}
 
 
 def float_models() -> list[str]:
@@ -75,6 +91,18 @@ def float_models() -> list[str]:
             continue
         m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
         if not any(n.op_type in QUANT_OPS for n in m.graph.node):
+            names.append(name)
+    return names
+
+
+def int8_models() -> list[str]:
+    names = []
+    for f in sorted(os.listdir(SHARED_MODELS)):
+        name, ext = os.path.splitext(f)
+        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
+            continue
+        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
+        if any(n.op_type in QUANT_OPS for n in m.graph.node):
             names.append(name)
     return names
 
@@ -108,10 +136,23 @@ def undefined_symbols(obj: str) -> list[str]:
 
 def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
     row = {"model": name, "float_abi": float_abi}
-    d = os.path.join(work, f"{name}-{float_abi}")
+    d = os.path.join(work, f"{name}-{float_abi}".replace(" ", "_").replace("(", "")
+                     .replace(")", ""))
+    model, options = name, {}
+    if name == PROFILED:  # glowpy's own int8: profile the float model on its reference inputs
+        from glowpy.profiler import profile_model
+        model = FLOAT_OF[name]
+        samples = os.path.join(work, "profile-samples")
+        os.makedirs(samples, exist_ok=True)
+        for i in range(3):
+            np.save(os.path.join(samples, f"{i}.npy"), reference_data(model, i)[0][0])
+        graph_input = onnx.load(os.path.join(SHARED_MODELS, model + ".onnx")).graph.input[0].name
+        options["load_profile"] = os.path.join(work, "resnet8.profile.yaml")
+        profile_model(os.path.join(SHARED_MODELS, model + ".onnx"),
+                      [f"{graph_input},npy,{samples}"], options["load_profile"])
     t0 = time.time()
-    info = glowpy.compile(os.path.join(SHARED_MODELS, name + ".onnx"), d, target="arm",
-                          mcpu="cortex-m7", float_abi=float_abi)
+    info = glowpy.compile(os.path.join(SHARED_MODELS, model + ".onnx"), d, target="arm",
+                          mcpu="cortex-m7", float_abi=float_abi, **options)
     row["compile_s"] = round(time.time() - t0, 1)
     obj = info.files[".o"]
     secs = object_sections(obj)
@@ -126,7 +167,7 @@ def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
                constant=mem["constant"], mutable=mem["mutable"], activations=mem["activations"],
                undefined=undefined_symbols(obj))
     row["flash"] = row["object_readonly"] + row["constant"]
-    inputs, outputs = reference_data(name)
+    inputs, outputs = reference_data(model)
     input_bytes = sum(int(np.asarray(x).nbytes) for x in inputs)
     need_flash = row["flash"] + input_bytes + RUNNER_FLASH_RESERVE
     need_psram = row["mutable"] + row["activations"]
@@ -163,6 +204,19 @@ def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
     m = re.search(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-f]+\s+\S*app\.elf", res.stdout, re.M)
     if m:  # arm-none-eabi-size of the whole firmware, printed by the Makefile
         row["firmware_text"], row["firmware_data"], row["firmware_bss"] = map(int, m.groups())
+    if name == PROFILED:  # the float model's top-1 class
+        got = int(np.argmax(run["outputs"][0]))
+        row["top1"], row["reference_top1"] = got, int(np.argmax(outputs[0]))
+        row["matches_reference"] = got == row["reference_top1"]
+        return row
+    if man["outputs"][0]["dtype"] in ("int8", "uint8"):
+        lsb = max(int(np.abs(got.reshape(ref.shape) - ref.astype(np.float64)).max())
+                  for got, ref in zip(run["outputs"], outputs))
+        row["max_lsb"] = lsb
+        if lsb > 1:  # the TFLite reference may differ from onnxruntime's (resnet8 set 0)
+            row["max_lsb_onnxruntime"] = onnxruntime_lsb(name, inputs, run["outputs"])
+        row["matches_reference"] = min(lsb, row.get("max_lsb_onnxruntime", lsb)) <= 1
+        return row
     try:
         errs = [assert_close_to_reference(got.reshape(ref.shape), ref, is_tflite_reference(name),
                                           f"{name}:{p['name']}")
@@ -174,6 +228,47 @@ def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
         row["mismatch"] = str(e)
         row["max_diff_from_host"] = host_difference(name, d, man, inputs, run["outputs"])
     return row
+
+
+def onnxruntime_lsb(name, inputs, m7_outputs) -> int:
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(os.path.join(SHARED_MODELS, name + ".onnx"), so,
+                                providers=["CPUExecutionProvider"])
+    want = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})
+    return max(int(np.abs(g.reshape(w.shape) - w.astype(np.float64)).max())
+               for g, w in zip(m7_outputs, want))
+
+
+def int8_table(rows: list[dict], floats: dict) -> str:
+    """int8 rows next to their float counterparts (hard-float builds)."""
+    head = ("| model | flash: code + constants (bytes) | RAM: mutable + activations + stack "
+            "(bytes) | instructions / inference | vs float: flash, RAM, instructions | "
+            "reference |\n|---|--:|--:|--:|---|---|\n")
+    lines = []
+    for r in rows:
+        if "error" in r or not r.get("fits"):
+            lines.append(f"| {r['model']} | {fmt(r.get('flash', ''))} | | | | run failed |")
+            continue
+        f = floats.get(FLOAT_OF.get(r["model"]))
+        vs = "" if not f or "instructions" not in f else (
+            f"{r['flash'] / f['flash']:.2f}×, {r['ram'] / f['ram']:.2f}×, "
+            f"{r['instructions'] / f['instructions']:.2f}× (of {f['model']})")
+        if "top1" in r:
+            ok = f"top-1 class {r['top1']} = float model's" if r["matches_reference"] else \
+                f"**top-1 {r['top1']} != {r['reference_top1']}**"
+        else:
+            ok = f"max {r['max_lsb']} LSB from the TFLite reference"
+            if "max_lsb_onnxruntime" in r:
+                ok += f", {r['max_lsb_onnxruntime']} from onnxruntime"
+            if not r["matches_reference"]:
+                ok = "**differs**: " + ok
+        lines.append(f"| {r['model']} | {fmt(r['flash'])} = {fmt(r['object_readonly'])} + "
+                     f"{fmt(r['constant'])} | {fmt(r['ram'])} = {fmt(r['mutable'])} + "
+                     f"{fmt(r['activations'])} + {fmt(r['stack'])} | {fmt(r['instructions'])} | "
+                     f"{vs} | {ok} |")
+    return head + "\n".join(lines) + "\n"
 
 
 def host_difference(name, d, man, inputs, m7_outputs) -> float:
@@ -235,15 +330,15 @@ def table(rows: list[dict]) -> str:
     return out
 
 
-def write_doc(text: str):
+def write_doc(text: str, begin: str = BEGIN, end: str = END):
     with open(DOC, encoding="utf-8") as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"cortex_m7.py: {DOC} has no benchmark markers ({BEGIN} ... {END})")
-    pre, rest = doc.split(BEGIN, 1)
-    post = rest.split(END, 1)[1]
+    if begin not in doc or end not in doc:
+        sys.exit(f"cortex_m7.py: {DOC} has no benchmark markers ({begin} ... {end})")
+    pre, rest = doc.split(begin, 1)
+    post = rest.split(end, 1)[1]
     with open(DOC, "w", encoding="utf-8") as f:
-        f.write(pre + BEGIN + "\n" + text + END + post)
+        f.write(pre + begin + "\n" + text + end + post)
 
 
 def main(argv=None) -> int:
@@ -257,6 +352,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-docs", action="store_true",
                     help=f"do not rewrite {os.path.relpath(DOC, ROOT)} (it is only rewritten "
                          "when every float model is measured)")
+    ap.add_argument("--int8", action="store_true",
+                    help="also measure the int8 models (QDQ models and resnet8 -load-profile)")
+    ap.add_argument("--int8-only", action="store_true",
+                    help="measure only the int8 models and their float counterparts (hard float) "
+                         "and rewrite the int8 table of the docs")
     a = ap.parse_args(argv)
     abis = a.float_abi.split(",")
     if not abis or any(x not in ("hard", "soft") for x in abis):
@@ -264,6 +364,8 @@ def main(argv=None) -> int:
     for t in ("arm-none-eabi-gcc", "arm-none-eabi-size", "arm-none-eabi-nm", "qemu-system-arm",
               "make"):
         tool(t)
+    if a.int8_only:
+        return main_int8(a)
     names = a.models.split(",") if a.models else float_models()
     rows, text = [], ""
     with tempfile.TemporaryDirectory(prefix="glowpy-m7-") as tmp:
@@ -288,7 +390,43 @@ def main(argv=None) -> int:
     if not a.no_docs and not a.models:
         write_doc(text)
     bad = [r["model"] for r in rows if r.get("fits") and not r.get("matches_reference")]
+    if a.int8:
+        bad += [] if main_int8(a, {r["model"]: r for r in rows if r["float_abi"] == "hard"}) \
+            == 0 else ["int8"]
     return 1 if bad else 0
+
+
+def main_int8(a, floats: dict | None = None) -> int:
+    """The int8 rows (hard float) and their float counterparts (measured here if missing)."""
+    names = int8_models() + [PROFILED]
+    if a.models:
+        names = [n for n in names if n in a.models.split(",")]
+    floats = dict(floats or {})
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="glowpy-m7-int8-") as tmp:
+        work = a.work or tmp
+        os.makedirs(work, exist_ok=True)
+        for name in names:
+            for model in (FLOAT_OF.get(name), name):
+                if model is None or (model != name and model in floats):
+                    continue
+                print(f"{model} -float-abi=hard ...", file=sys.stderr, flush=True)
+                row = measure(model, work, "hard", a.timeout)
+                print("  " + json.dumps(row), file=sys.stderr, flush=True)
+                if model == name:
+                    rows.append(row)
+                else:
+                    floats[model] = row
+    text = (f"Measured with `python benchmarks/cortex_m7.py --int8-only` (glowpy "
+            f"{glowpy.__version__}; QEMU mps2-an500, `-icount shift=2`; "
+            "`-target=arm -mcpu=cortex-m7 -float-abi=hard`).\n\n" + int8_table(rows, floats))
+    print(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows + list(floats.values()), f, indent=1)
+    if not a.no_docs and not a.models:
+        write_doc(text, INT8_BEGIN, INT8_END)
+    return 0 if all(r.get("matches_reference") for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -78,29 +78,32 @@ static void rd(const char *path, uint8_t *dst, size_t n) {
   if (!f || fread(dst, 1, n, f) != n) { fprintf(stderr, "cannot read %%s\n", path); exit(3); }
   fclose(f);
 }
+static clockid_t clock_id = CLOCK_MONOTONIC;
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock_id, &t);
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
-/* usage: harness WEIGHTS IN OUT SECONDS_PER_BATCH BATCHES; prints "best_ns calls_per_batch" */
+/* usage: harness WEIGHTS IN OUT SECONDS_PER_BATCH BATCHES [thread|wall]
+   prints "best_ns calls_per_batch" */
 int main(int argc, char **argv) {
   if (argc < 6) return 2;
+  if (argc > 6 && strcmp(argv[6], "thread") == 0) clock_id = CLOCK_THREAD_CPUTIME_ID;
   double per_batch = atof(argv[4]) * 1e9;
   int batches = atoi(argv[5]);
-  uint8_t *c = region(%(upper)s_CONSTANT_MEM_SIZE), *m = region(%(upper)s_MUTABLE_MEM_SIZE);
-  uint8_t *a = region(%(upper)s_ACTIVATIONS_MEM_SIZE);
-  rd(argv[1], c, %(upper)s_CONSTANT_MEM_SIZE);
-  rd(argv[2], m, %(upper)s_MUTABLE_MEM_SIZE);
-  if (%(entry)s(c, m, a) != GLOW_SUCCESS) return 4;
+  uint8_t *cw_ = region(%(upper)s_CONSTANT_MEM_SIZE), *mw_ = region(%(upper)s_MUTABLE_MEM_SIZE);
+  uint8_t *act_ = region(%(upper)s_ACTIVATIONS_MEM_SIZE);
+  rd(argv[1], cw_, %(upper)s_CONSTANT_MEM_SIZE);
+  rd(argv[2], mw_, %(upper)s_MUTABLE_MEM_SIZE);
+  if (%(entry)s(cw_, mw_, act_) != GLOW_SUCCESS) return 4;
   FILE *f = fopen(argv[3], "wb");
-  if (!f || fwrite(m, 1, %(upper)s_MUTABLE_MEM_SIZE, f) != (size_t)%(upper)s_MUTABLE_MEM_SIZE) return 3;
+  if (!f || fwrite(mw_, 1, %(upper)s_MUTABLE_MEM_SIZE, f) != (size_t)%(upper)s_MUTABLE_MEM_SIZE) return 3;
   fclose(f);
   /* calibrate: calls per batch so that one batch takes about SECONDS_PER_BATCH */
   long n = 1;
   for (;;) {
     double t0 = now();
-    for (long i = 0; i < n; i++) %(entry)s(c, m, a);
+    for (long i = 0; i < n; i++) %(entry)s(cw_, mw_, act_);
     double dt = now() - t0;
     if (dt > per_batch / 4 || n > (1L << 30)) { n = (long)(n * per_batch / (dt > 1 ? dt : 1)) + 1; break; }
     n *= 2;
@@ -108,12 +111,12 @@ int main(int argc, char **argv) {
   double best = 1e300;
   for (int b = 0; b < batches; b++) {
     double t0 = now();
-    for (long i = 0; i < n; i++) %(entry)s(c, m, a);
+    for (long i = 0; i < n; i++) %(entry)s(cw_, mw_, act_);
     double dt = (now() - t0) / n;
     if (dt < best) best = dt;
   }
   printf("%%.1f %%ld\n", best, n);
-  free(c); free(m); free(a);
+  free(cw_); free(mw_); free(act_);
   return 0;
 }
 """
@@ -182,7 +185,7 @@ class Harness:
                         os.path.join(bundle_dir, info.name + ".o"), "-o", self.exe], check=True)
         self.work = work
 
-    def run(self, feeds: dict, seconds: float, batches: int):
+    def run(self, feeds: dict, seconds: float, batches: int, clock: str = "wall"):
         from glowpy.runtime import Bundle
         man = self.info.manifest
         img = Bundle.mutable_image(type("B", (), {"manifest": man})(), feeds)
@@ -190,7 +193,7 @@ class Harness:
         with open(i, "wb") as f:
             f.write(img)
         w = os.path.join(self.dir, self.info.name + ".weights.bin")
-        r = subprocess.run([self.exe, w, i, o, str(seconds), str(batches)], capture_output=True,
+        r = subprocess.run([self.exe, w, i, o, str(seconds), str(batches), clock], capture_output=True,
                            text=True, check=True)
         best_ns = float(r.stdout.split()[0])
         with open(o, "rb") as f:
@@ -214,25 +217,26 @@ class OrtTimer:
         for o in self.sess.get_outputs():
             self.binding.bind_output(o.name, "cpu")
 
-    def run(self, seconds: float, batches: int) -> float:
+    def run(self, seconds: float, batches: int, clock: str = "wall") -> float:
         run = self.sess.run_with_iobinding
         b = self.binding
+        now = time.thread_time if clock == "thread" else time.perf_counter
         n = 1
         while True:
-            t0 = time.perf_counter()
+            t0 = now()
             for _ in range(n):
                 run(b)
-            dt = time.perf_counter() - t0
+            dt = now() - t0
             if dt > seconds / 4:
                 n = int(n * seconds / dt) + 1
                 break
             n *= 2
         best = float("inf")
         for _ in range(batches):
-            t0 = time.perf_counter()
+            t0 = now()
             for _ in range(n):
                 run(b)
-            best = min(best, (time.perf_counter() - t0) / n)
+            best = min(best, (now() - t0) / n)
         return best * 1e3
 
 
@@ -244,7 +248,8 @@ def close(got, ref, tflite: bool) -> float | None:
         return None
 
 
-def measure(name: str, path: str, work: str, rounds: int, seconds: float, batches: int) -> dict:
+def measure(name: str, path: str, work: str, rounds: int, seconds: float, batches: int,
+            clock: str) -> dict:
     from util import is_tflite_reference
     d = os.path.join(work, name)
     t0 = time.perf_counter()
@@ -257,9 +262,9 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
     bt, ot = float("inf"), float("inf")
     outs = None
     for _ in range(rounds):
-        t, outs = h.run(by_name, seconds, batches)
+        t, outs = h.run(by_name, seconds, batches, clock)
         bt = min(bt, t)
-        ot = min(ot, ort_t.run(seconds, batches))
+        ot = min(ot, ort_t.run(seconds, batches, clock))
     errs = [close(g, r, False) for g, r in zip(outs, ort_t.outputs)]
     row = {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot,
            "gflops": 2 * model_macs(path) / (bt * 1e-3) / 1e9, "compile_s": compile_s,
@@ -315,6 +320,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="bundle/onnxruntime alternations")
     ap.add_argument("--seconds", type=float, default=0.05, help="target length of one batch")
     ap.add_argument("--batches", type=int, default=7, help="batches per round")
+    ap.add_argument("--clock", choices=("thread", "wall"), default="thread",
+                    help="thread: CPU time of the calling thread (both sides run on one thread; "
+                    "time spent descheduled by other processes is not counted); wall: monotonic")
     ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md "
@@ -332,7 +340,7 @@ def main(argv=None) -> int:
         work = a.work or tmp
         for n in names:
             print(f"{n} ...", file=sys.stderr, flush=True)
-            row = measure(n, models[n], work, a.rounds, a.seconds, a.batches)
+            row = measure(n, models[n], work, a.rounds, a.seconds, a.batches, a.clock)
             print("  " + json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
     text = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/perf.py` "

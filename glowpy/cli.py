@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 import sys
 import traceback
+import warnings
 from typing import List, Optional
 
 import typer
 
-from glowpy.errors import GlowpyError, UsageError, one_line, show
+from glowpy.errors import GlowpyError, UsageError, one_line
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["--help", "-h"]})
@@ -94,6 +95,13 @@ def model_compiler(
     reuse_activation_memory_allocations: str = typer.Option("true", "--reuse-activation-memory-allocations", help="false gives every activation its own memory (debugging)."),
     opt: int = typer.Option(1, "--O", help="Graph optimization level: 0 (only what lowering needs) or 1."),
     verbose: bool = typer.Option(False, "--verbose", help="Print progress; show internals on errors."),
+    load_profile: Optional[str] = typer.Option(None, "--load-profile", help="Quantize to int8 with this profile (written by model-profiler)."),
+    quantization_schema: str = typer.Option("asymmetric", "--quantization-schema", help="With -load-profile: asymmetric, symmetric, symmetric_with_uint8 or symmetric_with_power2_scale."),
+    quantization_precision_bias: str = typer.Option("Int32", "--quantization-precision-bias", help="With -load-profile: bias precision, Int32 or Int8."),
+    enable_channelwise: bool = typer.Option(False, "--enable-channelwise", help="With -load-profile: one weight scale per output channel."),
+    keep_original_precision_for_nodes: Optional[List[str]] = typer.Option(None, "--keep-original-precision-for-nodes", help="With -load-profile: op types left in float, comma separated (e.g. Softmax)."),
+    quantization_calibration: str = typer.Option("none", "--quantization-calibration", help="With -load-profile: none or KL (ranges chosen by KL divergence)."),
+    quantization_rounding: str = typer.Option("even", "--quantization-rounding", help="int8 requantization ties: even (ONNX, onnxruntime) or away (TFLite reference kernels)."),
     list_ops: bool = typer.Option(False, "--list-ops", help="Print the supported ONNX ops with "
                                   "their opset ranges and exit."),
     max_region_size: Optional[str] = typer.Option(None, "--max-region-size", help="Refuse models "
@@ -122,6 +130,13 @@ def model_compiler(
                                            reuse_activation_memory_allocations),
         dump_graph_dag=dump_graph_dag, dump_graph_dag_before_compile=dump_graph_dag_before_compile,
         dump_llvm_ir=dump_llvm_ir, dump_memory_report=dump_memory_report, verbose=verbose,
+        load_profile=load_profile, quantization_schema=quantization_schema,
+        quantization_precision_bias=quantization_precision_bias,
+        enable_channelwise=enable_channelwise, quantization_calibration=quantization_calibration,
+        keep_original_precision_for_nodes=tuple(
+            x.strip() for t in keep_original_precision_for_nodes or [] for x in t.split(",")
+            if x.strip()),
+        quantization_rounding=quantization_rounding,
         max_region_size=parse_size(max_region_size) if max_region_size is not None else None)
     info = compile_model(model, emit_bundle, opts)
     if verbose:
@@ -147,6 +162,17 @@ def glow_argv(argv: list[str]) -> list[str]:
 
 def run(argv: list[str], prog: str, command) -> int:
     verbose = any(a.lstrip("-").startswith("verbose") for a in argv)
+    with warnings.catch_warnings():
+        # Python warnings from libraries become one line each, like glowpy's own; IEEE
+        # overflow/invalid/divide-by-zero while folding constants is the model's arithmetic
+        warnings.showwarning = lambda msg, *a, **k: print(f"{prog}: warning: {one_line(msg)}",
+                                                          file=sys.stderr)
+        warnings.filterwarnings("ignore", r".*(overflow|invalid value|divide by zero|underflow) "
+                                "encountered", RuntimeWarning)
+        return _run(argv, prog, command, verbose)
+
+
+def _run(argv: list[str], prog: str, command, verbose: bool) -> int:
     try:
         command.main(glow_argv(argv), prog_name=prog, standalone_mode=False)
         return 0

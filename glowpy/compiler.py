@@ -49,14 +49,29 @@ class Options:
     dump_memory_report: str | None = None  # JSON: every activation buffer, the peak (report.py)
     verbose: bool = False
     max_region_size: int | None = None  # bytes; None: the target's default (validate.py)
+    # int8 (ir/qschema.py, ir/passes/quantize_profile.py): -load-profile and Glow's options
+    load_profile: str | None = None
+    quantization_schema: str = "asymmetric"
+    quantization_precision_bias: str = "Int32"
+    enable_channelwise: bool = False
+    keep_original_precision_for_nodes: tuple = ()
+    quantization_calibration: str = "none"
+    quantization_rounding: str = "even"  # requantization ties: even (ONNX) or away (TFLite)
 
     def recorded(self) -> dict:
         """What the manifest records of how the bundle was built."""
-        return {"bundle_api": self.bundle_api, "backend": self.backend,
-                "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
-                "reuse_activation_memory": self.reuse_activation_memory,
-                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
-                "symbols": dict(self.symbols)}
+        rec = {"bundle_api": self.bundle_api, "backend": self.backend,
+               "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
+               "reuse_activation_memory": self.reuse_activation_memory,
+               "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
+               "symbols": dict(self.symbols)}
+        if self.load_profile:
+            rec["quantization"] = {
+                "profile": os.path.basename(self.load_profile), "schema": self.quantization_schema,
+                "precision_bias": self.quantization_precision_bias,
+                "channelwise": self.enable_channelwise, "calibration": self.quantization_calibration,
+                "keep_original_precision_for_nodes": list(self.keep_original_precision_for_nodes)}
+        return rec
 
 
 @dataclass
@@ -178,6 +193,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     limit = resolve_limit(opts.max_region_size, target.pointer_bits)
 
     graph = load_graph(models, opts, limit)
+    _setup_quantization(graph, opts)
     if opts.dump_graph_dag_before_compile:
         _write_text(opts.dump_graph_dag_before_compile, to_dot(graph))
     graph = optimize(graph, opts.opt_level)
@@ -189,6 +205,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     placeholders = _placeholders(prog, name, entry)
     prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
     mod = build_module(prog, target, entry)
+    check_regions(prog.sizes, limit)  # again: kernels may have added tables to the constants
     if opts.dump_memory_report:  # after codegen: kernels may add tables to the constant region
         from glowpy.ir.report import memory_report_json
         _write_text(opts.dump_memory_report, memory_report_json(prog))
@@ -207,6 +224,25 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
              ".json": bw.manifest_json(man)}
     paths = _publish(output_dir, name, files)
     return BundleInfo(output_dir, name, entry, paths, man)
+
+
+def _setup_quantization(graph, opts: Options):
+    """What the int8 passes read from the graph: the rounding, and -load-profile's profile."""
+    from glowpy.ir import qschema
+    if opts.quantization_rounding not in ("even", "away"):
+        raise UsageError(f"-quantization-rounding={opts.quantization_rounding}: expected even "
+                         "or away")
+    graph.quant_rounding = opts.quantization_rounding
+    qopts = qschema.QuantOptions(opts.quantization_schema, opts.quantization_precision_bias,
+                                 bool(opts.enable_channelwise),
+                                 frozenset(opts.keep_original_precision_for_nodes),
+                                 opts.quantization_calibration).check()
+    if opts.load_profile:
+        if opts.opt_level == 0:
+            raise UsageError("-load-profile needs graph optimizations (quantization is one); "
+                             "drop -O0")
+        graph.quant_profile = qschema.read_profile(opts.load_profile)
+        graph.quant_options = qopts
 
 
 def _check_dtypes(graph):

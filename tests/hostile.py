@@ -80,6 +80,8 @@ def snapshot(d) -> dict:
                 out[rel] = ("link", os.readlink(p), st.st_mtime_ns)
             elif os.path.isdir(p):
                 out[rel] = ("dir", None, None)
+            elif not os.path.isfile(p):  # FIFO, socket, device: never opened
+                out[rel] = ("special", None, st.st_mtime_ns)
             else:
                 with open(p, "rb") as f:
                     out[rel] = ("file", hashlib.sha256(f.read()).hexdigest(), st.st_mtime_ns)

@@ -97,3 +97,22 @@ def test_pass_rate_at_least_95_percent():
     total, typed_out, passed = s.counts()
     assert not s.unexpected and not s.stale
     assert passed >= 0.95 * (total - typed_out), f"{passed}/{total - typed_out}"
+
+
+def test_runner_freezes_only_the_declared_compile_time_inputs():
+    by_name = {c.name: c for c in conf.load_cases()}
+    r = run(by_name["test_reshape_reordered_all_dims"])
+    assert r.status == "pass" and r.frozen == ["shape"]
+    r = run(by_name["test_slice"])
+    assert r.status == "pass" and r.frozen == ["starts", "ends", "axes", "steps"]
+    r = run(by_name["test_add_bcast"])
+    assert r.status == "pass" and r.frozen == []
+
+
+def test_compare_is_onnx_runners():
+    ok = [np.array([1.0, 2.0], np.float32)]
+    conf.compare(ok, [np.array([1.0005, 2.0], np.float32)], 1e-3, 1e-7)
+    for bad in ([np.array([1.01, 2.0], np.float32)], [np.array([1, 2], np.int32)],
+                [np.array([[1.0, 2.0]], np.float32)], []):
+        with pytest.raises(AssertionError):
+            conf.compare(ok, bad, 1e-3, 1e-7)

@@ -104,3 +104,20 @@ def test_usage_error_leaves_existing_output_untouched(capsys, tmp_path):
     before = snapshot(out)
     one_error(capsys, f"-model={MNIST}", f"-emit-bundle={out}", "-bundle-api=x", status=2)
     assert snapshot(out) == before
+
+
+def test_library_warnings_are_one_line_and_fp_noise_is_dropped(capsys, tmp_path, monkeypatch):
+    import warnings
+
+    import numpy as np
+
+    import glowpy.compiler
+    real = glowpy.compiler.compile_model
+
+    def noisy(*a, **k):
+        np.exp(np.float32(1000))  # "overflow encountered in exp": folding a model's arithmetic
+        warnings.warn("a library\nwarning", UserWarning)
+        return real(*a, **k)
+    monkeypatch.setattr(glowpy.compiler, "compile_model", noisy)
+    rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/o")
+    assert rc == 0 and lines == ["model-compiler: warning: a library\\nwarning"]

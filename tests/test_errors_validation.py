@@ -6,7 +6,6 @@ import re
 import time
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

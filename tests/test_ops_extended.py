@@ -211,3 +211,15 @@ def test_reduce_int(op, dtype, tmp_path):
 def test_maxpool_indices(shape, attrs, tmp_path):
     feeds = {"x": rand(*shape)}
     check(make_model("MaxPool", feeds, outputs=2, attrs=attrs, opset=12), feeds, tmp_path)
+
+
+def test_bool_where_and_equal(tmp_path):
+    """bool data through Where (onnxruntime has no bool Where: numpy is the oracle) and Equal."""
+    from util import compile_and_run
+    feeds = {"c": rand(3, 4, dtype=np.bool_), "x": rand(3, 4, dtype=np.bool_),
+             "y": rand(4, dtype=np.bool_)}
+    got = compile_and_run(make_model("Where", feeds, opset=16), feeds, tmp_path / "where")
+    np.testing.assert_array_equal(got[0], np.where(feeds["c"], feeds["x"], feeds["y"]))
+    assert got[0].dtype == np.bool_
+    feeds = {"a": rand(3, 4, dtype=np.bool_), "b": rand(4, dtype=np.bool_)}
+    check(make_model("Equal", feeds, opset=13), feeds, tmp_path / "equal")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import jinja2
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
@@ -46,9 +47,23 @@ def weights_image(prog) -> bytes:
 
 
 def weights_text(image: bytes) -> str:
-    """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end."""
-    lines = ["".join(f" 0X{b:02X}," for b in image[i:i + 20]) for i in range(0, len(image), 20)]
-    return "\n".join(lines) + "\n"
+    """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end. Built with
+    numpy (a line template tiled, the hex digits written through a strided view): ResNet-18's
+    47 MB of weights take about a second instead of a minute."""
+    n = len(image)
+    if not n:
+        return "\n"
+    full, rest = divmod(n, 20)
+    rows = full + (1 if rest else 0)
+    digits = np.frombuffer(bytes(image).hex().upper().encode("ascii"), np.uint8)
+    out = np.tile(np.frombuffer(b" 0X00," * 20 + b"\n", np.uint8), rows)
+    view = as_strided(out[3:], shape=(rows, 20, 2), strides=(121, 6, 1), writeable=True)
+    view[:full] = digits[:full * 40].reshape(full, 20, 2)
+    if rest:
+        view[full, :rest] = digits[full * 40:].reshape(rest, 2)
+        return (out[:full * 121].tobytes() + out[full * 121:full * 121 + rest * 6].tobytes()
+                + b"\n").decode("ascii")
+    return out.tobytes().decode("ascii")
 
 
 def type_str(dtype, shape) -> str:

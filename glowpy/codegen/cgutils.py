@@ -54,6 +54,48 @@ def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i"):
     b.position_at_end(end)
 
 
+class Carried:
+    """What `for_range_carry` yields: the index, the carried values at the top of the body,
+    `carry(values)` to set the next iteration's values, and `results` (after the loop)."""
+
+    def __init__(self, index, values):
+        self.index, self.values, self.next, self.results = index, list(values), None, None
+
+    def carry(self, values):
+        self.next = list(values)
+
+
+@contextmanager
+def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name="i"):
+    """for_range with loop-carried values (phis): register accumulators without allocas."""
+    start = ir.Constant(intp, start) if isinstance(start, int) else start
+    stop = ir.Constant(intp, stop) if isinstance(stop, int) else stop
+    pre = b.block
+    header = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(intp, name=name)
+    i.add_incoming(start, pre)
+    phis = []
+    for v in init:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    c = Carried(i, phis)
+    yield c
+    nxt = b.add(i, ir.Constant(intp, step), name=f"{name}.next", flags=["nsw"])
+    i.add_incoming(nxt, b.block)
+    for p, v in zip(phis, c.next if c.next is not None else phis):
+        p.add_incoming(v, b.block)
+    b.branch(header)
+    b.position_at_end(end)
+    c.results = phis
+
+
 @contextmanager
 def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d"):
     """Nested loops over a static shape; yields the list of indices (outermost first)."""
@@ -150,6 +192,8 @@ def store(b, value, ptr, offset, align=None):
 
 
 def const(ty: ir.Type, value):
+    if isinstance(ty, ir.VectorType):  # a splat (the scalar op code also runs on vectors)
+        return ir.Constant(ty, [const(ty.element, value)] * ty.count)
     if isinstance(ty, (ir.FloatType, ir.DoubleType)):
         return ir.Constant(ty, float(value))
     return ir.Constant(ty, int(value))

@@ -32,6 +32,7 @@ class Kernel:
     prog: Program = None
     cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
     epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
+    target: TargetSpec = None  # what the code is for (vector width, registers: gemm_micro.simd_of)
 
     @property
     def node(self):
@@ -143,7 +144,7 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
                 np.dtype(buf.dtype).itemsize
         cbase = fn.args[-1]
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        kern = Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase)
+        kern = Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase, target=target)
         get_emitter(ins.op)(kern)
         if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
             from glowpy.codegen.kernels.fused import epilogue_sweep

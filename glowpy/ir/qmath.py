@@ -5,8 +5,8 @@ instruction.
 A real multiplier M > 0 is held as (q, shift) with M ~= q * 2**(shift - 31), q in [2**30, 2**31)
 (TFLite's QuantizeMultiplier). An int32 accumulator `acc` is requantized in one of two modes:
 
-  "away"  TFLite / CMSIS-NN: SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, each
-          rounding half away from zero (what the MLPerf Tiny .tflite references compute);
+  "away"  TFLite's reference kernels / CMSIS-NN: SaturatingRoundingDoublingHighMul (ties
+          rounded up), then RoundingDivideByPOT (ties away from zero): two roundings;
   "even"  ONNX QuantizeLinear: the exact product acc * q / 2**(31 - shift) rounded once, half to
           even.
 

@@ -38,11 +38,13 @@ def parse_size(text: str, option: str = "max-region-size") -> int:
     return int(digits) * mult
 
 
-def resolve_limit(requested: int | None, pointer_bits: int) -> int:
+def resolve_limit(requested: int | str | None, pointer_bits: int) -> int:
     """The size limit in bytes for a target: the request, or the default."""
     top = address_space_limit(pointer_bits)
     if requested is None:
         return default_limit(pointer_bits)
+    if isinstance(requested, str):
+        requested = parse_size(requested)
     if not isinstance(requested, int) or requested <= 0:
         raise UsageError(f"-max-region-size={requested!r}: expected a positive byte count")
     if requested > top:

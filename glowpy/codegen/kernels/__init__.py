@@ -27,3 +27,5 @@ from glowpy.codegen.kernels import conv, elementwise, matmul, reduce, resize, te
 from glowpy.codegen.kernels import convtranspose, norm, softplus  # noqa: E402,F401
 from glowpy.codegen.kernels import einsum, index, layout, logical  # noqa: E402,F401
 from glowpy.codegen.kernels import fused  # noqa: E402,F401  (epilogues, in-place kernels)
+from glowpy.codegen.kernels import conv_inplace  # noqa: E402,F401  (fast ConvPointwiseInPlace, after fused)
+from glowpy.codegen.kernels import quant, qconv, qmatmul  # noqa: E402,F401  (int8)

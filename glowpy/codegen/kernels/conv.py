@@ -9,7 +9,7 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import emits, fused
+from glowpy.codegen.kernels import conv_fast, emits, fused
 from glowpy.codegen.kernels.elementwise import fmax
 from glowpy.errors import ModelError
 from glowpy.ir.ops.conv import Window
@@ -81,6 +81,8 @@ def _in_col(k, o, win, base):
 
 @emits("Conv")
 def emit_conv(k):
+    if conv_fast.emit(k):  # register-blocked float 1-D/2-D convolution
+        return
     b = k.b
     node = k.node
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()

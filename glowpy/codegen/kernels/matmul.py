@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import emits, fused
+from glowpy.codegen.kernels import emits, fused, gemm_fast
+from glowpy.errors import ModelError
 
 CONTRACT = ("contract",)
 
@@ -15,6 +16,9 @@ def matmul_rows(k, a, a_off, a_st, bm, b_off, b_st, y_off, mkn, dtype, finish=No
     `finish(m, n, acc)` maps the sum before it is stored (bias, alpha, beta*C)."""
     b = k.b
     m_, k_, n_ = mkn
+    if not cg.is_float(dtype):
+        raise ModelError(f"node '{k.node.name}' ({k.node.op}): {np.dtype(dtype).name} inputs are "
+                         "not supported (only floating point)")
     f = cg.llvm_type(dtype)
     with k.for_range(m_, name="m") as m:
         y_row = b.add(y_off, b.mul(m, k.c(n_)))
@@ -37,6 +41,8 @@ def matmul_rows(k, a, a_off, a_st, bm, b_off, b_st, y_off, mkn, dtype, finish=No
 
 @emits("Gemm")
 def emit_gemm(k):
+    if gemm_fast.emit_gemm(k):  # register-blocked float32
+        return
     b = k.b
     node = k.node
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
@@ -63,6 +69,8 @@ def emit_gemm(k):
 
 @emits("MatMul")
 def emit_matmul(k):
+    if gemm_fast.emit_matmul(k):  # register-blocked float32
+        return
     b = k.b
     node = k.node
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()

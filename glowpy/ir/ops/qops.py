@@ -8,7 +8,8 @@ kernels (codegen/kernels/qconv.py, qmatmul.py, quant.py) perform, so they are th
   QConv        X, W (int8, or int16 when the weight zero point was subtracted), B (int32 bias),
                M, S (int32 per output channel) -> int8/uint8, or int32 when out_dtype is int32
                (ConvInteger); attributes as Conv's plus x_zp, y_zp, lo, hi, mode.
-  QMatMul      A [..., K], B [K, N] constant, Bias [N], M, S [N] -> [..., N].
+  QMatMul      A [..., K], B [N, K] constant (one row per output column, so the kernel's dot
+               products read both operands contiguously), Bias [N], M, S [N] -> [..., N].
   QAdd, QMul   TFLite's integer Add (inputs scaled to a common 2**-20 grid, then requantized)
                and Mul.
   QAvgPool     window sums divided by the tap count with the mode's rounding (same scales), or
@@ -78,13 +79,13 @@ class QMatMul(IntOp):
 
     def infer(self, node):
         a, b = node.inputs[0], node.inputs[1]
-        if len(b.shape) != 2 or not a.shape or a.shape[-1] != b.shape[0]:
+        if len(b.shape) != 2 or not a.shape or a.shape[-1] != b.shape[1]:
             raise ModelError(f"node '{node.name}' (QMatMul): shapes {list(a.shape)} x "
-                             f"{list(b.shape)} do not multiply")
-        return [(np.dtype(node.attrs["out_dtype"]), a.shape[:-1] + (b.shape[1],))]
+                             f"{list(b.shape)}^T do not multiply")
+        return [(np.dtype(node.attrs["out_dtype"]), a.shape[:-1] + (b.shape[0],))]
 
     def reference(self, node, a, b, bias, m, s):
-        acc = np.matmul(np.asarray(a, np.int64) - node.attrs["a_zp"], np.asarray(b, np.int64))
+        acc = np.matmul(np.asarray(a, np.int64) - node.attrs["a_zp"], np.asarray(b, np.int64).T)
         acc = acc + np.asarray(bias, np.int64).reshape(-1)
         if node.attrs["out_dtype"] == "int32":
             return [acc.astype(np.int32)]

@@ -148,6 +148,7 @@ class ConvInteger(Op):
     inputs = ("x", "w", "x_zero_point?", "w_zero_point?")
     attrs = dict(CONV_ATTRS)
     since = 10
+    const_inputs = (1, 2, 3)  # the integer kernel folds weights and zero points
 
     def infer(self, node):
         return _conv_infer(node, node.inputs[0], node.inputs[1], np.int32)
@@ -163,6 +164,7 @@ class QLinearConv(Op):
               "y_zero_point", "B?")
     attrs = dict(CONV_ATTRS)
     since = 10
+    const_inputs = (1, 2, 3, 4, 5, 6, 7, 8)  # all but x: folded into the integer kernel
 
     def infer(self, node):
         return _conv_infer(node, node.inputs[0], node.inputs[3], node.inputs[7].dtype)
@@ -191,6 +193,7 @@ def _matmul_infer(node, a, b, dtype):
 class MatMulInteger(Op):
     inputs = ("A", "B", "a_zero_point?", "b_zero_point?")
     since = 10
+    const_inputs = (1, 2, 3)
 
     def infer(self, node):
         return _matmul_infer(node, node.inputs[0], node.inputs[1], np.int32)
@@ -207,6 +210,7 @@ class QLinearMatMul(Op):
     inputs = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
               "y_zero_point")
     since = 10
+    const_inputs = (1, 2, 3, 4, 5, 6, 7)
 
     def infer(self, node):
         return _matmul_infer(node, node.inputs[0], node.inputs[3], node.inputs[7].dtype)

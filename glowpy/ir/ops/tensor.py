@@ -177,6 +177,9 @@ class Split(Op):
 
     def sizes(self, node):
         x = node.inputs[0]
+        if not x.shape:
+            raise ModelError(f"node '{node.name}' (Split): input '{x.name}' is a scalar; Split "
+                             "needs rank >= 1")
         ax = norm_axis(node.attrs["axis"], len(x.shape), node)
         split = node.const_input(1, "split")
         n = node._num_outputs or node.attrs["num_outputs"] or len(node.outputs) or 1

@@ -12,9 +12,11 @@ does not match keeps its float form: QuantizeLinear and DequantizeLinear have fl
 their own, so any model compiles, only slower. Finally DequantizeLinear of constants (weights
 no integer op took) are folded into float constants.
 
-Rounding: `graph.quant_rounding` ("away", TFLite's fixed-point arithmetic, the default for QDQ
-patterns, which converters produce from TFLite models; or "even", ONNX QuantizeLinear's round
-half to even). QLinearConv and QLinearMatMul always use "even", as ONNX specifies them.
+Rounding: `graph.quant_rounding`: "even" (the default: ONNX QuantizeLinear's round half to
+even, the same results onnxruntime computes, and the MLPerf Tiny TFLite references, which
+XNNPack requantizes that way too), or "away" (TFLite's reference fixed-point kernels and
+CMSIS-NN: rounding half away from zero twice). QLinearConv and QLinearMatMul always use
+"even", as ONNX specifies them.
 
 Graph inputs read through DequantizeLinear (possibly behind Reshape/Transpose) and int8 graph
 outputs get `qparams` = (scale, zero point), which the header and NAME.json report."""
@@ -29,6 +31,8 @@ from glowpy.ir.ops.elementwise import UNARY
 from glowpy.ir.ops.qops import softmax_table
 from glowpy.ir.ops.quant import CONV_ATTRS
 from glowpy.ir.passes.quant_qlinear import fold_qlinear
+from glowpy.ir.passes.quant_util import (Operand, _act_bounds, _const_weight, _padded, _params,
+                                         _weights, dq_operand, fold_zero_point)
 from glowpy.ir.passes.util import only_user
 
 VIEWS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"}
@@ -40,55 +44,10 @@ POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pad
               "dilations")
 
 
-class Operand:
-    """A quantized operand: the integer Value and its (scale, zero point) arrays."""
-
-    def __init__(self, value: Value, scale: np.ndarray, zp: np.ndarray, axis):
-        self.value, self.scale, self.zp, self.axis = value, scale, zp, axis
-
-    @property
-    def scalar(self) -> bool:
-        return self.scale.size == 1
-
-    @property
-    def s(self) -> float:
-        return float(self.scale.reshape(-1)[0])
-
-    @property
-    def z(self) -> int:
-        return int(self.zp.reshape(-1)[0])
-
-
-def _params(node: Node):
-    """(scale, zero point, axis) of a QuantizeLinear/DequantizeLinear with constant ones."""
-    s, z = node.inputs[1], node.input(2)
-    if not s.is_const or (z is not None and not z.is_const) or node.attrs.get("block_size"):
-        return None
-    dt = node.outputs[0].dtype if node.op == "QuantizeLinear" else node.inputs[0].dtype
-    zp = z.const if z is not None else np.zeros(s.shape, dt)
-    return np.asarray(s.const, np.float32), np.asarray(zp), node.opdef.axis(node)
-
-
-def dq_operand(v: Value, scalar: bool = True) -> Operand | None:
-    """v is DequantizeLinear(x) with constant parameters: the integer operand x."""
-    p = v.producer
-    if v.is_const or p is None or p.op != "DequantizeLinear":
-        return None
-    prm = _params(p)
-    if prm is None or (scalar and prm[0].size != 1):
-        return None
-    return Operand(p.inputs[0], *prm)
-
-
-def _const_weight(v: Value) -> Operand | None:
-    op = dq_operand(v, scalar=False)
-    return op if op is not None and op.value.is_const else None
-
-
 class Folder:
     def __init__(self, graph: Graph):
         self.g = graph
-        self.mode = getattr(graph, "quant_rounding", "away")
+        self.mode = getattr(graph, "quant_rounding", "even")
         self.users = graph.consumers()
 
     # -- building --------------------------------------------------------------------------
@@ -135,8 +94,8 @@ class Folder:
         ys, yz, dt = float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]), out.dtype
         out.qparams = (ys, yz)
         v = q.inputs[0]
-        host = v.producer
-        if host is None or only_user(self.g, v, self.users) is not q:
+        host = v.producer  # (if v has float readers besides q, the float nodes stay for them)
+        if host is None:
             return False
         act = None
         if host.op in ACTS and _act_bounds(host) is not None:
@@ -171,7 +130,10 @@ class Folder:
         m, s = qmath.multipliers(np.float64(x.s) * sw / np.float64(ys))
         attrs = {k: host.attrs[k] for k in CONV_ATTRS}
         attrs.update(self.req_attrs(ys, yz, dt, act), x_zp=x.z)
-        self.node("QConv", [x.value, self.const(_weights(w.value.const, wz, 0), "qconv_w"),
+        wq = _weights(w.value.const, wz, 0)
+        if not _padded(host):
+            bias, attrs["x_zp"] = fold_zero_point(bias, wq, x.z)
+        self.node("QConv", [x.value, self.const(wq, "qconv_w"),
                             self.const(bias, "qconv_b"), self.const(m, "qconv_m"),
                             self.const(s, "qconv_s")], attrs, out, host.name, q)
         return True
@@ -181,13 +143,15 @@ class Folder:
         if v is None:
             return np.zeros(n, np.int32)
         b = dq_operand(v, scalar=False)
-        if b is not None and b.value.is_const and b.value.dtype == np.int32:
+        if b is not None and b.value.is_const:
+            if b.value.size != n:
+                return None
             bs = np.broadcast_to(b.scale.reshape(-1).astype(np.float64), (n,))
             raw = b.value.const.reshape(-1).astype(np.int64) - \
                 np.broadcast_to(b.zp.reshape(-1).astype(np.int64), (n,))
-            if raw.size == n and np.allclose(bs, scales, rtol=1e-6, atol=0):
+            if b.value.dtype == np.int32 and np.allclose(bs, scales, rtol=1e-6, atol=0):
                 return raw.astype(np.int32)
-            real = raw * bs
+            real = raw * bs  # another grid (an int8 bias): rounded onto the accumulator's
         elif v.is_const:
             real = v.const.reshape(-1).astype(np.float64)
         else:
@@ -240,9 +204,10 @@ class Folder:
         ys, yz, dt = yq
         m, s = qmath.multipliers(np.float64(a.s) * sw / np.float64(ys))
         attrs = dict(self.req_attrs(ys, yz, dt, act), a_zp=a.z)
-        self.node("QMatMul", [a.value, self.const(_weights(wc, wz, 1), "qmm_w"),
-                              self.const(bias, "qmm_b"), self.const(m, "qmm_m"),
-                              self.const(s, "qmm_s")], attrs, out, name, q)
+        wt = _weights(wc, wz, 1).T
+        bias, attrs["a_zp"] = fold_zero_point(bias, wt, a.z)
+        self.node("QMatMul", [a.value, self.const(wt, "qmm_w"), self.const(bias, "qmm_b"),
+                              self.const(m, "qmm_m"), self.const(s, "qmm_s")], attrs, out, name, q)
         return True
 
     def binary(self, host, act, yq, out, q):
@@ -285,19 +250,30 @@ class Folder:
         x = host.inputs[0]
         return self.fold_AveragePool(host, act, yq, out, q, kernel=list(x.shape[2:]))
 
+    def same_grid(self, x: Operand, yq, act) -> bool:
+        """Is requantizing x to the output's grid (and the activation's clamp) a no-op?"""
+        ys, yz, dt = yq
+        attrs = self.req_attrs(ys, yz, dt, act)
+        info = np.iinfo(dt)
+        return x.s == ys and x.z == yz and x.value.dtype == dt and \
+            (attrs["lo"], attrs["hi"]) == (info.min, info.max)
+
+    def order_preserving(self, host, x: Operand, inputs, act, yq, out, q):
+        """MaxPool, Concat, views: the host op itself on the integer values (it only moves or
+        selects them), then the rescale to the output's grid if that is not a no-op."""
+        if self.same_grid(x, yq, act):
+            self.node(host.op, inputs, dict(host.attrs), out, host.name, q)
+            return True
+        y = self.node(host.op, inputs, dict(host.attrs), None, host.name, q)
+        ys, yz, dt = yq
+        self.rescale(Operand(y, x.scale, x.zp, None), ys, yz, dt, act, q, host.name, out)
+        return True
+
     def fold_MaxPool(self, host, act, yq, out, q):
         x = dq_operand(host.inputs[0])
         if x is None or len(host.outputs) != 1:
             return False
-        ys, yz, dt = yq
-        pooled, = self.g_add_like(host, [x.value], q)
-        return self.rescale(Operand(pooled, x.scale, x.zp, None), ys, yz, dt, act, q,
-                            host.name, out) is not None
-
-    def g_add_like(self, host, inputs, before):
-        """The host op itself on integer inputs (MaxPool, Concat, views: order-preserving)."""
-        out = self.node(host.op, inputs, dict(host.attrs), None, host.name, before)
-        return [out]
+        return self.order_preserving(host, x, [x.value], act, yq, out, q)
 
     def fold_Concat(self, host, act, yq, out, q):
         ops = [dq_operand(x) for x in host.inputs if x is not None]
@@ -306,18 +282,14 @@ class Folder:
             return False
         parts = [self.rescale(o, ys, yz, dt, None, q, f"{host.name}_in{i}")
                  for i, o in enumerate(ops)]
-        cat, = self.g_add_like(host, parts, q)
-        return self.rescale(Operand(cat, np.float32(ys), np.asarray(yz), None), ys, yz, dt, act,
-                            q, host.name, out) is not None
+        grid = Operand(parts[0], np.float32(ys), np.asarray(yz), None)
+        return self.order_preserving(host, grid, parts, act, yq, out, q)
 
     def fold_view(self, host, act, yq, out, q):
         x = dq_operand(host.inputs[0])
         if x is None:
             return False
-        ys, yz, dt = yq
-        y, = self.g_add_like(host, [x.value] + host.inputs[1:], q)
-        return self.rescale(Operand(y, x.scale, x.zp, None), ys, yz, dt, act, q, host.name,
-                            out) is not None
+        return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
 
     fold_Reshape = fold_Flatten = fold_Squeeze = fold_Unsqueeze = fold_Transpose = fold_view
     fold_Identity = fold_view
@@ -339,10 +311,12 @@ class Folder:
 
     def fold_Softmax(self, host, act, yq, out, q):
         x = dq_operand(host.inputs[0])
-        if x is None or act is not None or host.attrs.get("_coerce2d"):
+        if x is None or act is not None:
             return False
         ys, yz, dt = yq
         attrs = dict(self.req_attrs(ys, yz, dt, None), axis=host.attrs["axis"], y_scale=ys)
+        if host.attrs.get("_coerce2d"):  # opset < 13: normalized over the flattened trailing dims
+            attrs["_coerce2d"] = True
         self.node("QSoftmax", [x.value, self.const(softmax_table(x.s), "qsoftmax_t")], attrs,
                   out, host.name, q)
         return True
@@ -367,26 +341,6 @@ class Folder:
         table = qmath.quantize(f, np.float32(ys), np.asarray(yz, dt), dt)
         self.node("QTable", [x.value, self.const(table, "qtable")], {}, out, host.name, q)
         return True
-
-
-def _act_bounds(act: Node | None):
-    if act is None:
-        return (None, None)
-    if act.op == "Relu":
-        return (0.0, None)
-    if any(v is not None and not v.is_const for v in act.inputs[1:]):
-        return None
-    lo, hi = act.opdef.bounds(act)
-    return (None if lo is None else float(lo), None if hi is None else float(hi))
-
-
-def _weights(w: np.ndarray, zp: np.ndarray, axis: int) -> np.ndarray:
-    """int8 weights as they are when every zero point is 0, else int16 with it subtracted."""
-    if w.dtype == np.int8 and not zp.any():
-        return np.ascontiguousarray(w)
-    shape = [1] * w.ndim
-    shape[axis] = zp.size
-    return (w.astype(np.int16) - zp.reshape(shape).astype(np.int16)).astype(np.int16)
 
 
 def _annotate_inputs(graph: Graph, users: dict):

@@ -19,6 +19,7 @@ from glowpy.ir.passes.fold_quant import fold_quantization
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.merge_pad import merge_pad
+from glowpy.ir.passes.quantize_profile import quantize_from_profile
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
 
@@ -42,6 +43,9 @@ PIPELINE = [
     fold_affine,
     # zero Pad into the Conv/pooling window's own padding
     merge_pad,
+    # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
+    # the graph as it is here: everything above runs before model-profiler records a range)
+    quantize_from_profile,
     # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Tanh as epilogues of their producer
     fuse_activations,
     # elementwise chains (and residual adds into Conv/Gemm) as one loop

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.ir import qmath
-from glowpy.ir.graph import Graph, Node
+from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops import get_op
 from glowpy.ir.ops.quant import CONV_ATTRS
 
@@ -29,7 +29,7 @@ def _scalar(a) -> bool:
 
 
 def _weights(w, zp, axis):
-    from glowpy.ir.passes.fold_quant import _weights as weights
+    from glowpy.ir.passes.quant_util import _weights as weights
     return weights(w, np.broadcast_to(np.asarray(zp, np.int64).reshape(-1),
                                       (w.shape[axis],)), axis)
 
@@ -50,7 +50,11 @@ def _conv(graph, n, x, xz, w, wz, bias, req):
     m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
     attrs.pop("_m", None)
     b = np.zeros(cout, np.int32) if bias is None else bias.astype(np.int32).reshape(-1)
-    _replace(graph, n, "QConv", [x, graph.constant(_weights(w, wz, 0), "qconv_w"),
+    wq = _weights(w, wz, 0)
+    from glowpy.ir.passes.quant_util import _padded, fold_zero_point
+    if not _padded(n, x, Value("w", wq.dtype, wq.shape)):
+        b, attrs["x_zp"] = fold_zero_point(b, wq, attrs["x_zp"])
+    _replace(graph, n, "QConv", [x, graph.constant(wq, "qconv_w"),
                                  graph.constant(b, "qconv_b"), graph.constant(m, "qconv_m"),
                                  graph.constant(s, "qconv_s")], attrs)
 
@@ -109,7 +113,10 @@ def fold_qlinear(graph: Graph):
                 req = {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"}
             m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
             attrs = dict(req, a_zp=int(az.reshape(-1)[0]))
-            _replace(graph, n, "QMatMul", [a, graph.constant(_weights(bc, bz, 1), "qmm_w"),
-                                           graph.constant(np.zeros(ncol, np.int32), "qmm_b"),
+            from glowpy.ir.passes.quant_util import fold_zero_point
+            wt = np.ascontiguousarray(_weights(bc, bz, 1).T)
+            bias, attrs["a_zp"] = fold_zero_point(np.zeros(ncol, np.int32), wt, attrs["a_zp"])
+            _replace(graph, n, "QMatMul", [a, graph.constant(wt, "qmm_w"),
+                                           graph.constant(bias, "qmm_b"),
                                            graph.constant(m, "qmm_m"),
                                            graph.constant(s, "qmm_s")], attrs)

@@ -1,0 +1,401 @@
+"""Register-blocked micro-kernels: the shared machinery of the fast Conv, Gemm and MatMul paths.
+
+A micro-kernel computes a tile of MR x NV accumulators: MR rows (output channels of a Conv,
+rows of a Gemm) times NV vectors of the target's width (output pixels, Gemm columns). Every
+reduction step loads MR scalars of the "broadcast" operand and NV vectors of the other and
+does MR*NV multiply-adds, so each loaded value is used NV or MR times from a register. The
+accumulators live in allocas that SROA turns into registers; they are written to the output
+once, through the node's fused epilogue (bias, activation, residual add) applied to whole
+vectors.
+
+The target decides the shapes, nothing else does: `simd_of(target)` gives the float lanes of a
+vector register (16 for AVX-512, 8 for AVX, 4 for SSE and NEON, 1 for scalar FPUs such as the
+Cortex-M7's) and how many registers there are. With width 1 every "vector" is a plain float,
+so the same generator gives a scalar register-blocked kernel."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels import fused
+from glowpy.ir import epilogue
+
+F32 = cg.F32
+CONTRACT = ("contract",)
+
+
+@dataclass(frozen=True)
+class Simd:
+    width: int  # float lanes per vector register (1: scalar FP registers)
+    registers: int  # FP / vector registers available to the allocator
+    cheap_masks: bool  # a masked load costs what a plain load costs (AVX-512)
+
+
+_PROBE = """
+define void @probe(ptr noalias %a, ptr noalias %b) {
+  %x = load <16 x float>, ptr %a, align 64
+  %y = load <16 x float>, ptr %b, align 64
+  %z = fadd <16 x float> %x, %y
+  store <16 x float> %z, ptr %a, align 64
+  ret void
+}
+"""
+
+
+@functools.lru_cache(maxsize=32)
+def simd_of(target) -> Simd:
+    """Vector width and register count of `target`, read from what LLVM makes of a 16-float
+    addition for it (so -mcpu and -mattr count, not just the triple)."""
+    if target is None:
+        return Simd(1, 8, False)
+    from llvmlite import binding as llvm
+    from glowpy.codegen.module import _soft_float
+    arch = target.arch
+    if _soft_float(target):
+        return Simd(1, 6, False)  # floats live in core registers around libgcc calls
+    tm = target.target_machine(opt=2)
+    mod = llvm.parse_assembly(_PROBE)
+    mod.triple = target.triple
+    asm = tm.emit_assembly(mod)
+    if arch in ("x86_64", "i386"):
+        regs = 32 if "zmm" in asm else (16 if arch == "x86_64" else 8)
+        width = 16 if "zmm" in asm else 8 if "ymm" in asm else 4 if "xmm" in asm else 1
+        return Simd(width, regs, width == 16)
+    if arch.startswith("aarch64"):
+        return Simd(4, 32, False) if re.search(r"\.4s\b", asm) else Simd(1, 32, False)
+    if arch in ("arm", "armeb", "thumb", "thumbeb"):
+        if re.search(r"\bq\d+\b", asm):
+            return Simd(4, 16, False)  # NEON: 16 quad registers
+        return Simd(1, 32, False)  # VFP: 32 single-precision registers (D16)
+    if arch.startswith("riscv"):
+        return Simd(1, 32, False)
+    return Simd(1, 16, False)
+
+
+def _declare(module, name, fnty):
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ir.Function(module, fnty, name)
+
+
+class Vec:
+    """Vectors of `width` floats (plain floats when width is 1) with masked access.
+
+    A mask is None (every lane), a tuple of bools (known at compile time) or an IR <width x i1>
+    value. `safe` says every lane's address lies inside the buffer, so a plain load followed by
+    a select may stand in for a masked load."""
+
+    def __init__(self, k, simd: Simd):
+        self.k, self.b, self.simd = k, k.b, simd
+        self.w = simd.width
+        self.ty = F32 if self.w == 1 else ir.VectorType(F32, self.w)
+        self.mty = cg.I1 if self.w == 1 else ir.VectorType(cg.I1, self.w)
+        self.ity = cg.I32 if self.w == 1 else ir.VectorType(cg.I32, self.w)
+
+    def zero(self):
+        return cg.const(self.ty, 0.0)
+
+    def splat(self, x):
+        if self.w == 1:
+            return x
+        b = self.b
+        v = b.insert_element(ir.Constant(self.ty, ir.Undefined), x, ir.Constant(cg.I32, 0))
+        return b.shuffle_vector(v, ir.Constant(self.ty, ir.Undefined),
+                                ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
+    def iota(self):
+        return ir.Constant(self.ity, list(range(self.w))) if self.w > 1 else ir.Constant(cg.I32, 0)
+
+    def isplat(self, x):
+        """An i32 vector of x (an IR integer of any width)."""
+        x = self.b.trunc(x, cg.I32) if x.type.width > 32 else x
+        if self.w == 1:
+            return x
+        v = self.b.insert_element(ir.Constant(self.ity, ir.Undefined), x, ir.Constant(cg.I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(self.ity, ir.Undefined),
+                                     ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
+    def _const_mask(self, bits, n=None):
+        n = n or self.w
+        return ir.Constant(ir.VectorType(cg.I1, n), [int(bool(x)) for x in bits])
+
+    def _ptr(self, ptr, off):
+        return cg.gep(self.b, ptr, off, F32)
+
+    def _masked(self, ty, n):
+        name = f"llvm.masked.load.v{n}f32.p0"
+        return _declare(self.b.module, name, ir.FunctionType(ty, [cg.PTR, cg.I32, ir.VectorType(cg.I1, n), ty]))
+
+    def load(self, ptr, off, mask=None, safe=False, n=None):
+        """n floats (default: the width) from ptr[off...]; masked-off lanes read as 0."""
+        b = self.b
+        n = n or self.w
+        ty = F32 if n == 1 else ir.VectorType(F32, n)
+        if isinstance(mask, tuple):
+            if all(mask):
+                mask = None
+            elif not any(mask):
+                return cg.const(ty, 0.0)
+        if mask is None:
+            return b.load(self._ptr(ptr, off), typ=ty, align=4)
+        if n == 1:
+            if isinstance(mask, tuple):
+                return b.load(self._ptr(ptr, off), typ=ty, align=4)
+            assert safe, "a runtime-masked scalar load needs an in-bounds address"
+            return b.select(mask, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, 0.0))
+        m = self._const_mask(mask, n) if isinstance(mask, tuple) else mask
+        if safe and not self.simd.cheap_masks and not isinstance(mask, tuple):
+            return b.select(m, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, 0.0))
+        return b.call(self._masked(ty, n), [self._ptr(ptr, off), ir.Constant(cg.I32, 4), m,
+                                            cg.const(ty, 0.0)])
+
+    def load_strided(self, ptr, off, stride: int, mask=None):
+        """Lanes ptr[off + l*stride]: one wide load and a shuffle (mask: per wide element)."""
+        if stride == 1 or self.w == 1:
+            return self.load(ptr, off, mask)
+        n = self.w * stride
+        wide = self.load(ptr, off, mask, n=n)
+        idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l * stride for l in range(self.w)])
+        return self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
+
+    def store(self, val, ptr, off, mask=None):
+        b = self.b
+        if isinstance(mask, tuple):
+            if all(mask):
+                mask = None
+            elif not any(mask):
+                return
+        if mask is None:
+            b.store(val, self._ptr(ptr, off), align=4)
+            return
+        if self.w == 1:
+            if isinstance(mask, tuple):
+                b.store(val, self._ptr(ptr, off), align=4)
+            else:
+                with cg.if_then(b, mask):
+                    b.store(val, self._ptr(ptr, off), align=4)
+            return
+        m = self._const_mask(mask) if isinstance(mask, tuple) else mask
+        fn = _declare(b.module, f"llvm.masked.store.v{self.w}f32.p0",
+                      ir.FunctionType(ir.VoidType(), [self.ty, cg.PTR, cg.I32, self.mty]))
+        b.call(fn, [val, self._ptr(ptr, off), ir.Constant(cg.I32, 4), m])
+
+    def _lanes(self, ptr, off, lane_offsets):
+        """<w x ptr>: ptr + off + lane_offsets[l] (elements)."""
+        b = self.b
+        base = cg.gep(b, ptr, off, F32)
+        idx = ir.Constant(ir.VectorType(cg.I32, self.w), [int(x) for x in lane_offsets])
+        ptrs = b.gep(base, [idx], inbounds=True, source_etype=F32)
+        ptrs.type = ir.VectorType(cg.PTR, self.w)  # llvmlite types a vector GEP as a scalar ptr
+        return ptrs
+
+    def gather(self, ptr, off, lane_offsets, mask=None):
+        """Lanes ptr[off + lane_offsets[l]] (a plain load when they are consecutive)."""
+        if list(lane_offsets) == list(range(self.w)):
+            return self.load(ptr, off, mask)
+        if isinstance(mask, tuple) and not any(mask):
+            return self.zero()
+        m = self._const_mask(mask if isinstance(mask, tuple) else (True,) * self.w) \
+            if mask is None or isinstance(mask, tuple) else mask
+        vp = ir.VectorType(cg.PTR, self.w)
+        fn = _declare(self.b.module, f"llvm.masked.gather.v{self.w}f32.v{self.w}p0",
+                      ir.FunctionType(self.ty, [vp, cg.I32, self.mty, self.ty]))
+        return self.b.call(fn, [self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m,
+                                self.zero()])
+
+    def scatter(self, val, ptr, off, lane_offsets, mask=None):
+        if list(lane_offsets) == list(range(self.w)):
+            return self.store(val, ptr, off, mask)
+        if isinstance(mask, tuple) and not any(mask):
+            return
+        m = self._const_mask(mask if isinstance(mask, tuple) else (True,) * self.w) \
+            if mask is None or isinstance(mask, tuple) else mask
+        vp = ir.VectorType(cg.PTR, self.w)
+        fn = _declare(self.b.module, f"llvm.masked.scatter.v{self.w}f32.v{self.w}p0",
+                      ir.FunctionType(ir.VoidType(), [self.ty, vp, cg.I32, self.mty]))
+        self.b.call(fn, [val, self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m])
+
+    def and_(self, a, c):
+        return c if a is None else a if c is None else self.b.and_(a, c)
+
+
+class Acc:
+    """MR x NV accumulator values, carried through reduction loops as phis (`loop`)."""
+
+    def __init__(self, vec: Vec, mr: int, nv: int):
+        self.vec, self.mr, self.nv = vec, mr, nv
+        self.vals = [[vec.zero() for _ in range(nv)] for _ in range(mr)]
+        ty = vec.ty
+        name = f"llvm.fmuladd.{'f32' if vec.w == 1 else f'v{vec.w}f32'}"
+        self.fmuladd = _declare(vec.b.module, name, ir.FunctionType(ty, [ty, ty, ty]))
+
+    def flat(self):
+        return [v for row in self.vals for v in row]
+
+    def set_flat(self, values):
+        it = iter(values)
+        self.vals = [[next(it) for _ in range(self.nv)] for _ in range(self.mr)]
+
+    def loop(self, k, stop, start=0, name="r"):
+        """A reduction loop carrying the accumulators: `with acc.loop(k, n) as i: ...`."""
+        return _AccLoop(self, k, stop, start, name)
+
+    def fma(self, a_vals, b_vecs):
+        """acc[i][j] += a_vals[i] * b_vecs[j]; a None operand skips its row or column."""
+        b = self.vec.b
+        for i, a in enumerate(a_vals):
+            if a is None:
+                continue
+            sa = self.vec.splat(a)
+            for j, v in enumerate(b_vecs):
+                if v is not None:
+                    self.vals[i][j] = b.call(self.fmuladd, [sa, v, self.vals[i][j]])
+
+    def value(self, i, j):
+        return self.vals[i][j]
+
+
+class _AccLoop:
+    def __init__(self, acc, k, stop, start, name):
+        self.acc, self.k, self.stop, self.start, self.name = acc, k, stop, start, name
+
+    def __enter__(self):
+        self.cm = cg.for_range_carry(self.k.b, self.stop, self.acc.flat(), self.start,
+                                     intp=self.k.intp, name=self.name)
+        self.c = self.cm.__enter__()
+        self.acc.set_flat(self.c.values)
+        return self.c.index
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.c.carry(self.acc.flat())
+        self.cm.__exit__(*exc)
+        if exc[0] is None:
+            self.acc.set_flat(self.c.results)
+        return False
+
+
+# ops whose per-element code (elementwise.scalar) is written with vector-safe IR
+VECTOR_SAFE = epilogue.SCALAR_OPS
+
+
+class Finisher:
+    """Writes accumulator vectors to the output through the node's fused epilogue.
+
+    `lead` are the IR indices of the output dims before the lane dims, `lane_shape` the dims
+    the lanes run over (flattened), p0 the flat position of lane 0 within them."""
+
+    def __init__(self, k, vec: Vec, lane_shape):
+        self.k, self.vec = k, vec
+        self.out = k.out_buf()
+        self.lane_shape = tuple(lane_shape)
+        self.accumulate = k.instr.attrs.get("accumulate") is not None
+        self.skip = 1 if self.accumulate else 0
+        self.steps = epilogue.steps(k.node)[self.skip:] if k.node is not None else []
+        extras = {a for st in self.steps for a in st["args"] if a is not None}
+        self.vector_ok = all(st["op"] in VECTOR_SAFE for st in self.steps) and all(
+            k.in_buf(j).dtype == np.float32 for j in extras)
+        if k.node is not None and epilogue.steps(k.node) and self.vector_ok:
+            k.epilogue_done = True  # else module.py's sweep runs the steps after the kernel
+
+    def operand(self, j, lead, p0, mask):
+        """Operand j of the epilogue at the lanes, as a vector."""
+        k, vec, b = self.k, self.vec, self.k.b
+        buf = k.in_buf(j)
+        c = buf.value.const if buf.value is not None else None
+        if c is not None and c.size == 1:
+            return cg.const(vec.ty, float(c.reshape(-1)[0]))
+        st = cg.broadcast_strides(buf.shape, self.out.shape)
+        nl = len(lead)
+        base = cg.linear(b, lead, st[:nl], 0, k.intp)
+        tail = st[nl:]
+        if all(s == 0 for s in tail):
+            return vec.splat(k.load(k.inp(j), base, buf.dtype))
+        if list(tail) == cg.contiguous_strides(self.lane_shape):
+            return vec.load(k.inp(j), b.add(base, p0), mask)
+        return self._gather(j, base, p0, tail)  # another broadcast pattern: lane by lane
+
+    def _gather(self, j, base, p0, tail):
+        k, vec, b = self.k, self.vec, self.k.b
+        buf = k.in_buf(j)
+        val = ir.Constant(vec.ty, ir.Undefined) if vec.w > 1 else None
+        for l in range(vec.w):
+            rem, off = b.add(p0, k.c(l)), base
+            for d, s, ts in zip(self.lane_shape, cg.contiguous_strides(self.lane_shape), tail):
+                q = b.udiv(rem, k.c(s)) if s > 1 else rem
+                rem = b.urem(rem, k.c(s)) if s > 1 else k.c(0)
+                q = b.urem(q, k.c(d))  # lanes past the end (masked later) stay in range
+                off = b.add(off, b.mul(q, k.c(ts)))
+            x = k.load(k.inp(j), off, buf.dtype)
+            if vec.w == 1:
+                return x
+            val = b.insert_element(val, x, ir.Constant(cg.I32, l))
+        return val
+
+    def finish(self, acc, lead, p0, out_off, mask=None):
+        """Stores acc (+ the residual already in the output, + the epilogue) at out[out_off]."""
+        k, vec, b = self.k, self.vec, self.k.b
+        if self.accumulate:
+            acc = b.fadd(acc, vec.load(k.out(), out_off, mask))
+        if self.steps and self.vector_ok:
+            acc = fused.run_steps(k, acc, lambda j: self.operand(j, lead, p0, mask), self.skip)
+        vec.store(acc, k.out(), out_off, mask)
+
+
+class LaneFinisher(Finisher):
+    """Finisher for lanes that step along one output dim (`lane_dim`, e.g. the channels of a
+    channel-vectorized Conv): lanes are gathered and scattered at that dim's stride."""
+
+    def __init__(self, k, vec: Vec, lane_dim: int):
+        super().__init__(k, vec, ())
+        self.lane_dim = lane_dim
+        self.ost = cg.contiguous_strides(self.out.shape)
+
+    def finish_at(self, acc, idx, mask=None):
+        """acc holds out[idx with idx[lane_dim] + l] for lane l (idx: IR values, all dims)."""
+        k, vec, b = self.k, self.vec, self.k.b
+        d = self.lane_dim
+        off = cg.linear(b, idx, self.ost, 0, k.intp)
+        lanes = [l * self.ost[d] for l in range(vec.w)]
+        if self.accumulate:
+            acc = b.fadd(acc, vec.gather(k.out(), off, lanes, mask))
+        if self.steps and self.vector_ok:
+            def get(j):
+                buf = k.in_buf(j)
+                c = buf.value.const if buf.value is not None else None
+                if c is not None and c.size == 1:
+                    return cg.const(vec.ty, float(c.reshape(-1)[0]))
+                st = cg.broadcast_strides(buf.shape, self.out.shape)
+                base = cg.linear(b, idx, st, 0, k.intp)
+                if st[d] == 0:
+                    return vec.splat(k.load(k.inp(j), base, buf.dtype))
+                return vec.gather(k.inp(j), base, [l * st[d] for l in range(vec.w)], mask)
+            acc = fused.run_steps(k, acc, get, self.skip)
+        vec.scatter(acc, k.out(), off, lanes, mask)
+
+
+def pack_constant(k, i: int, array: np.ndarray, name: str):
+    """A pointer to `array` (a re-layout of constant input i) in the constant region. When the
+    instruction is the constant's only reader the packed bytes replace the original ones (same
+    size, so the region does not grow); otherwise they are appended as a table."""
+    buf = k.in_buf(i)
+    array = np.ascontiguousarray(array, dtype=buf.dtype)
+    readers = sum(1 for ins in k.prog.instrs for x in ins.inputs if x is buf)
+    if buf.region == "constant" and buf.base is None and readers == 1 and array.nbytes == buf.nbytes:
+        buf.data = array.reshape(-1)
+        return k.inp(i)
+    return k.add_table(array.reshape(-1), name)
+
+
+def const_input(k, i: int):
+    """Constant input i as a numpy array (its original layout), or None."""
+    buf = k.in_buf(i)
+    if buf is None or buf.value is None or buf.value.const is None:
+        return None
+    return np.asarray(buf.value.const)
