@@ -209,6 +209,7 @@ class OrtTimer:
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
+        so.log_severity_level = 3  # no warnings about initializers listed as graph inputs
         self.sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         self.outputs = self.sess.run(None, feeds)
         self.binding = self.sess.io_binding()
@@ -266,8 +267,10 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         bt = min(bt, t)
         ot = min(ot, ort_t.run(seconds, batches, clock))
     errs = [close(g, r, False) for g, r in zip(outs, ort_t.outputs)]
+    flops = 2 * model_macs(path)
     row = {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot,
-           "gflops": 2 * model_macs(path) / (bt * 1e-3) / 1e9, "compile_s": compile_s,
+           "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
+           "compile_s": compile_s,
            "agrees_with_ort": all(e is not None for e in errs),
            "max_error_vs_ort": max((e for e in errs if e is not None), default=None)}
     if refs is not None:
@@ -275,6 +278,48 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         rerrs = [close(g, r, tfl) for g, r in zip(outs, refs)]
         row["matches_reference"] = all(e is not None for e in rerrs)
     return row
+
+
+PEAK_C = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <time.h>
+typedef float v16 __attribute__((vector_size(64)));
+static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(void) {
+  v16 a[24], x, y;
+  for (int l = 0; l < 16; l++) { x[l] = 1.0001f; y[l] = 0.9999f; }
+  for (int i = 0; i < 24; i++) for (int l = 0; l < 16; l++) a[i][l] = (float)i;
+  double best = 1e30;
+  for (int r = 0; r < 200; r++) {
+    double t0 = now();
+    for (long it = 0; it < 20000; it++) {
+#pragma GCC unroll 24
+      for (int i = 0; i < 24; i++) a[i] = a[i] * x + y;
+    }
+    double dt = now() - t0;
+    if (dt < best) best = dt;
+  }
+  float s = 0;
+  for (int i = 0; i < 24; i++) s += a[i][0];
+  printf("%f %f\n", 20000.0 * 24 * 32 / best, s);
+  return 0;
+}
+"""
+
+
+def fma_peak(work: str) -> float | None:
+    """Single-core float32 multiply-add throughput (GFLOP/s) of this machine: 24 independent
+    16-float FMA chains compiled with -march=native (the ceiling any kernel can reach)."""
+    c, exe = os.path.join(work, "peak.c"), os.path.join(work, "peak")
+    with open(c, "w") as f:
+        f.write(PEAK_C)
+    r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return None
+    out = subprocess.run([exe], capture_output=True, text=True).stdout.split()
+    return float(out[0]) if out else None
 
 
 def machine() -> str:
@@ -291,16 +336,25 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}")
 
 
-def table(rows: list[dict]) -> str:
-    out = ("| model | bundle ms | onnxruntime ms | ratio | target | GFLOP/s | compile s | outputs |\n"
-           "|---|--:|--:|--:|--:|--:|--:|---|\n")
+def table(rows: list[dict], peak: float | None = None) -> str:
+    """The benchmark table. `target` is the issue's ratio goal; `target needs` the GFLOP/s a
+    bundle would have to reach to meet it (from onnxruntime's time), starred when that is
+    above the machine's measured FMA peak."""
+    out = ("| model | bundle ms | onnxruntime ms | ratio | target | GFLOP/s (onnxruntime) | "
+           "target needs GFLOP/s | compile s | outputs |\n"
+           "|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
     for r in rows:
         tgt = TARGET_RATIO.get(r["model"])
         ok = "agree" if r["agrees_with_ort"] else "**differ from onnxruntime**"
         if "matches_reference" in r:
             ok += ", match reference" if r["matches_reference"] else ", **differ from reference**"
+        need = ""
+        if tgt is not None:
+            n = r["ort_gflops"] / tgt
+            need = f"{n:.0f}" + (" *" if peak and n > peak else "")
         out += (f"| {r['model']} | {r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
-                f"{'' if tgt is None else f'<= {tgt}'} | {r['gflops']:.1f} | {r['compile_s']:.1f} | {ok} |\n")
+                f"{'' if tgt is None else f'<= {tgt}'} | {r['gflops']:.1f} ({r['ort_gflops']:.1f}) | "
+                f"{need} | {r['compile_s']:.1f} | {ok} |\n")
     return out
 
 
@@ -343,9 +397,16 @@ def main(argv=None) -> int:
             row = measure(n, models[n], work, a.rounds, a.seconds, a.batches, a.clock)
             print("  " + json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
+        peak = fma_peak(work)
+    clock = ("CPU time of the calling thread" if a.clock == "thread" else "wall-clock time")
     text = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/perf.py` "
             f"(glowpy {glowpy.__version__}, onnxruntime "
-            f"{__import__('onnxruntime').__version__}) on {machine()}.\n\n" + table(rows))
+            f"{__import__('onnxruntime').__version__}) on {machine()}"
+            + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s" if peak else "")
+            + f". Times: best batch of back-to-back calls, {clock}, bundle and onnxruntime "
+            f"alternating for {a.rounds} rounds; GFLOP/s count 2 per multiply-add of Conv, Gemm "
+            f"and MatMul; * marks a target that needs more than the measured peak.\n\n"
+            + table(rows, peak))
     print(text)
     if a.json:
         with open(a.json, "w") as f:

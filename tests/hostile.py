@@ -86,3 +86,18 @@ def snapshot(d) -> dict:
                 with open(p, "rb") as f:
                     out[rel] = ("file", hashlib.sha256(f.read()).hexdigest(), st.st_mtime_ns)
     return out
+
+
+def cli_limited(*args, memory=2 << 30, seconds=120) -> tuple[int, list[str]]:
+    """model-compiler in a child process with an address-space limit and a time limit, for
+    inputs that would exhaust the machine if a check regressed; returns (status, stderr lines)."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    r = subprocess.run([sys.executable, "-c", "from glowpy.cli import main; main()",
+                        *[str(a) for a in args]], capture_output=True, text=True,
+                       timeout=seconds, preexec_fn=limit)
+    return r.returncode, r.stderr.splitlines()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 import fuzz  # noqa: E402
 
-CASES = 300
+CASES = 400
 
 
 @pytest.fixture(scope="module")

@@ -571,7 +571,7 @@ def worker_main():
     """Reads one JSON request per line: {"model": path, "out": dir}; answers one JSON line."""
     import resource
     try:
-        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     except (ValueError, OSError):
         pass
     import traceback

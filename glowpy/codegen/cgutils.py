@@ -65,9 +65,23 @@ class Carried:
         self.next = list(values)
 
 
+def _no_unroll(module):
+    """`!llvm.loop` metadata telling LLVM not to unroll (a self-referencing node)."""
+    md = getattr(module, "_glowpy_no_unroll", None)
+    if md is None:
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+        md = module.add_metadata([hint, hint])
+        md.operands = (md, hint)  # LLVM makes the self-referencing node distinct
+        module._glowpy_no_unroll = md
+    return md
+
+
 @contextmanager
-def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name="i"):
-    """for_range with loop-carried values (phis): register accumulators without allocas."""
+def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name="i",
+                    unroll=True):
+    """for_range with loop-carried values (phis): register accumulators without allocas.
+    unroll=False marks the loop not to be unrolled (a body that is already a register-blocked
+    tile gains nothing from copies, and they cost compile time and code size)."""
     start = ir.Constant(intp, start) if isinstance(start, int) else start
     stop = ir.Constant(intp, stop) if isinstance(stop, int) else stop
     pre = b.block
@@ -91,7 +105,9 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
     i.add_incoming(nxt, b.block)
     for p, v in zip(phis, c.next if c.next is not None else phis):
         p.add_incoming(v, b.block)
-    b.branch(header)
+    br = b.branch(header)
+    if not unroll:
+        br.set_metadata("llvm.loop", _no_unroll(b.module))
     b.position_at_end(end)
     c.results = phis
 

@@ -198,10 +198,11 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
             values[t.name] = graph.constant(
                 tensor_value(t, f"initializer '{show(t.name)}'", limit), t.name)
     known_inputs = set()
+    initializers = {t.name for t in g.initializer}
     for vi in g.input:
-        if vi.name in values:
+        if vi.name in initializers:  # an input with a default value: a constant
             dt, _ = _declared_type(vi)
-            if dt is not None and dt != values[vi.name].dtype:
+            if vi.name in values and dt is not None and dt != values[vi.name].dtype:
                 raise ModelError(f"graph input '{show(vi.name)}' is declared {dt.name} but its "
                                  f"initializer is {values[vi.name].dtype.name}")
             continue

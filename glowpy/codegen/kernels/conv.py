@@ -9,7 +9,7 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import conv_fast, emits, fused
+from glowpy.codegen.kernels import conv_fast, emits, fused, pool_fast
 from glowpy.codegen.kernels.elementwise import fmax
 from glowpy.errors import ModelError
 from glowpy.ir.ops.conv import Window
@@ -198,12 +198,14 @@ def _pool(k, is_max: bool):
 
 @emits("MaxPool")
 def emit_maxpool(k):
-    _pool(k, True)
+    if not pool_fast.emit_maxpool(k):  # vectorized float MaxPool
+        _pool(k, True)
 
 
 @emits("AveragePool")
 def emit_avgpool(k):
-    _pool(k, False)
+    if not pool_fast.emit_avgpool(k):  # vectorized float AveragePool
+        _pool(k, False)
 
 
 @emits("GlobalAveragePool", "GlobalMaxPool")

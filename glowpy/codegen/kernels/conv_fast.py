@@ -22,136 +22,14 @@ is written within its own iteration (the streaming contract of CONTRIBUTING.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.gemm_micro import Acc, Finisher, Vec, const_input, pack_constant, simd_of
-
-
-@dataclass
-class Shape:
-    n: int
-    c: int
-    m: int
-    g: int
-    hin: int
-    win: int
-    ho: int
-    wo: int
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
-    pt: int
-    pl: int
-    rank: int  # spatial rank of the output (1 or 2; a flattened 1x1 is 1)
-
-    @property
-    def cg(self):
-        return self.c // self.g
-
-    @property
-    def mg(self):
-        return self.m // self.g
-
-    @property
-    def ktot(self):
-        return self.cg * self.kh * self.kw
-
-
-def shape_of(k) -> Shape | None:
-    node = k.node
-    x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
-    if any(b.dtype != np.float32 for b in (x, w, y)) or const_input(k, 1) is None:
-        return None
-    if k.in_buf(2) is not None and k.in_buf(2).dtype != np.float32:
-        return None
-    win = node.opdef.window(node)
-    nd = len(win.in_size)
-    if nd not in (1, 2):
-        return None
-    n, c = x.shape[:2]
-    m, g = w.shape[0], node.attrs["group"]
-    if all(q == 1 for q in win.kernel + win.strides) and not any(win.pads_begin + win.pads_end):
-        p = int(np.prod(win.in_size))  # a 1x1 unpadded stride-1 conv is one over the flat plane
-        return Shape(n, c, m, g, 1, p, 1, p, 1, 1, 1, 1, 1, 1, 0, 0, 1)
-    if nd == 1:
-        return Shape(n, c, m, g, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
-                     win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
-    return Shape(n, c, m, g, *win.in_size, *win.out_size, *win.kernel, *win.strides,
-                 *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
-
-
-def choose_tile(simd, mg: int, lanes: int, kw: int):
-    """(MR, NV) with the most useful multiply-adds per cycle (vector targets: two FMA and two
-    load ports, four cycles of FMA latency) or per instruction (scalar targets)."""
-    v, regs = simd.width, simd.registers
-    cands = []
-    for nv in range(1, 9):
-        tiles = math.ceil(lanes / (nv * v))
-        if nv > 1 and (nv - 1) * v >= lanes:
-            break
-        for mr in range(1, min(mg, 24) + 1):
-            acc = mr * nv
-            if v == 1 and (acc > 16 or acc + nv + kw + 1 > regs):
-                continue
-            if v > 1 and acc + nv + 2 > regs:
-                continue
-
-            def cost(r):
-                if r == 0:
-                    return 0.0
-                if v == 1:
-                    return r * nv + r + nv / max(1, min(kw, 3))
-                # two FMA pipes, two loads a cycle, 4 cycles of FMA latency per step, a little
-                # loop overhead per step and address/mask work per vector (measured: 12-14 x 2
-                # beats 8 x 3 and 24 x 1 on AVX-512)
-                return max(r * nv / 2, (1.2 * r + nv) / 2, 4.5) + 0.5 + 0.3 * nv
-            t = (mg // mr) * cost(mr) + cost(mg % mr)
-            score = mg * lanes / (t * tiles)
-            cands.append((score, mg % mr == 0, mr, nv))
-    # a tail block is a second copy of the kernel: take a tile that divides the channels
-    # unless it is more than 5% slower
-    top = max(c[0] for c in cands)
-    score, _, mr, nv = max(cands, key=lambda c: (c[1] and c[0] >= 0.95 * top, c[0]))
-    return mr, nv, score
-
-
-def _blocks(mg, mr):
-    full = mg // mr
-    return full, mg - full * mr
-
-
-def _pack(w, s: Shape, mr: int, axes) -> np.ndarray:
-    """w (M, cg, KH, KW) -> per group, per block of MR channels (the last block may be
-    smaller): the reduction dims in `axes` order (1 = ic, 2 = kh, 3 = kw), then the block's
-    channels. A block starting at channel o of group gi starts at element (gi*mg + o)*ktot."""
-    w = w.reshape(s.m, s.cg, s.kh, s.kw)
-    parts = []
-    full, tail = _blocks(s.mg, mr)
-    for gi in range(s.g):
-        for o0, r in [(o * mr, mr) for o in range(full)] + ([(full * mr, tail)] if tail else []):
-            blk = w[gi * s.mg + o0: gi * s.mg + o0 + r]
-            parts.append(blk.transpose(tuple(axes) + (0,)).reshape(-1))
-    return np.concatenate(parts)
-
-
-def kh_range(k, s: Shape, oh):
-    """Kernel rows whose input row is inside the input for output row oh (IR values)."""
-    b = k.b
-    if s.kh == 1 and s.pt == 0 and (s.ho - 1) * s.sh < s.hin:
-        return k.c(0), k.c(1)
-    top = b.sub(k.c(s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh >= top
-    bot = b.sub(k.c(s.hin - 1 + s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh <= bot
-    lo = b.sub(k.c(0), cg.floordiv(b, b.sub(k.c(0), top), s.dh)) if s.dh > 1 else top
-    hi = b.add(cg.floordiv(b, bot, s.dh), k.c(1)) if s.dh > 1 else b.add(bot, k.c(1))
-    lo = b.select(b.icmp_signed("<", lo, k.c(0)), k.c(0), lo)
-    hi = b.select(b.icmp_signed(">", hi, k.c(s.kh)), k.c(s.kh), hi)
-    return lo, hi
+from glowpy.codegen.kernels.conv_tiling import (Shape, _blocks, _pack, choose_tile, kh_range,
+                                                row_runs, shape_of)
+from glowpy.codegen.kernels.gemm_micro import Acc, Vec, const_input, pack_constant, simd_of
+from glowpy.codegen.kernels.vec_epilogue import Finisher
 
 
 class ConvEmitter:
@@ -323,14 +201,16 @@ class ConvEmitter:
         for a, c, shift in taps:
             masks = self.flat_masks(q0, tconst, inner, a, c, cache)
             tap = a * s.kw + c
-            with acc.loop(k, s.cg, name="ic") as ic:
-                woff = b.add(wb, b.mul(b.add(k.c(tap * s.cg), ic), k.c(mr)))
-                av = [k.load(self.wp, b.add(woff, k.c(i)), np.float32) for i in range(mr)]
-                xrow = b.add(b.add(xb, b.mul(ic, k.c(pin))), b.add(q0, k.c(shift)))
+            def step(ic, tap=tap, shift=shift, masks=masks):
+                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(k.c(tap * s.cg), ic), k.c(mr))), cg.F32)
+                av = [vec.load_splat(wptr, i) for i in range(mr)]
+                xptr = cg.gep(b, k.inp(0), b.add(b.add(xb, b.mul(ic, k.c(pin))), b.add(q0, k.c(shift))),
+                              cg.F32)
                 bv = [None if isinstance(m, tuple) and not any(m) else
-                      vec.load(k.inp(0), b.add(xrow, k.c(j * vec.w)), m, safe=inner)
+                      vec.load(xptr, j * vec.w, m, safe=inner)
                       for j, m in enumerate(masks)]
                 acc.fma(av, bv)
+            acc.reduce(k, s.cg, step, 1, name="ic")
         store_masks = self.store_masks(q0, tconst, inner)
         self.store(n, gi, o0, mr, q0, [], q0, store_masks)
 
@@ -347,31 +227,7 @@ class ConvEmitter:
 
     # -- row tiling -------------------------------------------------------------------------------
     def row_signatures(self):
-        """Runs of tile positions along a row that share their masks: [(t0, t1, masks, store)]
-        with masks[c][j] the (wide) lane mask of kernel column c for vector j."""
-        s, w, nv = self.s, self.vec.w, self.nv
-        runs = []
-        for t in range(math.ceil(s.wo / self.nr)):
-            masks = []
-            for c in range(s.kw):
-                per = []
-                for j in range(nv):
-                    ow0 = t * self.nr + j * w
-                    if w == 1:
-                        iw = ow0 * s.sw + c * s.dw - s.pl
-                        per.append((ow0 < s.wo and 0 <= iw < s.win,))
-                    else:
-                        iw = ow0 * s.sw + c * s.dw - s.pl + np.arange(w * s.sw)
-                        per.append(tuple(bool(x) for x in (iw >= 0) & (iw < s.win)))
-                masks.append(tuple(per))
-            store = tuple(tuple(bool(x) for x in (t * self.nr + j * w + np.arange(w) < s.wo))
-                          for j in range(nv))
-            sig = (tuple(masks), store)
-            if runs and runs[-1][2] == sig and runs[-1][1] == t:
-                runs[-1] = (runs[-1][0], t + 1, sig)
-            else:
-                runs.append((t, t + 1, sig))
-        return runs
+        return row_runs(self.s, self.vec.w, self.nv)
 
     def row_group(self, n, gi, tiles_outer):
         k, b, s = self.k, self.b, self.s
@@ -413,21 +269,22 @@ class ConvEmitter:
         wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
         acc = self.acc = Acc(vec, mr, self.nv)
         lo, hi = self.kh_range(oh)
-        with acc.loop(k, hi, lo, name="kh") as a:
+        with acc.loop(k, hi, lo, name="kh", body_fmas=1 << 30) as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
-            with acc.loop(k, s.cg, name="ic") as ic:
+            with acc.loop(k, s.cg, name="ic", body_fmas=mr * self.nv * s.kw) as ic:
                 row = b.add(xb, b.add(b.mul(ic, k.c(pin)), b.mul(ih, k.c(s.win))))
-                woff = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.cg)), ic), k.c(s.kw * mr)))
-                col0 = b.add(row, b.mul(ow0, k.c(s.sw)))
+                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(b.mul(a, k.c(s.cg)), ic), k.c(s.kw * mr))),
+                              cg.F32)
+                xptr = cg.gep(b, k.inp(0), b.add(row, b.mul(ow0, k.c(s.sw))), cg.F32)
                 for c in range(s.kw):
                     if not any(any(m) for m in masks[c]):
                         continue
-                    av = [k.load(self.wp, b.add(woff, k.c(c * mr + i)), np.float32) for i in range(mr)]
+                    av = [vec.load_splat(wptr, c * mr + i) for i in range(mr)]
                     bv = []
                     for j in range(self.nv):
                         m = masks[c][j]
-                        off = b.add(col0, k.c(j * vec.w * s.sw + c * s.dw - s.pl))
-                        bv.append(None if not any(m) else vec.load_strided(k.inp(0), off, s.sw, m))
+                        off = j * vec.w * s.sw + c * s.dw - s.pl
+                        bv.append(None if not any(m) else vec.load_strided(xptr, off, s.sw, m))
                     acc.fma(av, bv)
         lead = [oh] if len(k.out_buf().shape) == 4 else []
         base = b.add(b.mul(oh, k.c(s.wo)), ow0)
@@ -447,16 +304,23 @@ def emit(k) -> bool:
         # depthwise over wide rows: per-row tiles need no run-time masks, which would cost
         # as much as the loads when each tap is a single channel
         flat = False
-    tile = choose_tile(simd, s.mg, s.ho * s.wo if flat else s.wo, 1 if flat else s.kw)
-    if simd.width > 1:
+    # unaligned (line-splitting) input vectors of shifted taps, shuffles of strided ones
+    per_vector = 0.0 if pointwise else 0.25 if flat else 0.25 + 0.5 * (s.sw > 1)
+    tile = choose_tile(simd, s.mg, s.ho * s.wo if flat else s.wo, 1 if flat else s.kw, per_vector)
+    if simd.width > 1 and s.mg >= simd.width:
+        # Channel-vectorized tiles waste no lane on small planes or strided columns but turn
+        # the result around before storing it: measured on AVX-512 they win once the
+        # reduction is over a hundred products per output (ResNet-18's 3x3 layers by 10-30%,
+        # MNIST's 5x5 by 40%) or the plane is small; pixel-vectorized tiles win for short
+        # reductions (most 1x1s).
         from glowpy.codegen.kernels import conv_chan
         chan = conv_chan.choose(simd, s, k.instr.attrs.get("accumulate") is not None)
-        import os  # TEMP experiment hooks
-        if os.environ.get("GLOWPY_CHAN"):
-            chan = (1e9,) + tuple(map(int, os.environ["GLOWPY_CHAN"].split(",")))
-        if os.environ.get("GLOWPY_NOCHAN"):
-            chan = None
-        if chan is not None and chan[0] > tile[2] * 1.02:
+        taps = s.cg * s.kh * s.kw
+        lanes = s.ho * s.wo if flat else s.wo
+        nr = tile[1] * simd.width
+        wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
+        small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
+        if chan is not None and ((not pointwise and taps >= 128) or small_plane):
             conv_chan.ChanEmitter(k, s, chan[1], chan[2]).emit()
             return True
     ConvEmitter(k, s, flat, tile).emit()

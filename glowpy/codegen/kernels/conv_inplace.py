@@ -9,14 +9,13 @@ channels x NV vectors of positions at a time with weights packed [MR block][C][M
 to fused.py's kernel for what it does not cover."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from glowpy.codegen.kernels import emits, fused
-from glowpy.codegen.kernels.conv_fast import _blocks, choose_tile
+from glowpy.codegen.kernels.conv_tiling import Shape, _blocks, choose_tile
+from glowpy.codegen.kernels.gemm_micro import Acc, Simd, Vec, const_input, pack_constant, simd_of
+from glowpy.codegen.kernels.vec_epilogue import Finisher
 from glowpy.ir import epilogue
-from glowpy.codegen.kernels.gemm_micro import Acc, Finisher, Vec, const_input, pack_constant, simd_of
 
 
 def _fast(k) -> bool:
@@ -43,6 +42,15 @@ def _fast(k) -> bool:
         tile = tile // vec.w * vec.w
     wmat = const_input(k, 1).reshape(m, c)
     mr, nv, _ = choose_tile(simd, mt, tile, 1)
+    chan = None
+    if vec.w > 1 and tile <= 2 * vec.w and mt >= vec.w:
+        # a scratch-sized tile is a vector or two of positions: broadcast the positions and
+        # run the channels in vectors instead (conv_chan's orientation), turned around into
+        # the scratch rows
+        from glowpy.codegen.kernels.conv_chan import choose
+        chan = choose(simd, Shape(1, c, mt, 1, 1, tile, 1, tile, 1, 1, 1, 1, 1, 1, 0, 0, 1), False)
+        if chan is not None:
+            mr = chan[2] * vec.w
     mr_d, nv_d, _ = choose_tile(simd, direct, plane, 1) if direct else (1, 1, 0)
     parts, offs = [], {}
 
@@ -103,7 +111,42 @@ def _fast(k) -> bool:
         if rest:
             body(k.c(full * nr), rest)
 
+    def chan_block(n, t0, p0, npx, o0, r, woff):
+        """scratch[o0 + l][p0:p0+npx] for the r channels of a block, channel-vectorized."""
+        from glowpy.codegen.kernels.conv_chan import transpose
+        nvo = -(-r // vec.w)
+        chmask = [tuple(v * vec.w + l < r for l in range(vec.w)) for v in range(nvo)]
+        acc = Acc(vec, npx, nvo)
+        xb = b.add(b.mul(n, k.c(c * plane)), b.add(t0, k.c(p0)))
+        with acc.loop(k, c, name="ic") as ic:
+            wo = b.add(woff if not isinstance(woff, int) else k.c(woff), b.mul(ic, k.c(r)))
+            bv = [vec.load(wp, b.add(wo, k.c(v * vec.w)), chmask[v]) for v in range(nvo)]
+            xr = b.add(xb, b.mul(ic, k.c(plane)))
+            av = [k.load(k.inp(0), b.add(xr, k.c(p)), np.float32) for p in range(npx)]
+            acc.fma(av, bv)
+        pw = 1
+        while pw < npx:
+            pw *= 2
+        tv = Vec(k, Simd(pw, simd.registers, simd.cheap_masks))
+        store = tuple(q < npx for q in range(pw))
+        for v in range(nvo):
+            cols = [acc.value(p, v) for p in range(npx)]
+            if bias is not None:
+                bv = vec.load(k.inp(2), b.add(o0, k.c(v * vec.w)), chmask[v])
+                cols = [b.fadd(col, bv) for col in cols]
+            rows = transpose(b, cols, vec.w, pw)
+            for l in range(vec.w):
+                if chmask[v][l]:
+                    oc = b.add(o0, k.c(v * vec.w + l))
+                    tv.store(rows[l], scratch, b.add(b.mul(oc, k.c(tile)), k.c(p0)), store)
+
     def tile_at(n, t0, tl: int):
+        if chan is not None:
+            for p0 in range(0, tl, chan[1]):
+                blocks(0, mt, mr, lambda o0, r, wo, p0=p0: chan_block(
+                    n, t0, p0, min(chan[1], tl - p0), o0, r, wo))
+            writeback(n, t0, tl)
+            return
         nr = nv * vec.w
         for c0 in range(0, tl, nr):  # scratch[oc][c0:c0+NR] = bias + W x
             cnt = min(nr, tl - c0)
@@ -112,7 +155,10 @@ def _fast(k) -> bool:
                 vec.store(val, scratch, b.add(b.mul(oc, k.c(tile)), b.sub(p, t0)), mask)
             blocks(0, mt, mr, lambda o0, r, wo, c0=c0, cnt=cnt: compute(
                 n, b.add(t0, k.c(c0)), cnt, r, -(-cnt // vec.w), o0, wo, to_scratch))
-        # write back over the consumed input tile, through the epilogue
+        writeback(n, t0, tl)
+
+    def writeback(n, t0, tl):
+        """The scratch rows written back over the consumed input tile, through the epilogue."""
         nvt = -(-tl // vec.w)
         masks = [tuple(j * vec.w + l < tl for l in range(vec.w)) for j in range(nvt)]
         with k.for_range(mt, name="oc") as oc:

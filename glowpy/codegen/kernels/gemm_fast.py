@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.conv_fast import choose_tile
-from glowpy.codegen.kernels.gemm_micro import Acc, Finisher, Vec, const_input, pack_constant, simd_of
+from glowpy.codegen.kernels.conv_tiling import choose_tile
+from glowpy.codegen.kernels.gemm_micro import Acc, Vec, const_input, pack_constant, simd_of
+from glowpy.codegen.kernels.vec_epilogue import Finisher
 
 
 def _pack_panels(bmat: np.ndarray, nb: int) -> np.ndarray:

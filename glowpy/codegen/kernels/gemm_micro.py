@@ -4,9 +4,9 @@ A micro-kernel computes a tile of MR x NV accumulators: MR rows (output channels
 rows of a Gemm) times NV vectors of the target's width (output pixels, Gemm columns). Every
 reduction step loads MR scalars of the "broadcast" operand and NV vectors of the other and
 does MR*NV multiply-adds, so each loaded value is used NV or MR times from a register. The
-accumulators live in allocas that SROA turns into registers; they are written to the output
-once, through the node's fused epilogue (bias, activation, residual add) applied to whole
-vectors.
+accumulators are loop-carried values (phis) through the reduction loops, marked not to be
+unrolled; they are written to the output once, through the node's fused epilogue
+(vec_epilogue.py) applied to whole vectors.
 
 The target decides the shapes, nothing else does: `simd_of(target)` gives the float lanes of a
 vector register (16 for AVX-512, 8 for AVX, 4 for SSE and NEON, 1 for scalar FPUs such as the
@@ -22,8 +22,6 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels import fused
-from glowpy.ir import epilogue
 
 F32 = cg.F32
 CONTRACT = ("contract",)
@@ -109,6 +107,16 @@ class Vec:
         return b.shuffle_vector(v, ir.Constant(self.ty, ir.Undefined),
                                 ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
 
+    def load_splat(self, ptr, off):
+        """ptr[off] in every lane: a one-lane vector load and a shuffle (two instructions; a
+        vbroadcastss from memory on x86)."""
+        if self.w == 1:
+            return self.b.load(self._ptr(ptr, off), typ=F32, align=4)
+        one = ir.VectorType(F32, 1)
+        v = self.b.load(self._ptr(ptr, off), typ=one, align=4)
+        return self.b.shuffle_vector(v, ir.Constant(one, ir.Undefined),
+                                     ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
     def iota(self):
         return ir.Constant(self.ity, list(range(self.w))) if self.w > 1 else ir.Constant(cg.I32, 0)
 
@@ -132,8 +140,8 @@ class Vec:
         name = f"llvm.masked.load.v{n}f32.p0"
         return _declare(self.b.module, name, ir.FunctionType(ty, [cg.PTR, cg.I32, ir.VectorType(cg.I1, n), ty]))
 
-    def load(self, ptr, off, mask=None, safe=False, n=None):
-        """n floats (default: the width) from ptr[off...]; masked-off lanes read as 0."""
+    def load(self, ptr, off, mask=None, safe=False, n=None, fill=0.0):
+        """n floats (default: the width) from ptr[off...]; masked-off lanes read as `fill`."""
         b = self.b
         n = n or self.w
         ty = F32 if n == 1 else ir.VectorType(F32, n)
@@ -141,26 +149,26 @@ class Vec:
             if all(mask):
                 mask = None
             elif not any(mask):
-                return cg.const(ty, 0.0)
+                return cg.const(ty, fill)
         if mask is None:
             return b.load(self._ptr(ptr, off), typ=ty, align=4)
         if n == 1:
             if isinstance(mask, tuple):
                 return b.load(self._ptr(ptr, off), typ=ty, align=4)
             assert safe, "a runtime-masked scalar load needs an in-bounds address"
-            return b.select(mask, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, 0.0))
+            return b.select(mask, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, fill))
         m = self._const_mask(mask, n) if isinstance(mask, tuple) else mask
         if safe and not self.simd.cheap_masks and not isinstance(mask, tuple):
-            return b.select(m, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, 0.0))
+            return b.select(m, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, fill))
         return b.call(self._masked(ty, n), [self._ptr(ptr, off), ir.Constant(cg.I32, 4), m,
-                                            cg.const(ty, 0.0)])
+                                            cg.const(ty, fill)])
 
-    def load_strided(self, ptr, off, stride: int, mask=None):
+    def load_strided(self, ptr, off, stride: int, mask=None, fill=0.0):
         """Lanes ptr[off + l*stride]: one wide load and a shuffle (mask: per wide element)."""
         if stride == 1 or self.w == 1:
-            return self.load(ptr, off, mask)
+            return self.load(ptr, off, mask, fill=fill)
         n = self.w * stride
-        wide = self.load(ptr, off, mask, n=n)
+        wide = self.load(ptr, off, mask, n=n, fill=fill)
         idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l * stride for l in range(self.w)])
         return self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
 
@@ -221,6 +229,17 @@ class Vec:
                       ir.FunctionType(ir.VoidType(), [self.ty, vp, cg.I32, self.mty]))
         self.b.call(fn, [val, self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m])
 
+    def prefetch(self, ptr, off):
+        """A read prefetch of ptr[off] on vector targets (big caches, deep out-of-order cores:
+        it hides the latency of streamed weights); nothing on scalar ones, where it would
+        only cost an instruction."""
+        if self.w == 1:
+            return
+        fn = _declare(self.b.module, "llvm.prefetch.p0",
+                      ir.FunctionType(ir.VoidType(), [cg.PTR, cg.I32, cg.I32, cg.I32]))
+        self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, 0), ir.Constant(cg.I32, 3),
+                         ir.Constant(cg.I32, 1)])
+
     def and_(self, a, c):
         return c if a is None else a if c is None else self.b.and_(a, c)
 
@@ -242,9 +261,26 @@ class Acc:
         it = iter(values)
         self.vals = [[next(it) for _ in range(self.nv)] for _ in range(self.mr)]
 
-    def loop(self, k, stop, start=0, name="r"):
-        """A reduction loop carrying the accumulators: `with acc.loop(k, n) as i: ...`."""
-        return _AccLoop(self, k, stop, start, name)
+    def loop(self, k, stop, start=0, name="r", body_fmas=None):
+        """A reduction loop carrying the accumulators: `with acc.loop(k, n) as i: ...`.
+        body_fmas: multiply-adds per iteration when the body is more than one tile step."""
+        return _AccLoop(self, k, stop, start, name, body_fmas)
+
+    def reduce(self, k, count: int, body, unroll: int = 1, name="r"):
+        """body(i) for i in range(count) (count static), `unroll` bodies per loop iteration
+        (fewer loop overheads per multiply-add), the remainder after the loop."""
+        unroll = max(1, min(unroll, count))
+        steps, rem = divmod(count, unroll)
+        if steps == 1:
+            for u in range(unroll):
+                body(k.c(u))
+        elif steps > 1:
+            with self.loop(k, steps, name=name) as i:
+                base = k.b.mul(i, k.c(unroll)) if unroll > 1 else i
+                for u in range(unroll):
+                    body(k.b.add(base, k.c(u)) if u else base)
+        for u in range(rem):
+            body(k.c(steps * unroll + u))
 
     def fma(self, a_vals, b_vecs):
         """acc[i][j] += a_vals[i] * b_vecs[j]; a None operand skips its row or column."""
@@ -252,7 +288,7 @@ class Acc:
         for i, a in enumerate(a_vals):
             if a is None:
                 continue
-            sa = self.vec.splat(a)
+            sa = a if a.type == self.vec.ty else self.vec.splat(a)  # (load_splat: already one)
             for j, v in enumerate(b_vecs):
                 if v is not None:
                     self.vals[i][j] = b.call(self.fmuladd, [sa, v, self.vals[i][j]])
@@ -262,12 +298,20 @@ class Acc:
 
 
 class _AccLoop:
-    def __init__(self, acc, k, stop, start, name):
+    def __init__(self, acc, k, stop, start, name, body_fmas):
         self.acc, self.k, self.stop, self.start, self.name = acc, k, stop, start, name
+        self.body_fmas = body_fmas or acc.mr * acc.nv
 
     def __enter__(self):
-        self.cm = cg.for_range_carry(self.k.b, self.stop, self.acc.flat(), self.start,
-                                     intp=self.k.intp, name=self.name)
+        # vector targets: the body is already a register tile, copies only cost compile time
+        # and code; scalar ones (Cortex-M7): unrolling a small body amortizes the loop's own
+        # instructions (measured: fewer instructions up to 16 multiply-adds per iteration,
+        # spills and more instructions beyond)
+        acc = self.acc
+        unroll = (acc.vec.w == 1 and self.body_fmas <= 16) or \
+            (isinstance(self.stop, int) and isinstance(self.start, int) and self.stop - self.start <= 4)
+        self.cm = cg.for_range_carry(self.k.b, self.stop, acc.flat(), self.start,
+                                     intp=self.k.intp, name=self.name, unroll=unroll)
         self.c = self.cm.__enter__()
         self.acc.set_flat(self.c.values)
         return self.c.index
@@ -279,105 +323,6 @@ class _AccLoop:
         if exc[0] is None:
             self.acc.set_flat(self.c.results)
         return False
-
-
-# ops whose per-element code (elementwise.scalar) is written with vector-safe IR
-VECTOR_SAFE = epilogue.SCALAR_OPS
-
-
-class Finisher:
-    """Writes accumulator vectors to the output through the node's fused epilogue.
-
-    `lead` are the IR indices of the output dims before the lane dims, `lane_shape` the dims
-    the lanes run over (flattened), p0 the flat position of lane 0 within them."""
-
-    def __init__(self, k, vec: Vec, lane_shape):
-        self.k, self.vec = k, vec
-        self.out = k.out_buf()
-        self.lane_shape = tuple(lane_shape)
-        self.accumulate = k.instr.attrs.get("accumulate") is not None
-        self.skip = 1 if self.accumulate else 0
-        self.steps = epilogue.steps(k.node)[self.skip:] if k.node is not None else []
-        extras = {a for st in self.steps for a in st["args"] if a is not None}
-        self.vector_ok = all(st["op"] in VECTOR_SAFE for st in self.steps) and all(
-            k.in_buf(j).dtype == np.float32 for j in extras)
-        if k.node is not None and epilogue.steps(k.node) and self.vector_ok:
-            k.epilogue_done = True  # else module.py's sweep runs the steps after the kernel
-
-    def operand(self, j, lead, p0, mask):
-        """Operand j of the epilogue at the lanes, as a vector."""
-        k, vec, b = self.k, self.vec, self.k.b
-        buf = k.in_buf(j)
-        c = buf.value.const if buf.value is not None else None
-        if c is not None and c.size == 1:
-            return cg.const(vec.ty, float(c.reshape(-1)[0]))
-        st = cg.broadcast_strides(buf.shape, self.out.shape)
-        nl = len(lead)
-        base = cg.linear(b, lead, st[:nl], 0, k.intp)
-        tail = st[nl:]
-        if all(s == 0 for s in tail):
-            return vec.splat(k.load(k.inp(j), base, buf.dtype))
-        if list(tail) == cg.contiguous_strides(self.lane_shape):
-            return vec.load(k.inp(j), b.add(base, p0), mask)
-        return self._gather(j, base, p0, tail)  # another broadcast pattern: lane by lane
-
-    def _gather(self, j, base, p0, tail):
-        k, vec, b = self.k, self.vec, self.k.b
-        buf = k.in_buf(j)
-        val = ir.Constant(vec.ty, ir.Undefined) if vec.w > 1 else None
-        for l in range(vec.w):
-            rem, off = b.add(p0, k.c(l)), base
-            for d, s, ts in zip(self.lane_shape, cg.contiguous_strides(self.lane_shape), tail):
-                q = b.udiv(rem, k.c(s)) if s > 1 else rem
-                rem = b.urem(rem, k.c(s)) if s > 1 else k.c(0)
-                q = b.urem(q, k.c(d))  # lanes past the end (masked later) stay in range
-                off = b.add(off, b.mul(q, k.c(ts)))
-            x = k.load(k.inp(j), off, buf.dtype)
-            if vec.w == 1:
-                return x
-            val = b.insert_element(val, x, ir.Constant(cg.I32, l))
-        return val
-
-    def finish(self, acc, lead, p0, out_off, mask=None):
-        """Stores acc (+ the residual already in the output, + the epilogue) at out[out_off]."""
-        k, vec, b = self.k, self.vec, self.k.b
-        if self.accumulate:
-            acc = b.fadd(acc, vec.load(k.out(), out_off, mask))
-        if self.steps and self.vector_ok:
-            acc = fused.run_steps(k, acc, lambda j: self.operand(j, lead, p0, mask), self.skip)
-        vec.store(acc, k.out(), out_off, mask)
-
-
-class LaneFinisher(Finisher):
-    """Finisher for lanes that step along one output dim (`lane_dim`, e.g. the channels of a
-    channel-vectorized Conv): lanes are gathered and scattered at that dim's stride."""
-
-    def __init__(self, k, vec: Vec, lane_dim: int):
-        super().__init__(k, vec, ())
-        self.lane_dim = lane_dim
-        self.ost = cg.contiguous_strides(self.out.shape)
-
-    def finish_at(self, acc, idx, mask=None):
-        """acc holds out[idx with idx[lane_dim] + l] for lane l (idx: IR values, all dims)."""
-        k, vec, b = self.k, self.vec, self.k.b
-        d = self.lane_dim
-        off = cg.linear(b, idx, self.ost, 0, k.intp)
-        lanes = [l * self.ost[d] for l in range(vec.w)]
-        if self.accumulate:
-            acc = b.fadd(acc, vec.gather(k.out(), off, lanes, mask))
-        if self.steps and self.vector_ok:
-            def get(j):
-                buf = k.in_buf(j)
-                c = buf.value.const if buf.value is not None else None
-                if c is not None and c.size == 1:
-                    return cg.const(vec.ty, float(c.reshape(-1)[0]))
-                st = cg.broadcast_strides(buf.shape, self.out.shape)
-                base = cg.linear(b, idx, st, 0, k.intp)
-                if st[d] == 0:
-                    return vec.splat(k.load(k.inp(j), base, buf.dtype))
-                return vec.gather(k.inp(j), base, [l * st[d] for l in range(vec.w)], mask)
-            acc = fused.run_steps(k, acc, get, self.skip)
-        vec.scatter(acc, k.out(), off, lanes, mask)
 
 
 def pack_constant(k, i: int, array: np.ndarray, name: str):

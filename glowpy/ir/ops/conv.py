@@ -115,6 +115,9 @@ class Conv(Op):
     def window(self, node) -> Window:
         x, w = node.inputs[0], node.inputs[1]
         k = node.attrs["kernel_shape"] or w.shape[2:]
+        if tuple(int(d) for d in k) != tuple(w.shape[2:]):
+            raise ModelError(f"node '{node.name}' (Conv): kernel_shape {list(k)} disagrees with "
+                             f"the weights' shape {list(w.shape)}")
         return window(node, x.shape[2:], k)
 
     def infer(self, node):
@@ -152,7 +155,16 @@ class Pool(Op):
 
     def window(self, node) -> Window:
         x = node.inputs[0]
-        return window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
+        win = window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
+        # A pooling window more than twice its input wide (plus one) reads nothing but padding
+        # in most of its taps. No weight tensor bounds a pool's kernel, and code generation
+        # works per tap: a 100-byte model with kernel 2^63 must not hang the compiler.
+        for d, (k, dl, i) in enumerate(zip(win.kernel, win.dilations, win.in_size)):
+            if (k - 1) * dl + 1 > 2 * i + 1:
+                raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape {list(win.kernel)}"
+                                 f" (dilations {list(win.dilations)}) spans more than twice the "
+                                 f"input {list(win.in_size)} along spatial dim {d}")
+        return win
 
     def infer(self, node):
         x = node.inputs[0]

@@ -1,0 +1,96 @@
+"""Vectorized float MaxPool and AveragePool (1-D and 2-D windows, any stride, dilation,
+padding, ceil_mode, count_include_pad): per output row, NV vectors of output columns keep
+their running maximum (sum) in registers over the window's valid rows (a run-time range) and
+columns (unrolled; lanes whose tap falls in the padding are masked and read as -inf (0)), then
+are stored once (averages divided by the op's per-position divisors). A strided tap is a wide load
+and a shuffle. Planes are the outermost loop, so each output plane is written within its own
+(batch, channel) iteration, as the streaming contract of the planner requires. The Indices
+output and integer inputs go to the generic kernel."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.conv_tiling import Shape, kh_range, row_runs
+from glowpy.codegen.kernels.elementwise import fmax
+from glowpy.codegen.kernels.gemm_micro import Vec, simd_of
+
+
+def emit_maxpool(k) -> bool:
+    return emit_pool(k, True)
+
+
+def emit_avgpool(k) -> bool:
+    return emit_pool(k, False)
+
+
+def emit_pool(k, is_max: bool) -> bool:
+    node = k.node
+    x, y = k.in_buf(0), k.out_buf()
+    if len(k.instr.outputs) > 1 or x.dtype != np.float32 or y.dtype != np.float32:
+        return False
+    win = node.opdef.window(node)
+    if len(win.in_size) == 1:
+        s = Shape(1, 1, 1, 1, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
+                  win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
+    elif len(win.in_size) == 2:
+        s = Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
+                  *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
+    else:
+        return False
+    b = k.b
+    vec = Vec(k, simd_of(k.target))
+    w = vec.w
+    nv = max(1, min(4, math.ceil(s.wo / w)))
+    runs = row_runs(s, w, nv)
+    planes = int(np.prod(x.shape[:2]))
+    pin, pout = s.hin * s.win, s.ho * s.wo
+    ninf = float("-inf") if is_max else 0.0
+    div = None if is_max else node.opdef.divisors(node).astype(np.float32).reshape(s.ho, s.wo)
+    table = k.add_table(div.reshape(-1), "avgpool_div") if div is not None and len(set(div.flat)) > 1 \
+        else None
+
+    def tile(p, oh, ow0, sig):
+        masks, store = sig
+        lo, hi = kh_range(k, s, oh)
+        init = [cg.const(vec.ty, ninf)] * nv
+        with cg.for_range_carry(b, hi, init, lo, intp=k.intp, name="kh") as lp:
+            acc = list(lp.values)
+            ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(lp.index, k.c(s.dh))), k.c(s.pt))
+            row = b.add(b.add(b.mul(p, k.c(pin)), b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
+            for c in range(s.kw):
+                for j in range(nv):
+                    m = masks[c][j]
+                    if not any(m):
+                        continue
+                    v = vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl)),
+                                         s.sw, m, fill=ninf)
+                    acc[j] = fmax(b, v, acc[j]) if is_max else b.fadd(acc[j], v)
+            lp.carry(acc)
+        pos = b.add(b.mul(oh, k.c(s.wo)), ow0)
+        base = b.add(b.mul(p, k.c(pout)), pos)
+        for j in range(nv):
+            val = lp.results[j]
+            if div is not None:
+                d = vec.load(table, b.add(pos, k.c(j * w)), store[j], fill=1.0) if table is not None \
+                    else cg.const(vec.ty, float(div.flat[0]))
+                val = b.fdiv(val, d)
+            vec.store(val, k.out(), b.add(base, k.c(j * w)), store[j])
+
+    def row(p, oh):
+        for t0, t1, sig in runs:
+            if t1 - t0 == 1:
+                tile(p, oh, k.c(t0 * nv * w), sig)
+            else:
+                with k.for_range(t1, start=t0, name="t") as t:
+                    tile(p, oh, b.mul(t, k.c(nv * w)), sig)
+
+    with k.for_range(planes, name="p") as p:
+        if s.ho == 1:
+            row(p, k.c(0))
+        else:
+            with k.for_range(s.ho, name="oh") as oh:
+                row(p, oh)
+    return True

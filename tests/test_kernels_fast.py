@@ -1,0 +1,160 @@
+"""The register-blocked Conv / Gemm / MatMul / pooling kernels (glowpy/codegen/kernels/
+conv_fast.py, conv_chan.py, gemm_fast.py, pool_fast.py) on the shapes that pick each of their
+code paths: pixel-vectorized flat and row tiles, channel-vectorized tiles with the in-register
+transpose, depthwise and grouped convolutions, strides, dilations, asymmetric pads, 1-D
+windows, tail blocks, and fused epilogues (residual add accumulated in place, per-channel
+operands, Clip). Every graph is checked against onnxruntime, and run with the regions flush
+against inaccessible pages on either side, so a masked or strided load or store that strays
+out of its tensor's region faults. Also: the vector width each target gets, and weights packed
+in place (the constant region does not grow)."""
+import os
+
+import numpy as np
+import pytest
+
+import glowpy
+from util import GraphBuilder, check_against_onnxruntime, make_model
+from glowpy.runtime import Bundle
+
+RNG = np.random.default_rng(11)
+
+
+def f32(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def check_guarded(model, feeds, tmp_path):
+    """check_against_onnxruntime, then the same bundle under guard pages (both sides)."""
+    got, _ = check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4)
+    d = os.path.join(str(tmp_path), "bundle")
+    for guard in (1, 2):
+        b = Bundle(d, cflags=[f"-DGLOWPY_GUARD_PAGES={guard}"])
+        res = b.run(feeds)
+        outs = [res[p["name"]] for p in b.manifest["outputs"]]
+        for g, r in zip(got, outs):
+            np.testing.assert_array_equal(g, r)
+
+
+# (input shape, weight shape, attributes): one graph per list, each conv also feeding an
+# epilogue chain (residual add + Relu; per-channel Mul + Clip)
+CONVS = {
+    "pixel-vectorized": [
+        ((1, 3, 12, 12), (8, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+        ((1, 16, 9, 7), (20, 16, 1, 1), {}),
+        ((1, 8, 13, 11), (12, 8, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+        ((1, 3, 21, 21), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
+        ((1, 5, 8, 8), (7, 5, 3, 3), {}),
+        ((1, 4, 17), (7, 4, 3), dict(pads=[1, 1])),
+        ((1, 4, 17), (7, 4, 3), dict(strides=[3], pads=[2, 0])),
+        ((1, 16, 30, 30), (32, 16, 1, 1), dict(strides=[2, 2])),
+    ],
+    "channel-vectorized": [
+        ((1, 64, 7, 7), (64, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+        ((1, 40, 14, 14), (40, 40, 3, 3), dict(pads=[1, 1, 1, 1])),
+        ((1, 24, 13, 11), (36, 24, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+        ((2, 20, 8, 8), (20, 20, 5, 5), dict(pads=[2, 2, 2, 2])),
+        ((1, 64, 7, 7), (100, 64, 3, 3), dict(pads=[0, 1, 1, 0], dilations=[1, 2])),
+        ((1, 48, 9), (50, 48, 3), dict(pads=[1, 1], strides=[2])),
+        ((1, 256, 3, 3), (256, 256, 1, 1), {}),
+        ((2, 64, 3, 5), (40, 64, 1, 1), {}),
+        ((1, 1, 49, 10), (64, 1, 10, 4), dict(strides=[2, 2], pads=[4, 1, 5, 2])),
+    ],
+    "grouped": [
+        ((2, 6, 10, 10), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),
+        ((1, 8, 10, 10), (8, 2, 3, 3), dict(group=4, pads=[0, 1, 2, 1], dilations=[2, 1])),
+        ((1, 32, 9, 9), (48, 16, 3, 3), dict(group=2, pads=[1, 1, 1, 1])),
+        ((1, 32, 28, 28), (32, 1, 3, 3), dict(group=32, pads=[1, 1, 1, 1])),
+        ((1, 32, 28, 28), (32, 1, 3, 3), dict(group=32, pads=[1, 1, 1, 1], strides=[2, 2])),
+        ((1, 64, 25, 5), (64, 1, 3, 3), dict(group=64, pads=[1, 1, 1, 1])),
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CONVS))
+def test_conv_paths_with_epilogues(kind, tmp_path):
+    feeds, g = {}, None
+    g = GraphBuilder()
+    for i, (xs, ws, attrs) in enumerate(CONVS[kind]):
+        name = f"x{i}"
+        feeds[name] = f32(*xs)
+        w, b = f32(*ws, scale=0.2), f32(ws[0])
+        y = g.node("Conv", [name, w, b], output=False, **attrs)
+        y2 = g.node("Conv", [name, f32(*ws, scale=0.2)], output=False, **attrs)
+        g.node("Relu", [g.node("Add", [y, y2], output=False)])
+        scale = f32(*((ws[0],) + (1,) * (len(xs) - 2)))
+        g.node("Clip", [g.node("Mul", [y, scale], output=False), np.float32(-1), np.float32(1)])
+    g.feeds = feeds
+    check_guarded(g.model(opset=13), feeds, tmp_path)
+
+
+def test_gemm_and_matmul_paths(tmp_path):
+    g = GraphBuilder(a=f32(1, 640), b=f32(5, 33), c=f32(33, 5), x=f32(2, 3, 5, 8), v=f32(3, 20),
+                     r=f32(3, 70), bt=f32(20, 18))
+    g.node("Gemm", ["a", f32(640, 128), f32(128)])  # one row: K-unrolled partial sums
+    g.node("Gemm", ["b", f32(33, 47), f32(5, 47)], alpha=0.5, beta=2.0)
+    g.node("Gemm", ["c", f32(47, 33), f32(1, 47)], transA=1, transB=1)
+    g.node("Gemm", ["v", "bt", f32(3, 1)])  # B not constant: read as rows
+    g.node("MatMul", ["x", f32(8, 33)])
+    g.node("MatMul", ["x", f32(3, 8, 6)])
+    y = g.node("Gemm", ["v", f32(70, 20), f32(70)], output=False, transB=1)
+    g.node("Relu", [g.node("Add", [y, "r"], output=False)])
+    check_guarded(g.model(opset=13), g.feeds, tmp_path)
+
+
+def test_pools(tmp_path):
+    x = f32(2, 5, 17, 19)
+    g = GraphBuilder(x=x)
+    for attrs in (dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                  dict(kernel_shape=[2, 3], strides=[1, 2], pads=[0, 1, 1, 1], ceil_mode=1),
+                  dict(kernel_shape=[3, 2], dilations=[2, 3])):
+        g.node("MaxPool", ["x"], **attrs)
+        g.node("AveragePool", ["x"], **{k: v for k, v in attrs.items() if k != "dilations"})
+    g.node("AveragePool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
+    check_guarded(g.model(opset=19), g.feeds, tmp_path)
+
+
+def test_weights_packed_in_place(tmp_path):
+    """A convolution's weights are re-laid out in their own bytes: the constant region is the
+    weights and the bias, nothing appended."""
+    x, w, b = f32(1, 32, 14, 14), f32(48, 32, 3, 3), f32(48)
+    m = make_model("Conv", {"x": x}, 1, dict(pads=[1, 1, 1, 1]), {"w": w, "b": b})
+    got, _ = check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4)
+    import json
+    man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
+    align = lambda n: (n + 63) // 64 * 64  # noqa: E731
+    assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
+
+
+@pytest.mark.parametrize("target, width", [
+    (dict(target="arm", mcpu="cortex-m7", float_abi="hard"), 1),
+    (dict(target="arm", mcpu="cortex-m7", float_abi="soft"), 1),
+    (dict(target="aarch64"), 4),
+    (dict(target="x86_64", mcpu="skylake-avx512"), 16),
+    (dict(target="x86_64", mcpu="haswell"), 8),
+])
+def test_vector_width_per_target(target, width):
+    from glowpy.codegen.kernels.gemm_micro import simd_of
+    from glowpy.codegen.target import resolve_target
+    spec = resolve_target(target["target"], target.get("mcpu"), float_abi=target.get("float_abi"))
+    assert simd_of(spec).width == width
+
+
+def test_resnet_shapes_compile_for_every_target(tmp_path):
+    """The same generator serves the Cortex-M7 (scalar registers) and AArch64 (NEON): the
+    kernels of a residual block compile for both."""
+    x = f32(1, 16, 8, 8)
+    g = GraphBuilder(x=x)
+    y = g.node("Conv", ["x", f32(32, 16, 3, 3), f32(32)], output=False, pads=[1, 1, 1, 1])
+    z = g.node("Conv", [g.node("Relu", [y], output=False), f32(32, 32, 3, 3)], output=False,
+               pads=[1, 1, 1, 1])
+    s = g.node("Conv", ["x", f32(32, 16, 1, 1)], output=False)
+    g.node("MaxPool", [g.node("Relu", [g.node("Add", [z, s], output=False)], output=False)],
+           kernel_shape=[2, 2], strides=[2, 2])
+    path = os.path.join(str(tmp_path), "m.onnx")
+    import onnx
+    onnx.save(g.model(opset=13), path)
+    for i, target in enumerate((dict(target="arm", mcpu="cortex-m7", float_abi="hard"),
+                                dict(target="arm", mcpu="cortex-m7", float_abi="soft"),
+                                dict(target="aarch64"))):
+        info = glowpy.compile(path, os.path.join(str(tmp_path), f"t{i}"), **target)
+        assert os.path.getsize(info.files[".o"]) > 0
