@@ -293,8 +293,7 @@ REFUSED = {
 # init nets of refused predict nets that hold Int8 fills (refused too: no int8 yet)
 INT8_INIT = {"int8sumrelu_pred_net.pbtxt": "int8sumrelu_init_net.pbtxt",
              "int8convrelu_pred_net.pbtxt": "int8convrelu_init_net.pbtxt"}
-# nets whose 75 MB ConstantFill weights ([9190, 2048]) make a 450 MB weights.txt (about 90 s
-# each): run with GLOWPY_SLOW=1
+# nets whose 75 MB ConstantFill weights ([9190, 2048]) make a 450 MB weights.txt
 BIG = {
     "fc_4d": ("fc_4d_predict_net.pbtxt", "fc_4d_init_net.pbtxt", (1, 1, 1, 2048), 3, False),
     "fcTransposed_4d": ("fcTransposed_4d_predict_net.pbtxt", "fcTransposed_4d_init_net.pbtxt", (1, 1, 1, 2048), 3, True),
@@ -326,7 +325,6 @@ def test_net_matches_numpy_reference(name, tmp_path):
             np.testing.assert_array_equal(g, e, err_msg=p["name"])
 
 
-@pytest.mark.skipif(not os.environ.get("GLOWPY_SLOW"), reason="75 MB of weights; set GLOWPY_SLOW=1")
 @pytest.mark.parametrize("name", sorted(BIG))
 def test_big_fc_nets(name, tmp_path):
     predict, init, shape, axis, transposed = BIG[name]

@@ -158,3 +158,20 @@ def test_resnet_shapes_compile_for_every_target(tmp_path):
                                 dict(target="aarch64"))):
         info = glowpy.compile(path, os.path.join(str(tmp_path), f"t{i}"), **target)
         assert os.path.getsize(info.files[".o"]) > 0
+
+
+@pytest.mark.parametrize("ws, attrs", [((16, 8, 1, 1), {}),  # pixel-vectorized
+                                       ((48, 32, 3, 3), dict(pads=[1, 1, 1, 1]))])  # channel
+def test_fused_activations_on_vectors(ws, attrs, tmp_path):
+    """Every fused activation runs on whole accumulator vectors; Abs, whose code is scalar only,
+    is left to module.py's sweep over the stored output."""
+    x = f32(1, ws[1], 9, 9, scale=0.3)
+    g = GraphBuilder(x=x)
+    for op, extra in [("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {}), ("Elu", dict(alpha=0.7)),
+                      ("LeakyRelu", dict(alpha=0.1)), ("HardSigmoid", dict(alpha=0.3, beta=0.4)),
+                      ("Exp", {}), ("Erf", {}), ("Abs", {}), ("Neg", {})]:
+        y = g.node("Conv", ["x", f32(*ws, scale=0.3), f32(ws[0], scale=0.3)], output=False, **attrs)
+        g.node(op, [y], **extra)
+    y = g.node("Conv", ["x", f32(*ws, scale=0.3), f32(ws[0])], output=False, **attrs)
+    g.node("PRelu", [y, f32(ws[0], 1, 1)])
+    check_against_onnxruntime(g.model(opset=14), g.feeds, tmp_path, rtol=1e-4, atol=1e-5)

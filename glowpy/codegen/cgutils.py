@@ -35,23 +35,8 @@ def is_signed(dtype) -> bool:
 @contextmanager
 def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i"):
     """`for (i = start; i < stop; i += step)`; yields i. Bounds may be ints or values."""
-    start = ir.Constant(intp, start) if isinstance(start, int) else start
-    stop = ir.Constant(intp, stop) if isinstance(stop, int) else stop
-    pre = b.block
-    header = b.append_basic_block(f"{name}.head")
-    body = b.append_basic_block(f"{name}.body")
-    end = b.append_basic_block(f"{name}.end")
-    b.branch(header)
-    b.position_at_end(header)
-    i = b.phi(intp, name=name)
-    i.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", i, stop), body, end)
-    b.position_at_end(body)
-    yield i
-    nxt = b.add(i, ir.Constant(intp, step), name=f"{name}.next", flags=["nsw"])
-    i.add_incoming(nxt, b.block)
-    b.branch(header)
-    b.position_at_end(end)
+    with for_range_carry(b, stop, (), start, step, intp, name) as c:
+        yield c.index
 
 
 class Carried:

@@ -90,9 +90,9 @@ per-op tests) check those ops in float32 and the integer types against onnxrunti
 set and the extended set of the conformance issue ({total} single-op cases, of which
 {typed_out} use types bundles do not hold).
 
-`pytest tests/test_conformance.py` runs a representative subset (every op's first two cases
-and one case per other type signature); `GLOWPY_CONFORMANCE=full pytest
-tests/test_conformance.py` runs them all. The full run and this report are one command:
+`pytest tests/test_conformance.py` (part of the test suite) runs them all and checks the pass
+rate and the exclusion list; `GLOWPY_CONFORMANCE=subset` runs a representative subset (every
+op's first two cases and one case per other type signature) for quick local runs. The full run and this report are one command:
 
     python -m glowpy.conformance --report docs/conformance.md
 

@@ -6,25 +6,24 @@ compile time) and broadcasts the input value of each of NPX output pixels of one
 every pixel/vector pair is one accumulator. No lane is ever wasted on pixels, so this wins
 where the pixel-vectorized tilings waste lanes -- small planes (7x7, 14x14) and strided
 convolutions, whose input columns are not contiguous -- provided the reduction is long enough
-to amortize writing the result, which goes out channel-strided (scatter; gathers for the
-residual and epilogue operands). Which input pixels of which kernel column are valid is known
-at compile time for every tile position along the row, as in the row tiling; the valid kernel
+to amortize writing the result out: the tile is turned around in registers into per-channel
+runs of pixels and stored row-contiguous by a store routine shared by every tile of that shape
+(a one-pixel tile scatters). Which input pixels of which kernel column are valid is known at
+compile time for every tile position along the row, as in the row tiling; the valid kernel
 rows of an output row are a run-time range. Only for vector targets (width > 1)."""
 from __future__ import annotations
 
 import math
 
-
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-
 from glowpy.codegen.kernels.conv_tiling import Shape, _blocks, _pack, kh_range
 from glowpy.codegen.kernels.gemm_micro import Acc, Simd, Vec, const_input, pack_constant, simd_of
 from glowpy.codegen.kernels.vec_epilogue import Finisher, LaneFinisher
 
 PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
-SCATTER_CYCLES = 12  # a 16-lane scatter or gather, roughly (AVX-512)
+SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
 
 
 def choose(simd, s: Shape, accumulate: bool):

@@ -27,7 +27,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv_tiling import (Shape, _blocks, _pack, choose_tile, kh_range,
-                                                row_runs, shape_of)
+                                                row_runs, shape_of, valid_taps)
 from glowpy.codegen.kernels.gemm_micro import Acc, Vec, const_input, pack_constant, simd_of
 from glowpy.codegen.kernels.vec_epilogue import Finisher
 
@@ -103,15 +103,7 @@ class ConvEmitter:
 
     # -- flat tiling ------------------------------------------------------------------------------
     def taps(self):
-        s = self.s
-        out = []
-        for a in range(s.kh):
-            for c in range(s.kw):
-                ih_ok = any(0 <= oh + a * s.dh - s.pt < s.hin for oh in range(s.ho))
-                iw_ok = any(0 <= ow + c * s.dw - s.pl < s.win for ow in range(s.wo))
-                if ih_ok and iw_ok:
-                    out.append((a, c, (a * s.dh - s.pt) * s.win + c * s.dw - s.pl))
-        return out
+        return valid_taps(self.s)
 
     def flat_group(self, n, gi, tiles_outer):
         k, b, s = self.k, self.b, self.s
@@ -306,13 +298,16 @@ def emit(k) -> bool:
         flat = False
     # unaligned (line-splitting) input vectors of shifted taps, shuffles of strided ones
     per_vector = 0.0 if pointwise else 0.25 if flat else 0.25 + 0.5 * (s.sw > 1)
+    if flat and not valid_taps(s):
+        flat = False  # every tap lands in the padding: the row tiling stores the bias
     tile = choose_tile(simd, s.mg, s.ho * s.wo if flat else s.wo, 1 if flat else s.kw, per_vector)
     if simd.width > 1 and s.mg >= simd.width:
         # Channel-vectorized tiles waste no lane on small planes or strided columns but turn
         # the result around before storing it: measured on AVX-512 they win once the
-        # reduction is over a hundred products per output (ResNet-18's 3x3 layers by 10-30%,
-        # MNIST's 5x5 by 40%) or the plane is small; pixel-vectorized tiles win for short
-        # reductions (most 1x1s).
+        # reduction is over ~150 products per output (ResNet-18's 3x3 layers by 10-30%,
+        # MNIST's 5x5 by 40%) or the pixel lanes would be mostly idle (small planes, 5-wide
+        # rows); pixel-vectorized tiles win for short reductions (most 1x1s, a 7x7 first layer
+        # on 3 channels).
         from glowpy.codegen.kernels import conv_chan
         chan = conv_chan.choose(simd, s, k.instr.attrs.get("accumulate") is not None)
         taps = s.cg * s.kh * s.kw
@@ -320,7 +315,7 @@ def emit(k) -> bool:
         nr = tile[1] * simd.width
         wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
         small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
-        if chan is not None and ((not pointwise and taps >= 128) or small_plane):
+        if chan is not None and ((not pointwise and taps >= 160) or small_plane):
             conv_chan.ChanEmitter(k, s, chan[1], chan[2]).emit()
             return True
     ConvEmitter(k, s, flat, tile).emit()

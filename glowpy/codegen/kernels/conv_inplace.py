@@ -147,24 +147,21 @@ def _fast(k) -> bool:
                     n, t0, p0, min(chan[1], tl - p0), o0, r, wo))
             writeback(n, t0, tl)
             return
-        nr = nv * vec.w
-        for c0 in range(0, tl, nr):  # scratch[oc][c0:c0+NR] = bias + W x
-            cnt = min(nr, tl - c0)
-
-            def to_scratch(n_, oc, p, j, val, mask, c0=c0):
-                vec.store(val, scratch, b.add(b.mul(oc, k.c(tile)), b.sub(p, t0)), mask)
-            blocks(0, mt, mr, lambda o0, r, wo, c0=c0, cnt=cnt: compute(
-                n, b.add(t0, k.c(c0)), cnt, r, -(-cnt // vec.w), o0, wo, to_scratch))
+        def to_scratch(n_, oc, p, j, val, mask):
+            vec.store(val, scratch, b.add(b.mul(oc, k.c(tile)), b.sub(p, t0)), mask)
+        # scratch[oc][c0:c0+NR] = bias + W x, NR positions at a time (a loop: one copy of code)
+        chunks(tl, nv * vec.w, lambda c0, cnt: blocks(0, mt, mr, lambda o0, r, wo: compute(
+            n, b.add(t0, c0), cnt, r, -(-cnt // vec.w), o0, wo, to_scratch)))
         writeback(n, t0, tl)
 
     def writeback(n, t0, tl):
         """The scratch rows written back over the consumed input tile, through the epilogue."""
-        nvt = -(-tl // vec.w)
-        masks = [tuple(j * vec.w + l < tl for l in range(vec.w)) for j in range(nvt)]
         with k.for_range(mt, name="oc") as oc:
-            for j in range(nvt):
-                val = vec.load(scratch, b.add(b.mul(oc, k.c(tile)), k.c(j * vec.w)), masks[j])
-                to_output(n, oc, b.add(t0, k.c(j * vec.w)), j, val, masks[j])
+            def one(j0, cnt):
+                mask = tuple(l < cnt for l in range(vec.w))
+                val = vec.load(scratch, b.add(b.mul(oc, k.c(tile)), j0), mask)
+                to_output(n, oc, b.add(t0, j0), 0, val, mask)
+            chunks(tl, vec.w, one)
 
     with k.for_range(n_, name="n") as n:
         if direct:

@@ -163,3 +163,16 @@ def row_runs(s: Shape, w: int, nv: int):
         else:
             runs.append((t, t + 1, sig))
     return runs
+
+
+def valid_taps(s: Shape):
+    """[(kernel row, kernel column, flat input shift)] of the taps that read the input for at
+    least one output position (a flat tile reads tap t at the output position + shift)."""
+    out = []
+    for a in range(s.kh):
+        for c in range(s.kw):
+            ih_ok = any(0 <= oh + a * s.dh - s.pt < s.hin for oh in range(s.ho))
+            iw_ok = any(0 <= ow + c * s.dw - s.pl < s.win for ow in range(s.wo))
+            if ih_ok and iw_ok:
+                out.append((a, c, (a * s.dh - s.pt) * s.win + c * s.dw - s.pl))
+    return out

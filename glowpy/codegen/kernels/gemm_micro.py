@@ -24,7 +24,6 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 
 F32 = cg.F32
-CONTRACT = ("contract",)
 
 
 @dataclass(frozen=True)
@@ -307,8 +306,8 @@ class _AccLoop:
         # and code; scalar ones (Cortex-M7): unrolling a small body amortizes the loop's own
         # instructions (measured: fewer instructions up to 16 multiply-adds per iteration,
         # spills and more instructions beyond)
-        acc = self.acc
-        unroll = (acc.vec.w == 1 and self.body_fmas <= 16) or \
+        acc = self.acc  # (soft float: every multiply-add is two library calls; no copies)
+        unroll = (acc.vec.w == 1 and acc.vec.simd.registers >= 16 and self.body_fmas <= 16) or \
             (isinstance(self.stop, int) and isinstance(self.start, int) and self.stop - self.start <= 4)
         self.cm = cg.for_range_carry(self.k.b, self.stop, acc.flat(), self.start,
                                      intp=self.k.intp, name=self.name, unroll=unroll)
