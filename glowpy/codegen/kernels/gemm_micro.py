@@ -31,6 +31,7 @@ class Simd:
     width: int  # float lanes per vector register (1: scalar FP registers)
     registers: int  # FP / vector registers available to the allocator
     cheap_masks: bool  # a masked load costs what a plain load costs (AVX-512)
+    fpu: bool = True  # False: soft float, every float operation is a library call
 
 
 _PROBE = """
@@ -54,7 +55,7 @@ def simd_of(target) -> Simd:
     from glowpy.codegen.module import _soft_float
     arch = target.arch
     if _soft_float(target):
-        return Simd(1, 6, False)  # floats live in core registers around libgcc calls
+        return Simd(1, 12, False, fpu=False)  # floats live in core registers around libgcc calls
     tm = target.target_machine(opt=2)
     mod = llvm.parse_assembly(_PROBE)
     mod.triple = target.triple
@@ -307,7 +308,7 @@ class _AccLoop:
         # instructions (measured: fewer instructions up to 16 multiply-adds per iteration,
         # spills and more instructions beyond)
         acc = self.acc  # (soft float: every multiply-add is two library calls; no copies)
-        unroll = (acc.vec.w == 1 and acc.vec.simd.registers >= 16 and self.body_fmas <= 16) or \
+        unroll = (acc.vec.w == 1 and acc.vec.simd.fpu and self.body_fmas <= 16) or \
             (isinstance(self.stop, int) and isinstance(self.start, int) and self.stop - self.start <= 4)
         self.cm = cg.for_range_carry(self.k.b, self.stop, acc.flat(), self.start,
                                      intp=self.k.intp, name=self.name, unroll=unroll)
