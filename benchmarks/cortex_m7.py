@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "bundles"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import glowpy  # noqa: E402
+from shared_models import shared_models  # noqa: E402
 from gen_io_header import parse_run_output, write_io_header_from_manifest  # noqa: E402
 from util import assert_close_to_reference, is_tflite_reference, reference_data  # noqa: E402
 
@@ -70,8 +71,6 @@ PSRAM_BYTES = 16 * MiB         # mutable + activation regions (.bss.model)
 RUNNER_FLASH_RESERVE = 64 << 10  # vectors, runner, newlib-nano printf: ~23-27 KiB measured
 STACK_SIZE = 65536
 INSTRUCTIONS_PER_TICK = 10     # 40 ns SysTick tick / 4 ns per instruction (-icount shift=2)
-QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-             "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
 BEGIN, END = "<!-- cortex_m7 benchmark: begin -->", "<!-- cortex_m7 benchmark: end -->"
 INT8_BEGIN = "<!-- cortex_m7 int8 benchmark: begin -->"
 INT8_END = "<!-- cortex_m7 int8 benchmark: end -->"
@@ -83,28 +82,8 @@ FLOAT_OF = {"mlperf_tiny_kws_dscnn_int8_qdq": "mlperf_tiny_kws_dscnn",
             PROFILED: "mlperf_tiny_resnet8"}
 
 
-def float_models() -> list[str]:
-    names = []
-    for f in sorted(os.listdir(SHARED_MODELS)):
-        name, ext = os.path.splitext(f)
-        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
-            continue
-        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
-        if not any(n.op_type in QUANT_OPS for n in m.graph.node):
-            names.append(name)
-    return names
 
 
-def int8_models() -> list[str]:
-    names = []
-    for f in sorted(os.listdir(SHARED_MODELS)):
-        name, ext = os.path.splitext(f)
-        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
-            continue
-        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
-        if any(n.op_type in QUANT_OPS for n in m.graph.node):
-            names.append(name)
-    return names
 
 
 def tool(name: str) -> str:
@@ -366,7 +345,7 @@ def main(argv=None) -> int:
         tool(t)
     if a.int8_only:
         return main_int8(a)
-    names = a.models.split(",") if a.models else float_models()
+    names = a.models.split(",") if a.models else shared_models()
     rows, text = [], ""
     with tempfile.TemporaryDirectory(prefix="glowpy-m7-") as tmp:
         work = a.work or tmp
@@ -398,7 +377,7 @@ def main(argv=None) -> int:
 
 def main_int8(a, floats: dict | None = None) -> int:
     """The int8 rows (hard float) and their float counterparts (measured here if missing)."""
-    names = int8_models() + [PROFILED]
+    names = shared_models(quantized=True) + [PROFILED]
     if a.models:
         names = [n for n in names if n in a.models.split(",")]
     floats = dict(floats or {})

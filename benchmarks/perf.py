@@ -48,11 +48,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import glowpy  # noqa: E402
+from shared_models import shared_models  # noqa: E402
 import build_models  # noqa: E402
 from glowpy.runtime import find_cc  # noqa: E402
 
-QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-             "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
 BEGIN, END = "<!-- perf benchmark: begin -->", "<!-- perf benchmark: end -->"
 # the issue's targets: bundle / onnxruntime at most this
 TARGET_RATIO = {"resnet18": 1.0, "mobilenetv2": 1.0, "mlperf_tiny_resnet8": 0.5,
@@ -122,16 +121,6 @@ int main(int argc, char **argv) {
 """
 
 
-def shared_float_models() -> list[str]:
-    names = []
-    for f in sorted(os.listdir(SHARED_MODELS)):
-        name, ext = os.path.splitext(f)
-        if ext != ".onnx" or not os.path.isdir(os.path.join(SHARED_MODELS, name + "_data")):
-            continue
-        m = onnx.load(os.path.join(SHARED_MODELS, f), load_external_data=False)
-        if not any(n.op_type in QUANT_OPS for n in m.graph.node):
-            names.append(name)
-    return names
 
 
 def model_macs(path: str) -> int:
@@ -383,7 +372,7 @@ def main(argv=None) -> int:
                     "and README.md (they are only rewritten when every model is measured)")
     a = ap.parse_args(argv)
     built = build_models.build()
-    models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_float_models()}
+    models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_models()}
     models.update(built)
     names = a.models.split(",") if a.models else list(models)
     unknown = [n for n in names if n not in models]
