@@ -46,25 +46,24 @@ def weights_image(prog) -> bytes:
     return bytes(img)
 
 
-_HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), np.uint16)
-_LINE = np.frombuffer(b" 0X00," * 20 + b"\n", np.uint8)
 
 
 _BYTE_TEXT = np.frombuffer("".join(f" 0X{i:02X}," for i in range(256)).encode(),
                            np.uint8).reshape(256, 6)
 
 
-def weights_text(image: bytes) -> str:
-    """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end (vectorized:
-    images reach hundreds of MB)."""
-    if not image:
-        return "\n"
+def weights_text(image: bytes):
+    """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end, as chunks of
+    bytes (vectorized and streamed: images reach hundreds of MB and the text is 6x that)."""
     data = np.frombuffer(image, np.uint8)
     full = len(data) // 20 * 20
-    rows = _BYTE_TEXT[data[:full]].reshape(-1, 120)
-    text = np.concatenate([rows, np.full((len(rows), 1), ord("\n"), np.uint8)], axis=1).tobytes()
-    tail = _BYTE_TEXT[data[full:]].tobytes()
-    return (text + (tail + b"\n" if len(tail) else b"")).decode("ascii")
+    step = 20 << 14  # 320 KiB of weights, 1.9 MiB of text per chunk
+    for i in range(0, full, step):
+        rows = _BYTE_TEXT[data[i:min(i + step, full)]].reshape(-1, 120)
+        yield np.concatenate([rows, np.full((len(rows), 1), ord("\n"), np.uint8)],
+                             axis=1).tobytes()
+    if full < len(data) or not len(data):
+        yield _BYTE_TEXT[data[full:]].tobytes() + b"\n"
 
 
 def type_str(dtype, shape) -> str:
@@ -113,12 +112,15 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
     }
 
 
-def write_bundle(directory: str, name: str, files: dict[str, bytes | str]):
-    """Writes NAME.* files into `directory` (which the caller made fresh)."""
+def write_bundle(directory: str, name: str, files: dict):
+    """Writes NAME.* files into `directory` (which the caller made fresh); a file's content
+    is text, bytes, or an iterable of byte chunks."""
     for suffix, content in files.items():
-        data = content.encode() if isinstance(content, str) else content
+        chunks = ([content.encode()] if isinstance(content, str) else
+                  [content] if isinstance(content, (bytes, bytearray)) else content)
         with open(os.path.join(directory, name + suffix), "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
 
 
 def manifest_json(m: dict) -> str:
