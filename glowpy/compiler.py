@@ -200,7 +200,9 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     if opts.dump_graph_dag:
         _write_text(opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
-    prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory)
+    from glowpy.codegen.kernels import post_lowering
+    prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory,
+                         transform=post_lowering(target))
     check_regions(prog.sizes, limit)
     placeholders = _placeholders(prog, name, entry)
     prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text

@@ -2,8 +2,9 @@
 is compiled (predict + init net, protobuf text), linked into a -Wall -Werror C harness and run
 on inputs given here, and each output is compared with a numpy implementation of the Caffe2
 operator written in this file (Caffe2 semantics: NHWC order, legacy padding, legacy broadcast,
-count_include_pad=0 averages, ...). Every other net is refused with one error listing its
-unsupported operators. The two lists together cover the directory."""
+count_include_pad=0 averages, ...); the Int8 nets are checked in test_caffe2_int8.py. Every
+other net is refused with one error listing its unsupported operators. The lists together
+cover the directory."""
 import glob
 import math
 import os
@@ -260,8 +261,8 @@ REFUSED = {
     "4bit_fused_rowwise_quantized_sparse_lengths_sum_predict_net.pbtxt": "SparseLengthsSumFused4BitRowwise",
     "argmin.pbtxt": "ArgMin", "batch_box_cox_predict_net.pbtxt": "BatchBoxCox",
     "batch_sparse_to_dense_last_dim_1.pbtxt": "BatchSparseToDense", "bucketize_op_net.pbtxt": "Bucketize",
-    "conv_group_quantized_pred_net.pbtxt": "Int8Conv", "dot_product_predict_net.pbtxt": "DotProduct",
-    "dynamic_quantized_fc_predict_net.pbtxt": "Int8FC", "eq_op_net.pbtxt": "EQ",
+    "dot_product_predict_net.pbtxt": "DotProduct",
+"eq_op_net.pbtxt": "EQ",
     "fbfcpacked_3d_second_axis_predict.pbtxt": "FbFCPacked",
     "fbfcpacked_4d_first_axis_predict_net.pbtxt": "FbFCPacked",
     "fill_examples_with_indicator.pbtxt": "FillExamplesWithIndicator", "fill_test_predict_net.pbtxt": "EQ",
@@ -274,10 +275,7 @@ REFUSED = {
     "gaussian_fill_use_input_shape.pbtxt": "GaussianFill",
     "gaussian_fill_use_input_shape_with_extra_shape.pbtxt": "GaussianFill",
     "gaussian_fill_use_provided_shape.pbtxt": "GaussianFill", "gelu.pbtxt": "Gelu",
-    "halftofloat_op_net.pbtxt": "HalfToFloat", "int8convrelu_pred_net.pbtxt": "Int8ConvRelu",
-    "int8fc_3d_second_axis_predict.pbtxt": "Int8FC", "int8fc_4d_first_axis_predict_net.pbtxt": "Int8FC",
-    "int8sumrelu_large_range_pred_net.pbtxt": "Int8SumRelu", "int8sumrelu_pred_net.pbtxt": "Int8SumRelu",
-    "int8sumrelu_tiny_scale_pred_net.pbtxt": "Int8SumRelu",
+    "halftofloat_op_net.pbtxt": "HalfToFloat", 
     "lengths_range_fill_predict_net.pbtxt": "LengthsRangeFill", "lengths_sum.pbtxt": "LengthsSum",
     "lengths_to_ranges.pbtxt": "LengthsToRanges", "log1p.pbtxt": "Log1p", "logit_op_net.pbtxt": "Logit",
     "lpnorm_p1.pbtxt": "LpNorm", "lpnorm_p2.pbtxt": "LpNorm", "modulo_op_net.pbtxt": "Mod",
@@ -290,9 +288,6 @@ REFUSED = {
     "sqr_predict_net.pbtxt": "Sqr", "topk_k2.pbtxt": "TopK", "uniform_fill_input_as_shape.pbtxt": "UniformFill",
     "uniform_fill_use_input_shape.pbtxt": "UniformFill",
 }
-# init nets of refused predict nets that hold Int8 fills (refused too: no int8 yet)
-INT8_INIT = {"int8sumrelu_pred_net.pbtxt": "int8sumrelu_init_net.pbtxt",
-             "int8convrelu_pred_net.pbtxt": "int8convrelu_init_net.pbtxt"}
 # nets whose 75 MB ConstantFill weights ([9190, 2048]) make a 450 MB weights.txt
 BIG = {
     "fc_4d": ("fc_4d_predict_net.pbtxt", "fc_4d_init_net.pbtxt", (1, 1, 1, 2048), 3, False),
@@ -338,13 +333,9 @@ def test_big_fc_nets(name, tmp_path):
 @pytest.mark.parametrize("predict", sorted(REFUSED))
 def test_unsupported_net_is_refused_listing_its_ops(predict, tmp_path):
     with pytest.raises(ModelError) as e:
-        glowpy.compile([os.path.join(C2DIR, predict)] +
-                       ([os.path.join(C2DIR, INT8_INIT[predict])] if predict in INT8_INIT else []),
-                       str(tmp_path))
+        glowpy.compile([os.path.join(C2DIR, predict)], str(tmp_path))
     msg = str(e.value)
     assert msg.startswith("unsupported Caffe2 operators") and REFUSED[predict] in msg, msg
-    if REFUSED[predict].startswith("Int8"):
-        assert msg.endswith("[Int8* operators need quantized int8 support, which glowpy does not have yet]")
     assert not os.listdir(tmp_path)
 
 
@@ -355,8 +346,9 @@ def test_empty_net_is_refused(tmp_path):
 
 
 def test_every_net_is_accounted_for():
+    from test_caffe2_int8 import INT8_NETS  # the Int8 nets, checked there
     files = {os.path.basename(p) for p in glob.glob(os.path.join(C2DIR, "*.pbtxt"))}
-    passing = {v[0] for v in NETS.values()} | {v[0] for v in BIG.values()}
+    passing = {v[0] for v in NETS.values()} | {v[0] for v in BIG.values()} | {v[0] for v in INT8_NETS.values()}
     assert not passing & set(REFUSED)
     predict_nets = {f for f in files if "init" not in f}
     assert predict_nets == passing | set(REFUSED) | {EMPTY}

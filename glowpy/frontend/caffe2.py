@@ -1,7 +1,7 @@
 """Caffe2 loader: a predict net (the computation) and an init net (the fill ops creating its
 weights) become graph IR calls. Like the ONNX loader it only translates protobuf: op semantics
-live in the op definitions, and Caffe2 operators are mapped onto them in caffe2_ops.py
-and caffe2_movement.py (caffe2_ctx.py reads their arguments).
+live in the op definitions, and Caffe2 operators are mapped onto them in caffe2_ops.py,
+caffe2_movement.py and caffe2_int8.py (caffe2_ctx.py reads their arguments).
 
 Model forms (`-model` may be repeated):
   DIR                    predict_net.pb[txt] and init_net.pb[txt] in a directory
@@ -19,7 +19,10 @@ import numpy as np
 
 from glowpy.errors import ModelError, UsageError, show
 from glowpy.frontend.caffe2_ctx import Args, Ctx
-from glowpy.frontend.caffe2_ops import MIN_INPUTS, TRANSLATORS, refusal_reason
+from glowpy.frontend.caffe2_int8 import (INT8_FILLS, INT8_MIN_INPUTS, INT8_TRANSLATORS,
+                                         fill_qparams, int8_fill_values, propagate_qparams,
+                                         refusal_reason)
+from glowpy.frontend.caffe2_ops import MIN_INPUTS, TRANSLATORS
 from glowpy.ir.graph import Graph
 
 MAX_PROTO = 2 * 1024 ** 3  # protobuf cannot parse messages of 2 GiB or more
@@ -123,7 +126,9 @@ C2_DTYPE_NAMES = {0: "UNDEFINED", 4: "STRING", 14: "ZERO_COLLISION_HASH", 15: "R
 # fill op -> element type of its values (None: ConstantFill's `dtype`/`value` decide)
 FILLS = {"GivenTensorFill": np.float32, "GivenTensorIntFill": np.int32,
          "GivenTensorInt64Fill": np.int64, "GivenTensorBoolFill": np.bool_,
-         "GivenTensorByteStringToUInt8Fill": np.uint8, "ConstantFill": None}
+         "GivenTensorByteStringToUInt8Fill": np.uint8, "ConstantFill": None, **INT8_FILLS}
+OPS = {**TRANSLATORS, **INT8_TRANSLATORS}
+OP_MIN_INPUTS = {**MIN_INPUTS, **INT8_MIN_INPUTS}
 
 
 def dtype_of(code: int, where: str) -> np.dtype:
@@ -181,6 +186,8 @@ def fill_value(op, xs, where: str, limit) -> list[np.ndarray]:
             if raw is None:
                 raise ModelError(f"{where}: 'values' must hold one byte string")
             values = np.frombuffer(raw, np.uint8)
+        elif op.type in INT8_FILLS:
+            values = int8_fill_values(op.type, args, where)
         elif not args.has("values"):
             raise ModelError(f"{where}: argument 'values' is missing")
         elif np.dtype(kind).kind == "f":
@@ -213,7 +220,7 @@ def check_ops(predict, init):
         if net is None:
             continue
         for i, op in enumerate(net.op):
-            if op.type in FILLS or (not is_init and op.type in TRANSLATORS):
+            if op.type in FILLS or (not is_init and op.type in OPS):
                 continue
             key = f"{op.type} (in the init net)" if is_init else op.type
             missing.setdefault(key, []).append(op_label(op, i))
@@ -292,6 +299,7 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
             values = fill_value(op, [weights[x] for x in op.input], where, limit)
             for name, arr in zip(op.output, values):
                 weights[name] = graph.constant(arr, name)
+                weights[name].qparams = fill_qparams(op, where)
     blobs.update(weights)
 
     candidates, needed = external_inputs(predict, weights)
@@ -313,6 +321,11 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
             continue  # declared but never read
         v = graph.add_input(name, spec.dtype, spec.shape)
         if spec.scale is not None:
+            info = np.iinfo(spec.dtype)
+            if not (math.isfinite(spec.scale) and spec.scale > 0) or \
+                    not info.min <= spec.offset <= info.max:
+                raise UsageError(f"-model-input={show(name)}: scale {spec.scale} must be positive "
+                                 f"and offset {spec.offset} within {info.min}..{info.max}")
             v.qparams = (spec.scale, spec.offset)
         blobs[name] = v
 
@@ -333,11 +346,14 @@ def load_caffe2(paths, opts=None, warn=None) -> Graph:
         if op.type in FILLS:
             outs = [graph.constant(a, n)
                     for a, n in zip(fill_value(op, xs, where, limit), op.output)]
-        elif len(xs) < MIN_INPUTS.get(op.type, 1):
+            for v in outs:
+                v.qparams = fill_qparams(op, where)
+        elif len(xs) < OP_MIN_INPUTS.get(op.type, 1):
             raise ModelError(f"{where}: has {len(xs)} input(s); it needs at least "
-                             f"{MIN_INPUTS.get(op.type, 1)}")
+                             f"{OP_MIN_INPUTS.get(op.type, 1)}")
         else:
-            outs = TRANSLATORS[op.type](Ctx(graph, op, label, where), xs)
+            outs = OPS[op.type](Ctx(graph, op, label, where, blobs), xs)
+            propagate_qparams(op.type, xs, outs)
         for j, name in enumerate(op.output):
             if not name:
                 continue

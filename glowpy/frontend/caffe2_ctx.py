@@ -67,8 +67,9 @@ class Args:
 class Ctx:
     """One Caffe2 operator being translated: adds its IR nodes, named after it."""
 
-    def __init__(self, graph, op, label: str, where: str):
+    def __init__(self, graph, op, label: str, where: str, blobs=None):
         self.g, self.op, self.label, self.where = graph, op, label, where
+        self.blobs = blobs if blobs is not None else {}  # every blob so far, by name
         self.args = Args(op, where)
         self._n = 0
 

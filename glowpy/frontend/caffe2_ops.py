@@ -149,18 +149,21 @@ def pool(c, xs):
     x = xs[0]
     rank_at_least(c, x, 3)
     nhwc = c.order() == "NHWC"
-    x = to_nchw(c, x) if nhwc else x
-    is_max = c.op.type.startswith("MaxPool")
-    if c.args.i("global_pooling", 0):
-        y = c.one("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], final=not nhwc)
-    else:
-        attrs = window_attrs(c, x.shape[2:])
-        if "kernel_shape" not in attrs:
-            raise c.err("the kernel size is missing (kernel, kernels or kernel_h/kernel_w)")
-        if not is_max:
-            attrs["count_include_pad"] = c.args.i("count_include_pad", 0)
-        y = c.one("MaxPool" if is_max else "AveragePool", [x], attrs, final=not nhwc)
+    y = pool_node(c, to_nchw(c, x) if nhwc else x, final=not nhwc)
     return [to_nhwc(c, y) if nhwc else y]
+
+
+def pool_node(c, x, final, count_include_pad=0):
+    """The pooling op (MaxPool*, AveragePool*, their Int8 forms) of NCHW x."""
+    is_max = "MaxPool" in c.op.type
+    if c.args.i("global_pooling", 0):
+        return c.one("GlobalMaxPool" if is_max else "GlobalAveragePool", [x], final=final)
+    attrs = window_attrs(c, x.shape[2:])
+    if "kernel_shape" not in attrs:
+        raise c.err("the kernel size is missing (kernel, kernels or kernel_h/kernel_w)")
+    if not is_max:
+        attrs["count_include_pad"] = c.args.i("count_include_pad", count_include_pad)
+    return c.one("MaxPool" if is_max else "AveragePool", [x], attrs, final=final)
 
 
 # -- dense ------------------------------------------------------------------------------------
@@ -369,8 +372,3 @@ MIN_INPUTS = {"Conv": 2, "ConvRelu": 2, "ConvTranspose": 2, "FC": 3, "FCTranspos
               "MatMul": 2, "BatchMatMul": 2, "SpatialBN": 5, "PRelu": 2, "Add": 2, "Sub": 2,
               "Mul": 2, "Div": 2, "ElementwiseLinear": 3, "Gather": 2}
 
-
-def refusal_reason(op_type: str) -> str:
-    if op_type.startswith("Int8"):
-        return "Int8* operators need quantized int8 support, which glowpy does not have yet"
-    return ""

@@ -305,15 +305,20 @@ def _contiguous_slice(shape, region) -> int | None:
     return int(sum(s * st for (s, _, _), st in zip(region, strides[::-1])))
 
 
-def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place=None) -> Program:
+def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place=None,
+          transform=None) -> Program:
     """`slow_in_place`: names of nodes that must not use an in-place kernel slower than the
-    ordinary one (ConvPointwiseInPlace); None allows all (the planner relaxes afterwards)."""
+    ordinary one (ConvPointwiseInPlace); None allows all (the planner relaxes afterwards).
+    `transform(prog)`: the backend's post-lowering step (with `optimize`), e.g. the target's
+    choice of convolution algorithm, which may swap constants and add scratch outputs."""
     L = _Lowering(graph)
     instrs = L.instructions(optimize)
     prog = Program(graph.name, instrs, L.inputs, L.outputs, list(L.constants.values()), [], graph)
     if optimize and reuse:
         from glowpy.ir.inplace import assign_in_place
         assign_in_place(prog, set(slow_in_place or ()))
+    if optimize and transform is not None:
+        prog = transform(prog)
     prog.activations = list(dict.fromkeys(
         b.root for i in prog.instrs for b in i.inputs + i.outputs
         if b is not None and b.root.region == ACTIVATION))

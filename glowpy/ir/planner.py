@@ -264,9 +264,10 @@ def lifetimes(prog: Program) -> dict:
     return liveness.intervals(prog)
 
 
-def build(graph, optimize: bool = True, reuse: bool = True) -> Program:
-    """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices
-    and the schedule search (which leaves the chosen order in graph.nodes)."""
+def build(graph, optimize: bool = True, reuse: bool = True, transform=None) -> Program:
+    """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices,
+    the backend's post-lowering `transform` (lower.lower) and the schedule search (which
+    leaves the chosen order in graph.nodes)."""
     from glowpy.ir import schedule
     from glowpy.ir.lower import lower
     if not optimize:
@@ -275,17 +276,17 @@ def build(graph, optimize: bool = True, reuse: bool = True) -> Program:
         return prog
 
     def evaluate(g):  # quick plans while comparing orders; the winner is planned again
-        p = plan(lower(g, optimize=True, reuse=reuse), reuse, iterations=0)
+        p = plan(lower(g, optimize=True, reuse=reuse, transform=transform), reuse, iterations=0)
         return p.sizes["activation"], p
 
     prog, name = schedule.search(graph, evaluate)
     prog = plan(prog, reuse)
-    prog = _relax(graph, prog, reuse)
+    prog = _relax(graph, prog, reuse, transform)
     prog.plan_info["schedule"] = name
     return prog
 
 
-def _relax(graph, prog: Program, reuse: bool) -> Program:
+def _relax(graph, prog: Program, reuse: bool, transform=None) -> Program:
     """Gives back speed where it costs no memory: an in-place 1x1 convolution is slower than
     the ordinary kernel, so it is kept only where the region would grow without it. Candidates
     are the instructions whose live bytes, with input and output apart, stay within the
@@ -304,7 +305,8 @@ def _relax(graph, prog: Program, reuse: bool) -> Program:
         return prog
 
     def attempt(names):
-        p = plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=names), reuse, iterations=50)
+        p = plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=names, transform=transform),
+                 reuse, iterations=50)
         return p if p.sizes["activation"] <= size else None
 
     best = attempt(set(cands))

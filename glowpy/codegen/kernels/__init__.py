@@ -29,3 +29,10 @@ from glowpy.codegen.kernels import einsum, index, layout, logical  # noqa: E402,
 from glowpy.codegen.kernels import fused  # noqa: E402,F401  (epilogues, in-place kernels)
 from glowpy.codegen.kernels import conv_inplace  # noqa: E402,F401  (fast ConvPointwiseInPlace, after fused)
 from glowpy.codegen.kernels import quant, qconv, qmatmul  # noqa: E402,F401  (int8)
+from glowpy.codegen.kernels import winograd  # noqa: E402  (ConvWinograd)
+
+
+def post_lowering(target):
+    """The backend's step between lowering and planning (lower.lower's `transform`): the
+    convolution algorithm the target runs best."""
+    return lambda prog: winograd.select(prog, target)

@@ -211,6 +211,12 @@ def emit_qavgpool(k):
     counts = node.opdef.counts(node).reshape(-1)
     uniform = len(set(counts.tolist())) == 1
     table = None if uniform else k.add_table(counts.astype(np.int32), "counts")
+    # the zero point is subtracted once per tap inside the input (padding is real 0)
+    taps = node.opdef.taps(node).reshape(-1) * t["x_zp"]
+    if np.array_equal(taps, counts * t["x_zp"]) or len(set(taps.tolist())) == 1:
+        tap_table = None
+    else:
+        tap_table = k.add_table(taps.astype(np.int32), "zero_point_taps")
     planes = x.shape[0] * x.shape[1]
     plane_in, plane_out = int(np.prod(win.in_size)), int(np.prod(win.out_size))
     acc_p = cg.alloca_in_entry(b, I32, "acc")
@@ -226,21 +232,25 @@ def emit_qavgpool(k):
             tap_loops(k, win, oidx, body)
             o_lin = cg.linear(b, oidx, cg.contiguous_strides(win.out_size), 0, k.intp)
             cnt = ir.Constant(I32, int(counts[0])) if uniform else k.load(table, o_lin, np.int32)
-            s = b.load(acc_p)
+            if tap_table is not None:
+                zp_sum = k.load(tap_table, o_lin, np.int32)
+            elif np.array_equal(taps, counts * t["x_zp"]):
+                zp_sum = b.mul(cnt, ir.Constant(I32, t["x_zp"]))
+            else:
+                zp_sum = ir.Constant(I32, int(taps[0]))
+            s = b.sub(b.load(acc_p), zp_sum)
             yi = b.add(b.mul(p, k.c(plane_out)), o_lin)
             if not t["same_scale"]:
-                acc = b.sub(s, b.mul(cnt, ir.Constant(I32, t["x_zp"])))
-                finish(k, acc, t["q"], t["s"], k.out(), yi, y.dtype)
+                finish(k, s, t["q"], t["s"], k.out(), yi, y.dtype)
             elif t["mode"] == "away":
-                acc = b.add(s, b.mul(cnt, ir.Constant(I32, t["y_zp"] - t["x_zp"])))
+                acc = b.add(s, b.mul(cnt, ir.Constant(I32, t["y_zp"])))
                 half = b.sdiv(cnt, ir.Constant(I32, 2))
                 num = b.select(b.icmp_signed(">", acc, ir.Constant(I32, 0)), b.add(acc, half),
                                b.sub(acc, half))
                 clamp_store(k, b.sext(b.sdiv(num, cnt), I64), dict(t, y_zp=0), k.out(), yi,
                             y.dtype)
             else:
-                acc = b.sub(s, b.mul(cnt, ir.Constant(I32, t["x_zp"])))
-                clamp_store(k, b.sext(div_even(b, acc, cnt), I64), t, k.out(), yi, y.dtype)
+                clamp_store(k, b.sext(div_even(b, s, cnt), I64), t, k.out(), yi, y.dtype)
 
 
 def div_even(b, acc, cnt):

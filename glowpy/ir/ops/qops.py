@@ -24,6 +24,7 @@ import numpy as np
 
 from glowpy.errors import ModelError
 from glowpy.ir import qmath
+from glowpy.ir.graph import Node
 from glowpy.ir.ops.conv import _gather_windows, window
 from glowpy.ir.ops.quant import CONV_ATTRS, _conv_infer, int_conv
 from glowpy.ir.ops.registry import Op, broadcast_shapes, register
@@ -131,9 +132,11 @@ def div_round(acc, count, mode: str) -> np.ndarray:
 
 @register
 class QAvgPool(IntOp):
-    """AveragePool of int8 values: same input and output scale -> exact division by the count
-    (away: (sum + count*(y_zp - x_zp)) / count, TFLite; even: (sum - count*x_zp) / count + y_zp,
-    ONNX); different scales -> requantize(sum - count*x_zp, q, s) + y_zp (uniform counts)."""
+    """AveragePool of int8 values. With d = sum(x - x_zp) over the window's taps inside the
+    input (padding is real 0, so it adds nothing even when count_include_pad counts it):
+    same input and output scale -> exact division by the count (away: (d + count*y_zp) / count,
+    TFLite; even: d / count + y_zp, ONNX); different scales -> requantize(d, q, s) + y_zp
+    (uniform counts)."""
     inputs = ("X",)
     attrs = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
              "pads": None, "strides": None, "count_include_pad": 0, "x_zp": 0, "same_scale": 1,
@@ -147,6 +150,13 @@ class QAvgPool(IntOp):
         from glowpy.ir.ops import get_op
         return np.rint(get_op("AveragePool").divisors(node)).astype(np.int64)
 
+    def taps(self, node) -> np.ndarray:
+        """Per output position: the taps inside the input (the counts without padding)."""
+        from glowpy.ir.ops import get_op
+        inner = Node(node.op, node.name, node.inputs, node.outputs,
+                     dict(node.attrs, count_include_pad=0))
+        return np.rint(get_op("AveragePool").divisors(inner)).astype(np.int64)
+
     def infer(self, node):
         x = node.inputs[0]
         return [(np.dtype(node.attrs["out_dtype"]), x.shape[:2] + self.window(node).out_size)]
@@ -157,12 +167,13 @@ class QAvgPool(IntOp):
         cols = _gather_windows(np.asarray(x, np.int64), win, 0)
         s = cols.reshape(cols.shape[:2 + len(win.out_size)] + (-1,)).sum(-1)
         c = self.counts(node)
+        d = s - self.taps(node) * t["x_zp"]
         if not t["same_scale"]:
-            y = qmath.requantize(s - c * t["x_zp"], t["q"], t["s"], t["mode"]) + t["y_zp"]
+            y = qmath.requantize(d, t["q"], t["s"], t["mode"]) + t["y_zp"]
         elif t["mode"] == "away":
-            y = div_round(s + c * (t["y_zp"] - t["x_zp"]), c, "away")
+            y = div_round(d + c * t["y_zp"], c, "away")
         else:
-            y = div_round(s - c * t["x_zp"], c, "even") + t["y_zp"]
+            y = div_round(d, c, "even") + t["y_zp"]
         return [np.clip(y, t["lo"], t["hi"]).astype(t["out_dtype"])]
 
 
