@@ -43,6 +43,7 @@ class Options:
     opt_level: int = 1  # graph optimizations (0 = only what lowering needs)
     llvm_opt: int = 3
     reuse_activation_memory: bool = True
+    winograd: bool = True  # Winograd convolutions where the target's vectors repay them (more RAM)
     dump_graph_dag: str | None = None
     dump_graph_dag_before_compile: str | None = None
     dump_llvm_ir: str | None = None
@@ -63,6 +64,7 @@ class Options:
         rec = {"bundle_api": self.bundle_api, "backend": self.backend,
                "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
                "reuse_activation_memory": self.reuse_activation_memory,
+               "winograd": self.winograd,
                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
                "symbols": dict(self.symbols)}
         if self.load_profile:
@@ -202,7 +204,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     _check_dtypes(graph)
     from glowpy.codegen.kernels import post_lowering
     prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory,
-                         transform=post_lowering(target))
+                         transform=post_lowering(target) if opts.winograd else None)
     check_regions(prog.sizes, limit)
     placeholders = _placeholders(prog, name, entry)
     prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text

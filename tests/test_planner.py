@@ -381,7 +381,11 @@ def test_model_memory(name):
     info, d, report_path = compiled(name)
     mem = info.memory
     naive = naive_liveness_bound(model_path(name))
-    assert mem["activations"] <= naive, f"{name}: {mem['activations']} > naive bound {naive}"
+    # Winograd convolutions' scratch is memory spent for speed on vector hosts (-winograd=false
+    # plans without it): the naive bound has no such buffers
+    scratch = mem["activations_scratch"]
+    assert mem["activations"] <= naive + scratch, \
+        f"{name}: {mem['activations']} > naive bound {naive} + Winograd scratch {scratch}"
     assert mem["activations_lower_bound"] <= mem["activations"]
     placeholders = info.inputs + [o for o in info.outputs if o not in info.inputs]
     assert mem["mutable"] == sum(align(p["bytes"]) for p in placeholders)

@@ -10,6 +10,7 @@ import jinja2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from glowpy.codegen.kernels import winograd
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.planner import ALIGN
@@ -106,6 +107,10 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
         "memory": {"constant": prog.sizes["constant"], "mutable": prog.sizes["mutable"],
                    "activations": prog.sizes["activation"],
                    "activations_lower_bound": prog.plan_info.get("lower_bound", 0),
+                   # kernel scratch (Winograd convolutions' transformed tiles) within the
+                   # activations: memory spent for speed, none with -winograd=false
+                   "activations_scratch": sum(b.nbytes for b in prog.activations
+                                              if b.name.endswith(winograd.SCRATCH)),
                    "alignment": ALIGN},
         "target": target.describe(),
         "options": options,

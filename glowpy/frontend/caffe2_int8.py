@@ -137,12 +137,14 @@ def _filter_params(c, wq, m, group):
         s, o = np.repeat(s, m // group), np.repeat(o, m // group)
     if s.size != m or o.size != m:
         raise c.err(f"'{show(name)}_loaded_scales' and '_loaded_offsets' hold {s.size} and "
-                    f"{o.size} values; {m} (one per output channel) or {group} (per group) expected")
-    if not (np.isfinite(s).all() and (s > 0).all() and np.float32(s).min() > 0):
+                    f"{o.size} values; {m} (one per output channel) or {group} (per group) "
+                    "expected")
+    s = s.astype(np.float32)
+    if not (np.isfinite(s).all() and (s > 0).all()):
         raise c.err(f"'{show(name)}_loaded_scales' must be positive finite scales")
     if o.dtype.kind not in "iu" or o.min() < -128 or o.max() > 127:
         raise c.err(f"'{show(name)}_loaded_offsets' must be integers in -128..127")
-    return (s.astype(np.float32), o.astype(np.int8), wq[2]), 0
+    return (s, o.astype(np.int8), wq[2]), 0
 
 
 def int8_conv(c, xs):

@@ -264,10 +264,23 @@ def lifetimes(prog: Program) -> dict:
     return liveness.intervals(prog)
 
 
+TRANSFORM_GROWTH = 0.25  # a post-lowering transform may grow the activations this much at most
+
+
 def build(graph, optimize: bool = True, reuse: bool = True, transform=None) -> Program:
     """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices,
     the backend's post-lowering `transform` (lower.lower) and the schedule search (which
-    leaves the chosen order in graph.nodes)."""
+    leaves the chosen order in graph.nodes). A transform that trades memory for speed (scratch
+    buffers) is kept only if the activations grow by TRANSFORM_GROWTH at most."""
+    if optimize and transform is not None:
+        prog = _build(graph, True, reuse, transform)
+        base = _build(graph, True, reuse, None)
+        return prog if prog.sizes["activation"] <= base.sizes["activation"] * \
+            (1 + TRANSFORM_GROWTH) else base
+    return _build(graph, optimize, reuse, None)
+
+
+def _build(graph, optimize: bool, reuse: bool, transform) -> Program:
     from glowpy.ir import schedule
     from glowpy.ir.lower import lower
     if not optimize:

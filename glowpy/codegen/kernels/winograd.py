@@ -32,13 +32,16 @@ from glowpy.codegen.kernels.gemm_micro import Acc, Vec, simd_of
 from glowpy.codegen.kernels.vec_epilogue import Finisher
 from glowpy.ir.lower import ACTIVATION, CONSTANT, Buffer
 
+SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifest counts them)
 G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
 MIN_LANES = 8  # float lanes a target needs for the transforms to pay
 MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies they save
-SCRATCH_SHARE = 0.5  # scratch allowed beyond what other instructions need anyway...
-SCRATCH_MAX = 1 << 20  # ...and at most this (V stays in L2)
+GROWTH = 0.25  # scratch may raise the activations' lower bound by this share at most...
+SCRATCH_MAX = 1 << 20  # ...and be at most this big (V stays in L2)
 MAX_TILES = 256  # tiles per block
 MIN_TILES = 16  # tiles per block at least
+BLOCK_TILES = 64  # tiles per block enough when U stays in cache
+U_CACHED = 1 << 20  # bytes of U that stay in cache between blocks
 MIN_PLANE = 144  # output pixels at least (smaller planes: too few tiles per weight)
 MAX_U = 4 << 20  # bytes of transformed weights at most (more: streaming U costs more than it saves)
 
@@ -75,19 +78,36 @@ def _blocking(simd, c, kk, ho, wo, budget):
     def scratch(r, mr):
         return 16 * (c + mr) * tpad(r) * 4
 
+    def fits(r):
+        return scratch(r, choose_tile(simd, kk, tpad(r), 1)[0]) <= budget and r * tw <= MAX_TILES
+
+    # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
+    # since every block streams all of U once
+    want = BLOCK_TILES if 64 * c * kk <= U_CACHED else MAX_TILES
     rows = 1
-    while rows < th and scratch(rows + 1, 16) <= budget and (rows + 1) * tw <= MAX_TILES:
+    while rows < th and rows * tw < want and fits(rows + 1):
         rows += 1
-    if scratch(rows, 16) > budget or rows * tw < min(MIN_TILES, th * tw):
+    if not fits(rows) or rows * tw < min(MIN_TILES, th * tw):
         return None
     rows = math.ceil(th / math.ceil(th / rows))
     mr, nv, _ = choose_tile(simd, kk, tpad(rows), 1)
     return rows, tpad(rows), mr, nv, scratch(rows, mr)
 
 
-def _io_bytes(ins) -> int:
-    return sum(b.nbytes for b in {id(x.root): x.root for x in list(ins.inputs) + list(ins.outputs)
-                                  if x is not None and x.root.region != CONSTANT}.values())
+def _live_bytes(prog) -> list[int]:
+    """Activation bytes live at each instruction (what any plan needs there at least)."""
+    from glowpy.ir import liveness
+    from glowpy.ir.planner import align
+    spans: dict = {}  # root storage -> (first, last): a buffer written in place shares its bytes
+    for s, (a, e) in liveness.intervals(prog).items():
+        r = s.root
+        a0, e0 = spans.get(r, (a, e))
+        spans[r] = (min(a, a0), max(e, e0))
+    live = [0] * len(prog.instrs)
+    for r, (a, e) in spans.items():
+        for i in range(max(a, 0), e + 1):
+            live[i] += align(r.nbytes)
+    return live
 
 
 _PACKED: dict = {}  # id(weights array) -> {MR: U}, while the array lives (the schedule search re-lowers)
@@ -118,13 +138,13 @@ def select(prog, target):
     ConvWinograd, with the transformed weights as a constant of their own (replacing the
     original when nothing else reads it) and the scratch buffer as a second output."""
     simd = simd_of(target)
-    import os
-    if simd.width < MIN_LANES or os.environ.get("NOWINO"):  # TEMP
+    if simd.width < MIN_LANES:
         return prog
-    # bytes some instruction needs at once anyway: scratch up to that (less this one's own
-    # operands) hardly raises the activation region
-    peak = max((_io_bytes(i) for i in prog.instrs), default=0)
-    for ins in prog.instrs:
+    # scratch up to what another instruction needs anyway costs no memory; beyond that, the
+    # region may grow by GROWTH for speed (-winograd=false: not at all)
+    live = _live_bytes(prog)
+    bound = max(live, default=0)
+    for idx, ins in enumerate(prog.instrs):
         s = _shape(ins)
         if s is None:
             continue
@@ -132,7 +152,7 @@ def select(prog, target):
         ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
         if c < MIN_CHANNELS or kk < MIN_CHANNELS or ho * wo < MIN_PLANE or 64 * c * kk > MAX_U:
             continue
-        budget = min(SCRATCH_MAX, max(peak - _io_bytes(ins), int(ins.outputs[0].nbytes * SCRATCH_SHARE)))
+        budget = min(SCRATCH_MAX, int(bound * (1 + GROWTH)) - live[idx])
         blocking = _blocking(simd, c, kk, ho, wo, budget)
         if blocking is None:
             continue
@@ -150,7 +170,7 @@ def select(prog, target):
         ins.inputs[1] = ubuf
         ins.op = "ConvWinograd"
         ins.attrs["winograd"] = dict(rows=rows, tpad=tpad, mr=mr, nv=nv)
-        ins.outputs = [ins.outputs[0], Buffer(f"{ins.name}_winograd_scratch", np.dtype(np.float32),
+        ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                               (nbytes // 4,), ACTIVATION)]
     return prog
 
