@@ -51,6 +51,8 @@ def weights_image(prog) -> bytes:
 
 _BYTE_TEXT = np.frombuffer("".join(f" 0X{i:02X}," for i in range(256)).encode(),
                            np.uint8).reshape(256, 6)
+_BYTE_ITEM = np.ascontiguousarray(_BYTE_TEXT).view("V6").reshape(256)  # one 6-byte item per byte
+_ROW = np.dtype([("bytes", "V120"), ("newline", "u1")])  # 20 bytes' text and a newline
 
 
 def weights_text(image: bytes):
@@ -60,9 +62,11 @@ def weights_text(image: bytes):
     full = len(data) // 20 * 20
     step = 20 << 14  # 320 KiB of weights, 1.9 MiB of text per chunk
     for i in range(0, full, step):
-        rows = _BYTE_TEXT[data[i:min(i + step, full)]].reshape(-1, 120)
-        yield np.concatenate([rows, np.full((len(rows), 1), ord("\n"), np.uint8)],
-                             axis=1).tobytes()
+        part = data[i:min(i + step, full)]
+        rows = np.empty(len(part) // 20, _ROW)
+        rows["bytes"] = np.take(_BYTE_ITEM, part).view("V120")
+        rows["newline"] = ord("\n")
+        yield memoryview(rows).cast("B")
     if full < len(data) or not len(data):
         yield _BYTE_TEXT[data[full:]].tobytes() + b"\n"
 
@@ -122,7 +126,7 @@ def write_bundle(directory: str, name: str, files: dict):
     is text, bytes, or an iterable of byte chunks."""
     for suffix, content in files.items():
         chunks = ([content.encode()] if isinstance(content, str) else
-                  [content] if isinstance(content, (bytes, bytearray)) else content)
+                  [content] if isinstance(content, (bytes, bytearray, memoryview)) else content)
         with open(os.path.join(directory, name + suffix), "wb") as f:
             for chunk in chunks:
                 f.write(chunk)

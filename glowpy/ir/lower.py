@@ -101,6 +101,7 @@ class Program:
     sizes: dict = field(default_factory=dict)  # region -> bytes, set by the planner
     plan_info: dict = field(default_factory=dict)
     overlaps: list = field(default_factory=list)  # (instr index, in storage, out storage, D)
+    transformed: bool = False  # the backend's post-lowering transform changed something
 
     @property
     def placeholders(self) -> list:

@@ -169,6 +169,7 @@ def select(prog, target):
             prog.constants.append(ubuf)
         ins.inputs[1] = ubuf
         ins.op = "ConvWinograd"
+        prog.transformed = True
         ins.attrs["winograd"] = dict(rows=rows, tpad=tpad, mr=mr, nv=nv)
         ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                               (nbytes // 4,), ACTIVATION)]
