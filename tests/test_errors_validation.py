@@ -304,3 +304,16 @@ def test_error_line_escapes_hostile_names(capsys, tmp_path):
               [vi("x", [2])], [vi("y", [2])])
     assert refused(capsys, tmp_path, m) == ("unsupported ops (1 nodes): NoSuchOp x1 (evil\\nmodel-"
                                             "compiler: ok\\x1b[2J\\u202e)")
+
+
+def test_requantization_scale_out_of_range(capsys, tmp_path):
+    """A QDQ Relu whose output scale is 1e-30 of its input's: no int32 multiplier expresses
+    the ratio, so the int8 fold refuses it by name instead of raising inside qmath."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"], name="q_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xf"], name="dq_in"),
+             helper.make_node("Relu", ["xf"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "tiny", "z"], ["rq"], name="q_out"),
+             helper.make_node("DequantizeLinear", ["rq", "tiny", "z"], ["y"], name="dq_out")]
+    inits = [const("s1", np.float32(1.0)), const("tiny", np.float32(1e-30)), const("z", np.int8(0))]
+    msg = refused(capsys, tmp_path, model(nodes, [vi("x", [1, 4])], [vi("y", [1, 4])], inits))
+    assert "node 'relu' (Relu) quantized by 'q_out'" in msg and "2**30" in msg

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glowpy.errors import ModelError
 from glowpy.ir import qmath
 from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops import get_op
@@ -108,7 +109,12 @@ class Folder:
             fn = self.fold_unary
         if fn is None:
             return False
-        res = fn(host, act, (ys, yz, dt), out, q)
+        try:
+            res = fn(host, act, (ys, yz, dt), out, q)
+        except ValueError as e:  # qmath: a scale ratio no int32 multiplier can express
+            raise ModelError(f"node '{host.name}' ({host.op}) quantized by '{q.name}': {e}; "
+                             "its input, weight and output scales are too far apart for "
+                             "integer requantization, fix the model's scales") from None
         if res:
             self.g.nodes.remove(q)
             self.users = self.g.consumers()
