@@ -47,8 +47,6 @@ def weights_image(prog) -> bytes:
     return bytes(img)
 
 
-
-
 _BYTE_TEXT = np.frombuffer("".join(f" 0X{i:02X}," for i in range(256)).encode(),
                            np.uint8).reshape(256, 6)
 _BYTE_ITEM = np.ascontiguousarray(_BYTE_TEXT).view("V6").reshape(256)  # one 6-byte item per byte

@@ -273,16 +273,12 @@ def build(graph, optimize: bool = True, reuse: bool = True, transform=None) -> P
     leaves the chosen order in graph.nodes). A transform that trades memory for speed (scratch
     buffers) is kept only if the activations grow by TRANSFORM_GROWTH at most."""
     if optimize and transform is not None:
-        from glowpy.ir.lower import lower
         prog = _build(graph, True, reuse, transform)
         if not prog.transformed:
             return prog
-        limit = prog.sizes["activation"] / (1 + TRANSFORM_GROWTH)
-        # first the same order without the transform (quick), then a search of its own
-        if plan(lower(graph, optimize=True, reuse=reuse), reuse, iterations=0).sizes["activation"] >= limit:
-            return prog
-        base = _build(graph, True, reuse, None)
-        return prog if base.sizes["activation"] >= limit else base
+        base = _build(graph, True, reuse, None)  # (planning is cheap next to code generation)
+        return prog if prog.sizes["activation"] <= base.sizes["activation"] * \
+            (1 + TRANSFORM_GROWTH) else base
     return _build(graph, optimize, reuse, None)
 
 

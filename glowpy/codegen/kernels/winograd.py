@@ -30,14 +30,14 @@ from glowpy.codegen.kernels import emits
 from glowpy.codegen.kernels.conv_tiling import choose_tile
 from glowpy.codegen.kernels.gemm_micro import Acc, Vec, simd_of
 from glowpy.codegen.kernels.vec_epilogue import Finisher
+from glowpy.ir import planner
 from glowpy.ir.lower import ACTIVATION, CONSTANT, Buffer
 
 SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifest counts them)
 G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
 MIN_LANES = 8  # float lanes a target needs for the transforms to pay
 MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies they save
-GROWTH = 0.25  # scratch may raise the activations' lower bound by this share at most...
-SCRATCH_MAX = 1 << 20  # ...and be at most this big (V stays in L2)
+SCRATCH_MAX = 1 << 20  # scratch at most this big (V stays in L2)
 MAX_TILES = 256  # tiles per block
 MIN_TILES = 16  # tiles per block at least
 BLOCK_TILES = 64  # tiles per block enough when U stays in cache
@@ -95,19 +95,9 @@ def _blocking(simd, c, kk, ho, wo, budget):
 
 
 def _live_bytes(prog) -> list[int]:
-    """Activation bytes live at each instruction (what any plan needs there at least)."""
-    from glowpy.ir import liveness
-    from glowpy.ir.planner import align
-    spans: dict = {}  # root storage -> (first, last): a buffer written in place shares its bytes
-    for s, (a, e) in liveness.intervals(prog).items():
-        r = s.root
-        a0, e0 = spans.get(r, (a, e))
-        spans[r] = (min(a, a0), max(e, e0))
-    live = [0] * len(prog.instrs)
-    for r, (a, e) in spans.items():
-        for i in range(max(a, 0), e + 1):
-            live[i] += align(r.nbytes)
-    return live
+    """Activation bytes live at each instruction: the planner's own profile, before placement."""
+    groups, _, _, pairs = planner.members(prog)
+    return planner.live_profile(groups, pairs, len(prog.instrs))
 
 
 _PACKED: dict = {}  # id(weights array) -> {MR: U}, while the array lives (the schedule search re-lowers)
@@ -141,7 +131,7 @@ def select(prog, target):
     if simd.width < MIN_LANES:
         return prog
     # scratch up to what another instruction needs anyway costs no memory; beyond that, the
-    # region may grow by GROWTH for speed (-winograd=false: not at all)
+    # region may grow by the share planner.build accepts (-winograd=false: not at all)
     live = _live_bytes(prog)
     bound = max(live, default=0)
     for idx, ins in enumerate(prog.instrs):
@@ -152,7 +142,7 @@ def select(prog, target):
         ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
         if c < MIN_CHANNELS or kk < MIN_CHANNELS or ho * wo < MIN_PLANE or 64 * c * kk > MAX_U:
             continue
-        budget = min(SCRATCH_MAX, int(bound * (1 + GROWTH)) - live[idx])
+        budget = min(SCRATCH_MAX, int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
         blocking = _blocking(simd, c, kk, ho, wo, budget)
         if blocking is None:
             continue
