@@ -67,6 +67,18 @@ CONVS = {
         ((1, 32, 28, 28), (32, 1, 3, 3), dict(group=32, pads=[1, 1, 1, 1], strides=[2, 2])),
         ((1, 64, 25, 5), (64, 1, 3, 3), dict(group=64, pads=[1, 1, 1, 1])),
     ],
+    # conv_depthwise.py: flat planes and chunks, row blocks, strided and dilated taps
+    "depthwise": [
+        ((2, 8, 48, 48), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1])),
+        ((1, 16, 24, 24), (16, 1, 3, 3), dict(group=16, pads=[1, 1, 1, 1])),
+        ((1, 16, 23, 21), (16, 1, 3, 3), dict(group=16, pads=[1, 1, 1, 1], strides=[2, 2])),
+        ((1, 12, 12, 12), (12, 1, 3, 3), dict(group=12, pads=[2, 2, 2, 2], dilations=[2, 2])),
+        ((1, 8, 7, 9), (8, 1, 5, 5), dict(group=8, pads=[2, 1, 2, 3])),
+        ((1, 16, 3, 3), (16, 1, 3, 3), dict(group=16, pads=[1, 1, 1, 1])),
+        ((1, 8, 30), (8, 1, 3), dict(group=8, pads=[1, 1])),
+        ((1, 8, 10, 10), (8, 1, 3, 3), dict(group=8)),
+        ((1, 6, 40, 40), (6, 1, 3, 3), dict(group=6, pads=[1, 1, 1, 1])),
+    ],
 }
 
 
@@ -85,6 +97,26 @@ def test_conv_paths_with_epilogues(kind, tmp_path):
         g.node("Clip", [g.node("Mul", [y, scale], output=False), np.float32(-1), np.float32(1)])
     g.feeds = feeds
     check_guarded(g.model(opset=13), feeds, tmp_path)
+
+
+@pytest.mark.parametrize("shape, attrs, choice", [
+    ((1, 6, 40, 40), dict(pads=[1, 1, 1, 1]), ("flat", 5)),  # two-row chunks, a loop inside
+    ((1, 6, 40, 40), dict(pads=[1, 1, 1, 1]), ("rows", 3, 1)),  # row blocks and column runs
+    ((1, 6, 40, 40), dict(pads=[1, 1, 1, 1]), ("rows", 5, 3)),
+    ((1, 6, 13, 13), dict(pads=[1, 1, 1, 1]), ("flat", 2)),  # chunks without a row period
+    ((1, 6, 13, 13), dict(pads=[0, 2, 1, 0], strides=[1, 3]), ("rows", 4, 1)),
+    ((2, 5, 17, 33), dict(pads=[3, 3, 3, 3], dilations=[3, 2], strides=[2, 1]), ("rows", 2, 2)),
+])
+def test_depthwise_plans(shape, attrs, choice, tmp_path, monkeypatch):
+    """Each depthwise tiling on shapes where the cost model would pick another, against
+    onnxruntime under guard pages."""
+    from glowpy.codegen.kernels import conv_depthwise
+    monkeypatch.setattr(conv_depthwise, "plan", lambda s, simd: choice)
+    c = shape[1]
+    g = GraphBuilder(x=f32(*shape))
+    y = g.node("Conv", ["x", f32(c, 1, 3, 3, scale=0.3), f32(c)], output=False, group=c, **attrs)
+    g.node("Relu", [y])
+    check_guarded(g.model(opset=13), g.feeds, tmp_path)
 
 
 def test_gemm_and_matmul_paths(tmp_path):

@@ -98,6 +98,19 @@ def test_global_pool(op, tmp_path):
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_whole_plane_windows(op, tmp_path):
+    """Windows that cover the whole plane (a reduction over contiguous memory): planes of 3, 9,
+    16, 125, 300 and 1000 elements, so one masked vector, whole vectors, the unrolled and the
+    looped accumulators and the masked tail all run; large values check the -inf/0 fill."""
+    feeds = {f"x{h}_{w}": (RNG.standard_normal((2, 3, h, w)) * 50).astype(np.float32)
+             for h, w in [(1, 3), (3, 3), (4, 4), (25, 5), (15, 20), (40, 25)]}
+    g = GraphBuilder(**feeds)
+    for name, x in feeds.items():
+        g.node(op, [name], kernel_shape=list(x.shape[2:]))
+    check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pool_wide_windows(op, tmp_path):
     """Windows wider than the emitter's unrolled tap count (16)."""
     x = RNG.standard_normal((1, 2, 3, 45)).astype(np.float32)

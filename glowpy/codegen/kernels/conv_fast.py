@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels import conv_depthwise
 from glowpy.codegen.kernels.conv_tiling import (Shape, _blocks, _pack, choose_tile, kh_range,
                                                 row_runs, shape_of, valid_taps)
 from glowpy.codegen.kernels.gemm_micro import Acc, Vec, const_input, pack_constant, simd_of
@@ -288,6 +289,8 @@ def emit(k) -> bool:
     s = shape_of(k)
     if s is None:
         return False
+    if conv_depthwise.emit(k, s):
+        return True
     simd = simd_of(k.target)
     pointwise = s.kh == 1 and s.kw == 1 and s.pt == 0 and s.pl == 0 and s.ho <= s.hin
     flat = s.sh == 1 and s.sw == 1 and s.wo == s.win and (simd.width > 1 or pointwise)

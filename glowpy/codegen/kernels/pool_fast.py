@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv_tiling import Shape, kh_range, row_runs
@@ -51,6 +52,10 @@ def emit_pool(k, is_max: bool) -> bool:
     div = None if is_max else node.opdef.divisors(node).astype(np.float32).reshape(s.ho, s.wo)
     table = k.add_table(div.reshape(-1), "avgpool_div") if div is not None and len(set(div.flat)) > 1 \
         else None
+    if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
+            s.dh == s.dw == 1 and not any(win.pads_end):
+        _global(k, vec, planes, pin, is_max, None if div is None else float(div.flat[0]))
+        return True
 
     def tile(p, oh, ow0, sig):
         masks, store = sig
@@ -94,3 +99,38 @@ def emit_pool(k, is_max: bool) -> bool:
             with k.for_range(s.ho, name="oh") as oh:
                 row(p, oh)
     return True
+
+
+def _global(k, vec: Vec, planes: int, pin: int, is_max: bool, div):
+    """A window that is the whole (contiguous) plane: per plane, up to four vector accumulators
+    over its vectors (independent chains: a single running sum would wait on every add's
+    latency), the last vector masked, then one horizontal reduction."""
+    b, w = k.b, vec.w
+    full, rem = divmod(pin, w)
+    nacc = max(1, min(4, full))
+    fill = float("-inf") if is_max else 0.0
+    op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
+    steps, extra = divmod(full, nacc)
+    with k.for_range(planes, name="p") as p:
+        base = b.mul(p, k.c(pin))
+        init = [cg.const(vec.ty, fill)] * nacc
+        with cg.for_range_carry(b, steps, init, intp=k.intp, name="v", unroll=steps <= 4) as lp:
+            at = b.add(base, b.mul(lp.index, k.c(nacc * w)))
+            lp.carry([op(a, vec.load(k.inp(0), b.add(at, k.c(i * w)))) for i, a in enumerate(lp.values)])
+        acc = list(lp.results)
+        for i in range(extra):
+            acc[i] = op(acc[i], vec.load(k.inp(0), b.add(base, k.c((steps * nacc + i) * w))))
+        if rem:
+            acc[0] = op(acc[0], vec.load(k.inp(0), b.add(base, k.c(full * w)),
+                                         tuple(l < rem for l in range(w)), fill=fill))
+        while len(acc) > 1:
+            acc = [op(acc[i], acc[i + 1]) if i + 1 < len(acc) else acc[i] for i in range(0, len(acc), 2)]
+        v, h = acc[0], w // 2
+        while h:
+            idx = ir.Constant(ir.VectorType(cg.I32, w), [l + h if l < h else l for l in range(w)])
+            v = op(v, b.shuffle_vector(v, ir.Constant(vec.ty, ir.Undefined), idx))
+            h //= 2
+        val = b.extract_element(v, ir.Constant(cg.I32, 0)) if w > 1 else v
+        if div is not None:
+            val = b.fdiv(val, cg.const(cg.F32, div))
+        b.store(val, cg.gep(b, k.out(), p, cg.F32), align=4)
