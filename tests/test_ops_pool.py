@@ -97,7 +97,7 @@ def test_global_pool(op, tmp_path):
     check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"])
 def test_whole_plane_windows(op, tmp_path):
     """Windows that cover the whole plane (a reduction over contiguous memory): planes of 3, 9,
     16, 125, 300 and 1000 elements, so one masked vector, whole vectors, the unrolled and the
@@ -106,7 +106,7 @@ def test_whole_plane_windows(op, tmp_path):
              for h, w in [(1, 3), (3, 3), (4, 4), (25, 5), (15, 20), (40, 25)]}
     g = GraphBuilder(**feeds)
     for name, x in feeds.items():
-        g.node(op, [name], kernel_shape=list(x.shape[2:]))
+        g.node(op, [name], **({} if op.startswith("Global") else {"kernel_shape": list(x.shape[2:])}))
     check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-5)
 
 

@@ -215,6 +215,9 @@ def emit_global_pool(k):
     f32 = cg.llvm_type(x.dtype)
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
+    if x.dtype == np.float32 and k.out_buf().dtype == np.float32:
+        pool_fast.whole_plane(k, planes, plane, is_max, None if is_max else float(plane))
+        return
     acc_p = cg.alloca_in_entry(b, f32, "acc")
     with k.for_range(planes, name="p") as p:
         base = b.mul(p, k.c(plane))

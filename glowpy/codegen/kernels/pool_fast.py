@@ -54,7 +54,7 @@ def emit_pool(k, is_max: bool) -> bool:
         else None
     if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
             s.dh == s.dw == 1 and not any(win.pads_end):
-        _global(k, vec, planes, pin, is_max, None if div is None else float(div.flat[0]))
+        whole_plane(k, planes, pin, is_max, None if div is None else float(div.flat[0]))
         return True
 
     def tile(p, oh, ow0, sig):
@@ -101,11 +101,13 @@ def emit_pool(k, is_max: bool) -> bool:
     return True
 
 
-def _global(k, vec: Vec, planes: int, pin: int, is_max: bool, div):
-    """A window that is the whole (contiguous) plane: per plane, up to four vector accumulators
+def whole_plane(k, planes: int, pin: int, is_max: bool, div):
+    """Float max or sum (divided by `div`) of each contiguous plane of the input (global pools,
+    windows as large as the input): per plane, up to four vector accumulators
     over its vectors (independent chains: a single running sum would wait on every add's
     latency), the last vector masked, then one horizontal reduction."""
-    b, w = k.b, vec.w
+    b, vec = k.b, Vec(k, simd_of(k.target))
+    w = vec.w
     full, rem = divmod(pin, w)
     nacc = max(1, min(4, full))
     fill = float("-inf") if is_max else 0.0
