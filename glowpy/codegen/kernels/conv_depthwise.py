@@ -260,7 +260,9 @@ def emit(k, s: Shape) -> bool:
     """Emits the depthwise kernel for k when it applies (vector targets, one input and one
     output channel per group, a 2-D or 1-D window of more than one tap). With more output
     channels per input channel the register-blocked kernels reuse each input vector for
-    several channels, which this one does not."""
+    several channels, which this one does not. Scalar targets keep the row tiles of
+    conv_fast.py: on the Cortex-M7 this kernel ran 4-6% fewer instructions (kws, VWW) for
+    two to three times the code."""
     simd = simd_of(k.target)
     if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1:
         return False
