@@ -257,7 +257,9 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         ot = min(ot, ort_t.run(seconds, batches, clock))
     errs = [close(g, r, False) for g, r in zip(outs, ort_t.outputs)]
     flops = 2 * model_macs(path)
+    weights = info.manifest["memory"]["constant"]
     row = {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot,
+           "weight_bytes": weights, "read_gbs": read_bandwidth(work, weights),
            "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
            "compile_s": compile_s,
            "agrees_with_ort": all(e is not None for e in errs),
@@ -297,18 +299,61 @@ int main(void) {
 """
 
 
+BW_C = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+typedef float v16 __attribute__((vector_size(64)));
+static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+/* usage: bw BYTES -> GB/s of the best pass reading BYTES (8 independent vector sums) */
+int main(int argc, char **argv) {
+  size_t n = (size_t)atol(argv[1]) / 512 * 8;
+  if (n < 8) n = 8;
+  v16 *a, s[8] = {{0}}, x = {0};
+  if (posix_memalign((void **)&a, 64, n * 64)) return 3;
+  for (size_t i = 0; i < n; i++) for (int l = 0; l < 16; l++) a[i][l] = 1.0f;
+  for (int l = 0; l < 16; l++) x[l] = 1.0001f;
+  double best = 1e30, spent = 0;
+  for (int r = 0; r < 1000 && (r < 20 || spent < 2e8); r++) {
+    double t0 = now();
+    for (size_t i = 0; i < n; i += 8)
+      for (int j = 0; j < 8; j++) s[j] += a[i + j] * x;
+    double dt = now() - t0;
+    spent += dt;
+    if (dt < best) best = dt;
+  }
+  for (int j = 1; j < 8; j++) s[0] += s[j];
+  printf("%f %f
+", n * 64.0 / best, (double)s[0][0]);
+  return 0;
+}
+"""
+
+
+def _run_c(work: str, name: str, src: str, *args) -> float | None:
+    c, exe = os.path.join(work, name + ".c"), os.path.join(work, name)
+    if not os.path.exists(exe):
+        with open(c, "w") as f:
+            f.write(src)
+        r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
+                           capture_output=True, text=True)
+        if r.returncode:
+            return None
+    out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True).stdout.split()
+    return float(out[0]) if out else None
+
+
+def read_bandwidth(work: str, nbytes: int) -> float | None:
+    """Single-core read bandwidth (GB/s) for a buffer of `nbytes` read again and again, as a
+    bundle reads its weights on back-to-back calls: from L1, L2 or L3 by its size."""
+    return _run_c(work, "bw", BW_C, nbytes)
+
+
 def fma_peak(work: str) -> float | None:
     """Single-core float32 multiply-add throughput (GFLOP/s) of this machine: 24 independent
     16-float FMA chains compiled with -march=native (the ceiling any kernel can reach)."""
-    c, exe = os.path.join(work, "peak.c"), os.path.join(work, "peak")
-    with open(c, "w") as f:
-        f.write(PEAK_C)
-    r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
-                       capture_output=True, text=True)
-    if r.returncode:
-        return None
-    out = subprocess.run([exe], capture_output=True, text=True).stdout.split()
-    return float(out[0]) if out else None
+    return _run_c(work, "peak", PEAK_C)
 
 
 def machine() -> str:
@@ -326,24 +371,30 @@ def machine() -> str:
 
 
 def table(rows: list[dict], peak: float | None = None) -> str:
-    """The benchmark table. `target` is the issue's ratio goal; `target needs` the GFLOP/s a
-    bundle would have to reach to meet it (from onnxruntime's time), starred when that is
-    above the machine's measured FMA peak."""
+    """The benchmark table. `target` is the issue's ratio goal; `target needs` the GFLOP/s and
+    the weight-read GB/s a bundle would need to meet it (from onnxruntime's time), each
+    starred when it is above what this machine measurably does: the FMA peak, and the read
+    bandwidth for a buffer of the weights' size read again and again (`weights`, GB/s)."""
     out = ("| model | bundle ms | onnxruntime ms | ratio | target | GFLOP/s (onnxruntime) | "
-           "target needs GFLOP/s | compile s | outputs |\n"
-           "|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+           "target needs GFLOP/s | weights MB (read GB/s) | target needs GB/s | compile s | "
+           "outputs |\n"
+           "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
     for r in rows:
         tgt = TARGET_RATIO.get(r["model"])
         ok = "agree" if r["agrees_with_ort"] else "**differ from onnxruntime**"
         if "matches_reference" in r:
             ok += ", match reference" if r["matches_reference"] else ", **differ from reference**"
-        need = ""
+        need = need_bw = ""
+        bw = r.get("read_gbs")
         if tgt is not None:
             n = r["ort_gflops"] / tgt
             need = f"{n:.0f}" + (" *" if peak and n > peak else "")
+            nb = r["weight_bytes"] / (r["ort_ms"] * tgt * 1e-3) / 1e9
+            need_bw = f"{nb:.0f}" + (" *" if bw and nb > bw else "")
         out += (f"| {r['model']} | {r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
                 f"{'' if tgt is None else f'<= {tgt}'} | {r['gflops']:.1f} ({r['ort_gflops']:.1f}) | "
-                f"{need} | {r['compile_s']:.1f} | {ok} |\n")
+                f"{need} | {r['weight_bytes'] / 1e6:.3g} ({bw or 0:.0f}) | {need_bw} | "
+                f"{r['compile_s']:.1f} | {ok} |\n")
     return out
 
 
@@ -394,7 +445,8 @@ def main(argv=None) -> int:
             + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s" if peak else "")
             + f". Times: best batch of back-to-back calls, {clock}, bundle and onnxruntime "
             f"alternating for {a.rounds} rounds; GFLOP/s count 2 per multiply-add of Conv, Gemm "
-            f"and MatMul; * marks a target that needs more than the measured peak.\n\n"
+            f"and MatMul; * marks a target that needs more than the measured FMA peak, or a faster "
+            f"read of the weights than this machine's for a buffer of their size.\n\n"
             + table(rows, peak))
     print(text)
     if a.json:

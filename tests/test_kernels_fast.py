@@ -47,6 +47,7 @@ CONVS = {
         ((1, 4, 17), (7, 4, 3), dict(pads=[1, 1])),
         ((1, 4, 17), (7, 4, 3), dict(strides=[3], pads=[2, 0])),
         ((1, 16, 30, 30), (32, 16, 1, 1), dict(strides=[2, 2])),
+        ((1, 1, 28, 29), (8, 1, 5, 5), dict(pads=[2, 2, 2, 2])),  # one channel: row tiles
     ],
     "channel-vectorized": [
         ((1, 64, 7, 7), (64, 64, 3, 3), dict(pads=[1, 1, 1, 1])),

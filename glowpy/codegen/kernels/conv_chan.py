@@ -261,6 +261,9 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
     w, pw = vec.w, tv.w
     pos0 = b.add(b.mul(oh, k.c(s.wo)), ow0)
     accumulate = k.instr.attrs.get("accumulate") is not None
+    # steps that are the same at every element run on the channel vectors, before the turn
+    # (not after the residual, which is added to the stored rows): no second pass over memory
+    early = not accumulate and tfin.uniform()
     plane0 = b.mul(b.add(b.mul(n, k.c(s.m)), oc0), k.c(s.ho * s.wo))
     chunks = [(p0, tuple(p0 + q < npx for q in range(pw))) for p0 in range(0, npx, pw)]
     for v in range(nvo):
@@ -269,6 +272,8 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
             cols = [vals[p][v] for p in range(p0, min(npx, p0 + pw))]
             if bias is not None:
                 cols = [b.fadd(c, bias) for c in cols]
+            if early:
+                cols = [tfin.apply_uniform(c, vec) for c in cols]
             rows = transpose(b, cols, w, pw)
             for l in range(w):
                 if not chmask[v][l]:
@@ -278,7 +283,7 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
                 if accumulate:
                     val = b.fadd(val, tv.load(k.out(), off, store))
                 tv.store(val, k.out(), off, store)
-    if not tfin.steps or not tfin.vector_ok:
+    if not tfin.steps or not tfin.vector_ok or early:
         return  # (steps that are not vector code: module.py's sweep runs them afterwards)
     two_d = len(k.out_buf().shape) == 4 and s.rank == 2
     nch = sum(sum(m) for m in chmask)

@@ -37,13 +37,28 @@ class Finisher:
         if k.node is not None and epilogue.steps(k.node) and self.vector_ok:
             k.epilogue_done = True  # else module.py's sweep runs the steps after the kernel
 
+    def _scalar(self, j):
+        buf = self.k.in_buf(j)
+        c = buf.value.const if buf.value is not None else None
+        return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
+
+    def uniform(self) -> bool:
+        """Every step's operands are single constants (Relu, Clip, LeakyRelu, x * 0.5, ...):
+        the steps are the same function at every output element, so they may run on values
+        whose lanes are laid out in any order (before a transpose, not after it)."""
+        return bool(self.steps) and self.vector_ok and all(
+            a is None or self._scalar(a) is not None for st in self.steps for a in st["args"])
+
+    def apply_uniform(self, acc, vec: Vec):
+        """The steps (uniform()) on a vector of `vec`'s type, stored by the caller."""
+        return fused.run_steps(self.k, acc, lambda j: cg.const(vec.ty, self._scalar(j)), self.skip)
+
     def operand(self, j, lead, p0, mask):
         """Operand j of the epilogue at the lanes, as a vector."""
         k, vec, b = self.k, self.vec, self.k.b
         buf = k.in_buf(j)
-        c = buf.value.const if buf.value is not None else None
-        if c is not None and c.size == 1:
-            return cg.const(vec.ty, float(c.reshape(-1)[0]))
+        if self._scalar(j) is not None:
+            return cg.const(vec.ty, self._scalar(j))
         st = cg.broadcast_strides(buf.shape, self.out.shape)
         nl = len(lead)
         base = cg.linear(b, lead, st[:nl], 0, k.intp)
