@@ -336,14 +336,14 @@ int main(int argc, char **argv) {
 
 
 def _run_c(work: str, name: str, src: str, *args) -> float | None:
+    """Compiles src (-march=native) in `work` and runs it with args: the first number printed."""
     c, exe = os.path.join(work, name + ".c"), os.path.join(work, name)
-    if not os.path.exists(exe):
-        with open(c, "w") as f:
-            f.write(src)
-        r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
-                           capture_output=True, text=True)
-        if r.returncode:
-            return None
+    with open(c, "w") as f:
+        f.write(src)
+    r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return None
     out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True).stdout.split()
     return float(out[0]) if out else None
 
@@ -397,7 +397,7 @@ def table(rows: list[dict], peak: float | None = None) -> str:
             need_bw = f"{nb:.0f}" + (" *" if bw and nb > bw else "")
         out += (f"| {r['model']} | {r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
                 f"{'' if tgt is None else f'<= {tgt}'} | {r['gflops']:.1f} ({r['ort_gflops']:.1f}) | "
-                f"{need} | {r['weight_bytes'] / 1e6:.3g} ({bw or 0:.0f}) | {need_bw} | "
+                f"{need} | {r['weight_bytes'] / 1e6:.3g} ({f'{bw:.0f}' if bw else '?'}) | {need_bw} | "
                 f"{r['compile_s']:.1f} | {ok} |\n")
     return out
 

@@ -116,9 +116,8 @@ class LaneFinisher(Finisher):
         if self.steps and self.vector_ok:
             def get(j):
                 buf = k.in_buf(j)
-                c = buf.value.const if buf.value is not None else None
-                if c is not None and c.size == 1:
-                    return cg.const(vec.ty, float(c.reshape(-1)[0]))
+                if self._scalar(j) is not None:
+                    return cg.const(vec.ty, self._scalar(j))
                 st = cg.broadcast_strides(buf.shape, self.out.shape)
                 base = cg.linear(b, idx, st, 0, k.intp)
                 if st[d] == 0:
