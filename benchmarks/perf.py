@@ -271,51 +271,53 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
     return row
 
 
-PEAK_C = r"""
+# Both probes are written for one vector of VB bytes (the host's widest float vector, `host_simd`)
+# and CH independent chains that fit its register file: a 64-byte vector type on an AVX2 host is
+# split into two ymm halves, its 24 chains need 48 registers of 16 and spill to the stack (the
+# probe then measured 13-17 GB/s on a Zen 3, not the machine's bandwidth).
+PROBE_HEAD = r"""
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
-typedef float v16 __attribute__((vector_size(64)));
+#define L (VB / 4)
+typedef float vf __attribute__((vector_size(VB)));
 static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+"""
+
+PEAK_C = PROBE_HEAD + r"""
 int main(void) {
-  v16 a[24], x, y;
-  for (int l = 0; l < 16; l++) { x[l] = 1.0001f; y[l] = 0.9999f; }
-  for (int i = 0; i < 24; i++) for (int l = 0; l < 16; l++) a[i][l] = (float)i;
+  vf a[CH], x, y;
+  for (int l = 0; l < L; l++) { x[l] = 1.0001f; y[l] = 0.9999f; }
+  for (int i = 0; i < CH; i++) for (int l = 0; l < L; l++) a[i][l] = (float)i;
   double best = 1e30;
   for (int r = 0; r < 200; r++) {
     double t0 = now();
     for (long it = 0; it < 20000; it++) {
-#pragma GCC unroll 24
-      for (int i = 0; i < 24; i++) a[i] = a[i] * x + y;
+#pragma GCC unroll 32
+      for (int i = 0; i < CH; i++) a[i] = a[i] * x + y;
     }
     double dt = now() - t0;
     if (dt < best) best = dt;
   }
   float s = 0;
-  for (int i = 0; i < 24; i++) s += a[i][0];
-  printf("%f %f\n", 20000.0 * 24 * 32 / best, s);
+  for (int i = 0; i < CH; i++) s += a[i][0];
+  printf("%f %f\n", 20000.0 * CH * 2 * L / best, s);
   return 0;
 }
 """
 
-
-BW_C = r"""
-#define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-typedef float v16 __attribute__((vector_size(64)));
-static double now(void) { struct timespec t; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+BW_C = PROBE_HEAD + r"""
 /* usage: bw BYTES -> GB/s of the best timing of passes over BYTES (8 independent vector sums;
    small buffers are read several times a timing so that the clock's cost does not count) */
 int main(int argc, char **argv) {
-  size_t n = (size_t)atol(argv[1]) / 512 * 8;
+  size_t n = (size_t)atol(argv[1]) / (8 * VB) * 8;
   if (n < 8) n = 8;
-  long reps = (long)((4 << 20) / (n * 64)) + 1;
-  v16 *a, s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0}, x;
-  if (posix_memalign((void **)&a, 64, n * 64)) return 3;
-  for (size_t i = 0; i < n; i++) for (int l = 0; l < 16; l++) a[i][l] = 1.0f;
-  for (int l = 0; l < 16; l++) x[l] = 1.0001f;
+  long reps = (long)((4 << 20) / (n * VB)) + 1;
+  vf *a, s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0}, x;
+  if (posix_memalign((void **)&a, 64, n * VB)) return 3;
+  for (size_t i = 0; i < n; i++) for (int l = 0; l < L; l++) a[i][l] = 1.0f;
+  for (int l = 0; l < L; l++) x[l] = 1.0001f;
   double best = 1e30, spent = 0;
   for (int r = 0; r < 1000 && (r < 20 || spent < 2e8); r++) {
     double t0 = now();
@@ -329,19 +331,37 @@ int main(int argc, char **argv) {
     if (dt < best) best = dt;
   }
   s0 += s1 + s2 + s3 + s4 + s5 + s6 + s7;
-  printf("%f %f\n", n * 64.0 * reps / best, (double)s0[0]);
+  printf("%f %f\n", n * (double)VB * reps / best, (double)s0[0]);
   return 0;
 }
 """
 
 
+def host_simd() -> tuple[int, int]:
+    """(bytes of the host's widest float vector, vector registers) from LLVM's host features:
+    AVX-512 64 bytes x 32 zmm, AVX 32 x 16 ymm, NEON 16 x 32, otherwise SSE's 16 x 16."""
+    from llvmlite import binding as llvm
+    llvm.initialize_native_target()
+    feats = set(llvm.get_host_cpu_features().flatten().split(","))
+    if "+avx512f" in feats:
+        return 64, 32
+    if "+avx" in feats:
+        return 32, 16
+    if "+neon" in feats:
+        return 16, 32
+    return 16, 16
+
+
 def _run_c(work: str, name: str, src: str, *args) -> float | None:
-    """Compiles src (-march=native) in `work` and runs it with args: the first number printed."""
+    """Compiles src (-march=native, for the host's vector width and register count) in `work`
+    and runs it with args: the first number printed."""
+    vb, regs = host_simd()
     c, exe = os.path.join(work, name + ".c"), os.path.join(work, name)
     with open(c, "w") as f:
         f.write(src)
-    r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", c, "-o", exe],
-                       capture_output=True, text=True)
+    # FMA chains: three quarters of the registers (the rest hold x, y and the loop)
+    r = subprocess.run([find_cc(), "-O2", "-march=native", "-ffp-contract=fast", f"-DVB={vb}",
+                        f"-DCH={regs * 3 // 4}", c, "-o", exe], capture_output=True, text=True)
     if r.returncode:
         return None
     out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True).stdout.split()
@@ -355,8 +375,8 @@ def read_bandwidth(work: str, nbytes: int) -> float | None:
 
 
 def fma_peak(work: str) -> float | None:
-    """Single-core float32 multiply-add throughput (GFLOP/s) of this machine: 24 independent
-    16-float FMA chains compiled with -march=native (the ceiling any kernel can reach)."""
+    """Single-core float32 multiply-add throughput (GFLOP/s) of this machine: independent FMA
+    chains of the host's widest vector, 3/4 of its registers (the ceiling any kernel can reach)."""
     return _run_c(work, "peak", PEAK_C)
 
 

@@ -5,8 +5,11 @@ transpose, depthwise and grouped convolutions, strides, dilations, asymmetric pa
 windows, tail blocks, and fused epilogues (residual add accumulated in place, per-channel
 operands, Clip). Every graph is checked against onnxruntime, and run with the regions flush
 against inaccessible pages on either side, so a masked or strided load or store that strays
-out of its tensor's region faults. Also: the vector width each target gets, and weights packed
-in place (the constant region does not grow)."""
+out of its tensor's region faults. Every graph is compiled for each x86 vector level the host
+executes (tests/vector_levels.py: SSE2's 4 lanes and AVX2's 8 on every host, AVX-512's 16 and
+its mask registers where the host has them), never for "the host", so each width's tiles are
+checked on every machine that can run them. Also: the vector width each target gets, and
+weights packed in place (the constant region does not grow)."""
 import os
 
 import numpy as np
@@ -15,6 +18,7 @@ import pytest
 import glowpy
 from util import GraphBuilder, check_against_onnxruntime, make_model
 from glowpy.runtime import Bundle
+from vector_levels import LEVELS, params
 
 RNG = np.random.default_rng(11)
 
@@ -23,9 +27,11 @@ def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def check_guarded(model, feeds, tmp_path):
-    """check_against_onnxruntime, then the same bundle under guard pages (both sides)."""
-    got, _ = check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4)
+def check_guarded(model, feeds, tmp_path, level):
+    """check_against_onnxruntime for `level`, then the same bundle under guard pages (both
+    sides)."""
+    got, _ = check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4,
+                                       **level.options)
     d = os.path.join(str(tmp_path), "bundle")
     for guard in (1, 2):
         b = Bundle(d, cflags=[f"-DGLOWPY_GUARD_PAGES={guard}"])
@@ -83,8 +89,9 @@ CONVS = {
 }
 
 
+@pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("kind", sorted(CONVS))
-def test_conv_paths_with_epilogues(kind, tmp_path):
+def test_conv_paths_with_epilogues(kind, level, tmp_path):
     feeds, g = {}, None
     g = GraphBuilder()
     for i, (xs, ws, attrs) in enumerate(CONVS[kind]):
@@ -97,9 +104,10 @@ def test_conv_paths_with_epilogues(kind, tmp_path):
         scale = f32(*((ws[0],) + (1,) * (len(xs) - 2)))
         g.node("Clip", [g.node("Mul", [y, scale], output=False), np.float32(-1), np.float32(1)])
     g.feeds = feeds
-    check_guarded(g.model(opset=13), feeds, tmp_path)
+    check_guarded(g.model(opset=13), feeds, tmp_path, level)
 
 
+@pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("shape, attrs, choice", [
     ((1, 6, 40, 40), dict(pads=[1, 1, 1, 1]), ("flat", 5)),  # two-row chunks, a loop inside
     ((1, 6, 40, 40), dict(pads=[1, 1, 1, 1]), ("rows", 3, 1)),  # row blocks and column runs
@@ -108,7 +116,7 @@ def test_conv_paths_with_epilogues(kind, tmp_path):
     ((1, 6, 13, 13), dict(pads=[0, 2, 1, 0], strides=[1, 3]), ("rows", 4, 1)),
     ((2, 5, 17, 33), dict(pads=[3, 3, 3, 3], dilations=[3, 2], strides=[2, 1]), ("rows", 2, 2)),
 ])
-def test_depthwise_plans(shape, attrs, choice, tmp_path, monkeypatch):
+def test_depthwise_plans(shape, attrs, choice, level, tmp_path, monkeypatch):
     """Each depthwise tiling on shapes where the cost model would pick another, against
     onnxruntime under guard pages."""
     from glowpy.codegen.kernels import conv_depthwise
@@ -117,10 +125,11 @@ def test_depthwise_plans(shape, attrs, choice, tmp_path, monkeypatch):
     g = GraphBuilder(x=f32(*shape))
     y = g.node("Conv", ["x", f32(c, 1, 3, 3, scale=0.3), f32(c)], output=False, group=c, **attrs)
     g.node("Relu", [y])
-    check_guarded(g.model(opset=13), g.feeds, tmp_path)
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level)
 
 
-def test_gemm_and_matmul_paths(tmp_path):
+@pytest.mark.parametrize("level", params())
+def test_gemm_and_matmul_paths(level, tmp_path):
     g = GraphBuilder(a=f32(1, 640), b=f32(5, 33), c=f32(33, 5), x=f32(2, 3, 5, 8), v=f32(3, 20),
                      r=f32(3, 70), bt=f32(20, 18))
     g.node("Gemm", ["a", f32(640, 128), f32(128)])  # one row: K-unrolled partial sums
@@ -131,10 +140,11 @@ def test_gemm_and_matmul_paths(tmp_path):
     g.node("MatMul", ["x", f32(3, 8, 6)])
     y = g.node("Gemm", ["v", f32(70, 20), f32(70)], output=False, transB=1)
     g.node("Relu", [g.node("Add", [y, "r"], output=False)])
-    check_guarded(g.model(opset=13), g.feeds, tmp_path)
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level)
 
 
-def test_pools(tmp_path):
+@pytest.mark.parametrize("level", params())
+def test_pools(level, tmp_path):
     x = f32(2, 5, 17, 19)
     g = GraphBuilder(x=x)
     for attrs in (dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -143,15 +153,17 @@ def test_pools(tmp_path):
         g.node("MaxPool", ["x"], **attrs)
         g.node("AveragePool", ["x"], **{k: v for k, v in attrs.items() if k != "dilations"})
     g.node("AveragePool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
-    check_guarded(g.model(opset=19), g.feeds, tmp_path)
+    check_guarded(g.model(opset=19), g.feeds, tmp_path, level)
 
 
-def test_weights_packed_in_place(tmp_path):
+@pytest.mark.parametrize("level", params())
+def test_weights_packed_in_place(level, tmp_path):
     """A convolution's weights are re-laid out in their own bytes: the constant region is the
     weights and the bias, nothing appended."""
     x, w, b = f32(1, 32, 14, 14), f32(48, 32, 3, 3), f32(48)
     m = make_model("Conv", {"x": x}, 1, dict(pads=[1, 1, 1, 1]), {"w": w, "b": b})
-    got, _ = check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4)
+    got, _ = check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                                       **level.options)
     import json
     man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
     align = lambda n: (n + 63) // 64 * 64  # noqa: E731
@@ -164,6 +176,7 @@ def test_weights_packed_in_place(tmp_path):
     (dict(target="aarch64"), 4),
     (dict(target="x86_64", mcpu="skylake-avx512"), 16),
     (dict(target="x86_64", mcpu="haswell"), 8),
+    *[(dict(target="x86_64", mcpu=lv.cpu), lv.lanes) for lv in LEVELS],
 ])
 def test_vector_width_per_target(target, width):
     from glowpy.codegen.kernels.gemm_micro import simd_of
@@ -193,9 +206,10 @@ def test_resnet_shapes_compile_for_every_target(tmp_path):
         assert os.path.getsize(info.files[".o"]) > 0
 
 
+@pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("ws, attrs", [((16, 8, 1, 1), {}),  # pixel-vectorized
                                        ((48, 32, 3, 3), dict(pads=[1, 1, 1, 1]))])  # channel
-def test_fused_activations_on_vectors(ws, attrs, tmp_path):
+def test_fused_activations_on_vectors(ws, attrs, level, tmp_path):
     """Every fused activation runs on whole accumulator vectors; Abs, whose code is scalar only,
     is left to module.py's sweep over the stored output."""
     x = f32(1, ws[1], 9, 9, scale=0.3)
@@ -207,4 +221,5 @@ def test_fused_activations_on_vectors(ws, attrs, tmp_path):
         g.node(op, [y], **extra)
     y = g.node("Conv", ["x", f32(*ws, scale=0.3), f32(ws[0])], output=False, **attrs)
     g.node("PRelu", [y, f32(ws[0], 1, 1)])
-    check_against_onnxruntime(g.model(opset=14), g.feeds, tmp_path, rtol=1e-4, atol=1e-5)
+    check_against_onnxruntime(g.model(opset=14), g.feeds, tmp_path, rtol=1e-4, atol=1e-5,
+                              **level.options)

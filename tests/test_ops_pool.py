@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from util import GraphBuilder, check_op
+from vector_levels import params
 
 RNG = np.random.default_rng(5)
 X2 = RNG.standard_normal((2, 3, 9, 10)).astype(np.float32)
@@ -122,10 +123,12 @@ def test_pool_wide_windows(op, tmp_path):
     check_op(g.model(12), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-def test_pool_long_rows(op, tmp_path):
+def test_pool_long_rows(op, level, tmp_path):
     """Rows of several vectors (up to four per tile, then more tiles and an edge run): every
-    vector's span of input columns, its masks at both ends, strides 1-3 and dilations."""
+    vector's span of input columns, its masks at both ends, strides 1-3 and dilations, at each
+    vector width the host runs (tests/vector_levels.py)."""
     x = RNG.standard_normal((1, 2, 7, 150)).astype(np.float32)
     g = GraphBuilder(x=x)
     g.node(op, ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
@@ -133,7 +136,7 @@ def test_pool_long_rows(op, tmp_path):
     g.node(op, ["x"], kernel_shape=[3, 3], strides=[3, 3], ceil_mode=1)
     g.node(op, ["x"], kernel_shape=[3, 5], strides=[2, 2], pads=[1, 2, 1, 2])
     g.node(op, ["x"], kernel_shape=[2, 3], strides=[1, 3], dilations=[2, 2], pads=[0, 2, 1, 1])
-    check_op(g.model(19), g.feeds, tmp_path, rtol=1e-5, atol=1e-6)
+    check_op(g.model(19), g.feeds, tmp_path, rtol=1e-5, atol=1e-6, **level.options)
 
 
 def test_maxpool_indices_output(tmp_path):
