@@ -202,7 +202,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     if opts.dump_graph_dag:
         _write_text(opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
-    from glowpy.codegen.kernels import post_lowering
+    from glowpy.codegen.kernels.catalog import post_lowering
     prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory,
                          transform=post_lowering(target) if opts.winograd else None)
     check_regions(prog.sizes, limit)
@@ -250,14 +250,15 @@ def _setup_quantization(graph, opts: Options):
 
 
 def _check_dtypes(graph):
-    from glowpy.codegen.kernels import has_emitter
+    from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
+    from glowpy.codegen.registry import has_kernel
     from glowpy.ir.dtypes import SUPPORTED
     for n in graph.nodes:
         for v in list(n.outputs) + [v for v in n.inputs if v is not None and not v.is_const]:
             if v.dtype not in SUPPORTED:
                 raise ModelError(f"node '{n.name}' ({n.op}): tensor '{v.name}' has type "
                                  f"{v.dtype.name}, which bundles do not support")
-        if "view" not in n.opdef.traits and not has_emitter(n.op):
+        if "view" not in n.opdef.traits and not has_kernel(n.op):
             raise ModelError(f"node '{n.name}' ({n.op}): no kernel for this op")
 
 

@@ -37,7 +37,8 @@ def _onnx_versions(name: str):
 
 def supported_ops() -> list[OpInfo]:
     """Every ONNX op glowpy compiles, by name."""
-    from glowpy.codegen.kernels import has_emitter
+    from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
+    from glowpy.codegen.registry import has_kernel
     from glowpy.frontend.onnx import MAX_OPSET, MIN_OPSET
     from glowpy.ir.ops import all_ops
     out = []
@@ -54,7 +55,7 @@ def supported_ops() -> list[OpInfo]:
         names = [s.rstrip("?*") for s in op.inputs]
         const = tuple(names[i] if i < len(names) else f"#{i}" for i in op.const_inputs)
         out.append(OpInfo(name, lo, hi, type(op).__module__.rsplit(".", 1)[-1], const,
-                          has_emitter(name)))
+                          has_kernel(name)))
     return out
 
 

@@ -536,7 +536,7 @@ def test_qdq_patterns_on_cortex_m7_equal_the_references(dtype, im2col, tmp_path,
     pointwise and kernel-row DSP paths run instead."""
     import onnx
     from toolchains import require_tool
-    from glowpy.codegen.kernels import qconv_im2col
+    from glowpy.codegen.kernels.int8 import conv_im2col as qconv_im2col
     require_tool("arm-none-eabi-gcc")
     if not im2col:
         monkeypatch.setattr(qconv_im2col, "MAX_K", 0)

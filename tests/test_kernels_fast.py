@@ -119,8 +119,8 @@ def test_conv_paths_with_epilogues(kind, level, tmp_path):
 def test_depthwise_plans(shape, attrs, choice, level, tmp_path, monkeypatch):
     """Each depthwise tiling on shapes where the cost model would pick another, against
     onnxruntime under guard pages."""
-    from glowpy.codegen.kernels import conv_depthwise
-    monkeypatch.setattr(conv_depthwise, "plan", lambda s, simd: choice)
+    from glowpy.codegen.kernels.conv import depthwise
+    monkeypatch.setattr(depthwise, "plan", lambda s, simd: choice)
     c = shape[1]
     g = GraphBuilder(x=f32(*shape))
     y = g.node("Conv", ["x", f32(c, 1, 3, 3, scale=0.3), f32(c)], output=False, group=c, **attrs)
@@ -179,7 +179,7 @@ def test_weights_packed_in_place(level, tmp_path):
     *[(dict(target="x86_64", mcpu=lv.cpu), lv.lanes) for lv in LEVELS],
 ])
 def test_vector_width_per_target(target, width):
-    from glowpy.codegen.kernels.gemm_micro import simd_of
+    from glowpy.codegen.kernels.vectors import simd_of
     from glowpy.codegen.target import resolve_target
     spec = resolve_target(target["target"], target.get("mcpu"), float_abi=target.get("float_abi"))
     assert simd_of(spec).width == width

@@ -94,7 +94,7 @@ def test_winograd_scratch_without_m_matches_onnxruntime(case, level, tmp_path, m
     a tile of MR >= K channels, so M[xi] overwrites V[xi] and the scratch is V alone; AVX2's 16
     hold at most 13 accumulators (conv_tiling.choose_tile), so M follows V. Both plans are
     checked on every host; the bundle runs against onnxruntime where the host executes it."""
-    from glowpy.codegen.kernels import winograd
+    from glowpy.codegen.kernels.conv import winograd
     monkeypatch.setattr(winograd, "MAX_TILES", 10)
     monkeypatch.setattr(winograd, "MIN_TILES", 1)
     n, c, h, w, k, pads, extra = case

@@ -10,7 +10,7 @@ import jinja2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from glowpy.codegen.kernels import winograd
+from glowpy.codegen.kernels.conv import winograd
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.planner import ALIGN

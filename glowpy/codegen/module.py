@@ -5,96 +5,20 @@ pointer per operand; the exported entry computes operand addresses from the thre
 and calls the kernels in order."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
-from glowpy.codegen.kernels import get_emitter
-from glowpy.codegen.target import TargetSpec, initialize_llvm
-from glowpy.ir.lower import Buffer, Instr, Program
-from glowpy.ir.planner import align
+from glowpy.codegen import registry
+from glowpy.codegen.kernel import Kernel
+from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
+from glowpy.codegen.kernels.epilogue import epilogue_sweep
+from glowpy.codegen.target import TargetSpec, initialize_llvm, soft_float
+from glowpy.ir.lower import Program
 
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
-
-
-@dataclass
-class Kernel:
-    """What an emitter sees: the builder, the instruction, and one typed pointer per operand."""
-    b: ir.IRBuilder
-    instr: Instr
-    args: list  # ir.Argument per operand (inputs then outputs; None operands skipped)
-    intp: ir.IntType
-    module: ir.Module
-    prog: Program = None
-    cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
-    epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
-    target: TargetSpec = None  # what the code is for (vector width, registers: gemm_micro.simd_of)
-
-    @property
-    def node(self):
-        return self.instr.node
-
-    @property
-    def attrs(self):
-        return self.instr.node.attrs if self.instr.node is not None else {}
-
-    def _arg(self, buf):
-        return self.args[[id(x) for x in self.operands].index(id(buf))]
-
-    @property
-    def operands(self):
-        return [x for x in self.instr.inputs if x is not None] + list(self.instr.outputs)
-
-    def inp(self, i):
-        buf = self.instr.inputs[i] if i < len(self.instr.inputs) else None
-        return None if buf is None else self._arg(buf)
-
-    def out(self, i=0):
-        return self._arg(self.instr.outputs[i])
-
-    def in_buf(self, i) -> Buffer | None:
-        return self.instr.inputs[i] if i < len(self.instr.inputs) else None
-
-    def out_buf(self, i=0) -> Buffer:
-        return self.instr.outputs[i]
-
-    def const(self, i) -> np.ndarray | None:
-        buf = self.in_buf(i)
-        return None if buf is None else buf.value.const
-
-    def add_table(self, array: np.ndarray, name: str):
-        """A read-only table computed at compile time (per-position divisors, resize taps...).
-        It is appended to the constant region, so the object keeps no data and needs no
-        relocations; returns a pointer to it."""
-        array = np.ascontiguousarray(array)
-        buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array)
-        buf.offset = align(self.prog.sizes["constant"])
-        self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
-        self.prog.constants.append(buf)
-        return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset)], inbounds=True,
-                          source_etype=cg.I8)
-
-    def c(self, value, ty=None):
-        return cg.const(ty or self.intp, value)
-
-    def for_range(self, stop, start=0, step=1, name="i"):
-        return cg.for_range(self.b, stop, start, step, self.intp, name)
-
-    def strided_loop(self, shape, strides_list, offsets=None, name="e"):
-        return cg.strided_loop(self.b, shape, strides_list, offsets, self.intp, name)
-
-    def loop_nest(self, shape, name="d"):
-        return cg.loop_nest(self.b, shape, self.intp, name)
-
-    def load(self, ptr, off, dtype):
-        return cg.load(self.b, ptr, off, cg.llvm_type(dtype))
-
-    def store(self, value, ptr, off):
-        return cg.store(self.b, value, ptr, off)
 
 
 def _operand_overlaps(bufs: list) -> list[bool]:
@@ -107,19 +31,10 @@ def _operand_overlaps(bufs: list) -> list[bool]:
                 for j, t in enumerate(spans)) for i, s in enumerate(spans)]
 
 
-def _soft_float(target: TargetSpec) -> bool:
-    """No FPU instructions: -float-abi=soft, FPU-less Arm cores, RISC-V without F/D."""
-    if target.arch in ("arm", "armeb", "thumb", "thumbeb"):
-        return target.fpu is None
-    if target.arch.startswith("riscv"):
-        return not any(f in ("+f", "+d") for f in target.features.split(","))
-    return False
-
-
 def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
     mod = ir.Module(name=prog.name)
     mod.triple = target.triple
-    if _soft_float(target):
+    if soft_float(target):
         mathfn.set_soft_float(mod)  # sqrt must not become a libm call there
     intp = ir.IntType(target.pointer_bits)
     entry = ir.Function(mod, ir.FunctionType(cg.I32, [cg.PTR] * 3), entry_name)
@@ -145,9 +60,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
         cbase = fn.args[-1]
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
         kern = Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase, target=target)
-        get_emitter(ins.op)(kern)
+        registry.emit(kern)
         if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
-            from glowpy.codegen.kernels.fused import epilogue_sweep
             epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
         ptrs = []

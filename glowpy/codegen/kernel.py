@@ -1,0 +1,89 @@
+"""Kernel: what a code generator sees of one instruction (the builder, the instruction, one
+typed pointer per operand, the target) and the helpers it builds code with."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.target import TargetSpec
+from glowpy.ir.lower import Buffer, Instr, Program
+from glowpy.ir.planner import align
+
+
+@dataclass
+class Kernel:
+    """What an emitter sees: the builder, the instruction, and one typed pointer per operand."""
+    b: ir.IRBuilder
+    instr: Instr
+    args: list  # ir.Argument per operand (inputs then outputs; None operands skipped)
+    intp: ir.IntType
+    module: ir.Module
+    prog: Program = None
+    cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
+    epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
+    target: TargetSpec = None  # what the code is for (vector width, registers: gemm_micro.simd_of)
+
+    @property
+    def node(self):
+        return self.instr.node
+
+    @property
+    def attrs(self):
+        return self.instr.node.attrs if self.instr.node is not None else {}
+
+    def _arg(self, buf):
+        return self.args[[id(x) for x in self.operands].index(id(buf))]
+
+    @property
+    def operands(self):
+        return [x for x in self.instr.inputs if x is not None] + list(self.instr.outputs)
+
+    def inp(self, i):
+        buf = self.instr.inputs[i] if i < len(self.instr.inputs) else None
+        return None if buf is None else self._arg(buf)
+
+    def out(self, i=0):
+        return self._arg(self.instr.outputs[i])
+
+    def in_buf(self, i) -> Buffer | None:
+        return self.instr.inputs[i] if i < len(self.instr.inputs) else None
+
+    def out_buf(self, i=0) -> Buffer:
+        return self.instr.outputs[i]
+
+    def const(self, i) -> np.ndarray | None:
+        buf = self.in_buf(i)
+        return None if buf is None else buf.value.const
+
+    def add_table(self, array: np.ndarray, name: str):
+        """A read-only table computed at compile time (per-position divisors, resize taps...).
+        It is appended to the constant region, so the object keeps no data and needs no
+        relocations; returns a pointer to it."""
+        array = np.ascontiguousarray(array)
+        buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array)
+        buf.offset = align(self.prog.sizes["constant"])
+        self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
+        self.prog.constants.append(buf)
+        return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset)], inbounds=True,
+                          source_etype=cg.I8)
+
+    def c(self, value, ty=None):
+        return cg.const(ty or self.intp, value)
+
+    def for_range(self, stop, start=0, step=1, name="i"):
+        return cg.for_range(self.b, stop, start, step, self.intp, name)
+
+    def strided_loop(self, shape, strides_list, offsets=None, name="e"):
+        return cg.strided_loop(self.b, shape, strides_list, offsets, self.intp, name)
+
+    def loop_nest(self, shape, name="d"):
+        return cg.loop_nest(self.b, shape, self.intp, name)
+
+    def load(self, ptr, off, dtype):
+        return cg.load(self.b, ptr, off, cg.llvm_type(dtype))
+
+    def store(self, value, ptr, off):
+        return cg.store(self.b, value, ptr, off)

@@ -1,0 +1,331 @@
+"""Channel-vectorized float Conv: lanes over output channels, pixels broadcast.
+
+The micro-kernel of conv_fast with the operands' roles swapped: per reduction step it loads
+NVO vectors of weights (NVO x width consecutive output channels, packed contiguously at
+compile time) and broadcasts the input value of each of NPX output pixels of one output row;
+every pixel/vector pair is one accumulator. No lane is ever wasted on pixels, so this wins
+where the pixel-vectorized tilings waste lanes -- small planes (7x7, 14x14) and strided
+convolutions, whose input columns are not contiguous -- provided the reduction is long enough
+to amortize writing the result out: the tile is turned around in registers into per-channel
+runs of pixels and stored row-contiguous by a store routine shared by every tile of that shape
+(a one-pixel tile scatters). Which input pixels of which kernel column are valid is known at
+compile time for every tile position along the row, as in the row tiling; the valid kernel
+rows of an output row are a run-time range. Only for vector targets (width > 1)."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernel import Kernel
+from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
+from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
+
+PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
+SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
+
+
+def choose(simd, s: Shape, accumulate: bool):
+    """(score, NPX, NVO): useful multiply-adds per cycle, in the units of conv_fast's scores."""
+    v, regs = simd.width, simd.registers
+    if v == 1:
+        return None
+    taps = s.cg * s.kh * s.kw
+    best = None
+    for nvo in range(1, 4):  # measured on AVX-512: 7 pixels x 3 vectors is the sweet spot
+        ob = nvo * v
+        if nvo > 1 and (nvo - 1) * v >= s.mg:
+            break
+        full, tail = _blocks(s.mg, ob)
+        for npx in range(1, min(s.wo, 8) + 1):
+            if npx * nvo > min(24, regs - 8):  # measured: more accumulators spill
+                break
+
+            def cost(px, nv):
+                step = max(px * nv / 2, (1.2 * px + nv) / 2, 4.5) + 1.0
+                store = px * nv * SCATTER_CYCLES * (2 if accumulate else 1) / taps
+                return step + store
+            pfull, prem = divmod(s.wo, npx)
+            row = pfull * cost(npx, nvo) + (cost(prem, nvo) if prem else 0)
+            if tail:
+                row_t = pfull * cost(npx, math.ceil(tail / v)) + (cost(prem, math.ceil(tail / v)) if prem else 0)
+            else:
+                row_t = 0
+            score = s.mg * s.wo / (full * row + row_t)
+            if tail:
+                score *= 0.99
+            if best is None or score > best[0]:
+                best = (score, npx, nvo)
+    return best
+
+
+class ChanEmitter:
+    def __init__(self, k, s: Shape, npx: int, nvo: int):
+        self.k, self.s, self.b = k, s, k.b
+        self.simd = simd_of(k.target)
+        self.vec = Vec(k, self.simd)
+        self.npx, self.nvo = npx, nvo
+        self.ob = nvo * self.vec.w
+        # per group and block of OB channels: kernel row, kernel column, channel, OB channels
+        self.wp = pack_constant(k, 1, _pack(const_input(k, 1), s, self.ob, (2, 3, 1)), "packed_w")
+        self.fin = LaneFinisher(k, self.vec, 1)
+        self.bias = k.inp(2)
+        # store through an in-register transpose when a pixel run fits a power-of-two vector
+        pw = 1
+        while pw < npx:
+            pw *= 2
+        pw = min(pw, self.vec.w)
+        self.transposed = None
+        if self.vec.w > 1 and pw > 1:
+            tv = Vec(k, Simd(pw, self.simd.registers, self.simd.cheap_masks))
+            spatial = k.out_buf().shape[2:]
+            lanes = spatial if (s.rank == 1 or len(spatial) != 2) else spatial[-1:]
+            tfin = Finisher(k, tv, lanes)  # (marks the epilogue done for module.py)
+            self.transposed = (tv, tfin)
+        self.store_fns, self.tile_buf = {}, None
+
+    def emit(self):
+        k, s = self.k, self.s
+        with k.for_range(s.n, name="n") as n:
+            if s.g == 1:
+                self.group(n, k.c(0))
+            else:
+                with k.for_range(s.g, name="g") as gi:
+                    self.group(n, gi)
+
+    def runs(self):
+        """Tile positions along a row sharing (pixels, valid pixels per kernel column)."""
+        s, out = self.s, []
+        for t in range(math.ceil(s.wo / self.npx)):
+            ow0 = t * self.npx
+            npx = min(self.npx, s.wo - ow0)
+            sig = (npx, tuple(tuple(0 <= (ow0 + p) * s.sw + c * s.dw - s.pl < s.win for p in range(npx))
+                              for c in range(s.kw)))
+            if out and out[-1][2] == sig and out[-1][1] == t:
+                out[-1] = (out[-1][0], t + 1, sig)
+            else:
+                out.append((t, t + 1, sig))
+        return out
+
+    def group(self, n, gi):
+        k, b, s = self.k, self.b, self.s
+        runs = self.runs()
+        full, tail = _blocks(s.mg, self.ob)
+
+        def blocks(body):
+            if full == 1:
+                body(k.c(0), self.ob)
+            elif full > 1:
+                with k.for_range(full, name="ob") as ob:
+                    body(b.mul(ob, k.c(self.ob)), self.ob)
+            if tail:
+                body(k.c(full * self.ob), tail)
+
+        def rows(body):
+            if s.ho == 1:
+                body(k.c(0))
+            else:
+                with k.for_range(s.ho, name="oh") as oh:
+                    body(oh)
+
+        def tiles(oh, body):
+            for t0, t1, sig in runs:
+                if t1 - t0 == 1:
+                    body(oh, k.c(t0 * self.npx), sig)
+                else:
+                    with k.for_range(t1, start=t0, name="t") as t:
+                        body(oh, b.mul(t, k.c(self.npx)), sig)
+
+        def kernel(o0, nch, oh, ow0, sig):
+            self.kernel(n, gi, o0, nch, oh, ow0, sig)
+
+        w_bytes = s.mg * s.ktot * 4
+        if w_bytes <= (256 << 10) or s.g > 1:  # weights stay in cache: pixels outermost
+            rows(lambda oh: tiles(oh, lambda oh_, ow0, sig: blocks(
+                lambda o0, nch: kernel(o0, nch, oh_, ow0, sig))))
+        else:  # stream the weights once, re-read the (smaller) input per block
+            blocks(lambda o0, nch: rows(lambda oh: tiles(
+                oh, lambda oh_, ow0, sig: kernel(o0, nch, oh_, ow0, sig))))
+
+    def kh_range(self, oh):
+        return kh_range(self.k, self.s, oh)
+
+    def kernel(self, n, gi, o0, nch, oh, ow0, sig):
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        npx, valid = sig
+        nvo = math.ceil(nch / w)
+        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
+        pin = s.hin * s.win
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        acc = Acc(vec, npx, nvo)
+        lo, hi = self.kh_range(oh)
+        with acc.loop(k, hi, lo, name="kh") as a:
+            ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
+            row0 = b.add(b.add(xb, b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
+            # kernel columns outside the channel loop: one column's NPX broadcasts are live at
+            # a time (shared across columns they would crowd the accumulators out of registers)
+            for c in range(s.kw):
+                if not any(valid[c]):
+                    continue
+                wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
+                with acc.loop(k, s.cg, name="ic") as ic:
+                    # base pointers, then constant offsets: less IR for LLVM to chew on
+                    wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
+                    xptr = cg.gep(b, k.inp(0), b.add(row0, b.mul(ic, k.c(pin))), cg.F32)
+                    bv = [vec.load(wptr, v * w, chmask[v]) for v in range(nvo)]
+                    for v in range(nvo):  # the weight stream, 4 KiB ahead (measured: -15% time
+                        vec.prefetch(wptr, PREFETCH + v * w)  # on a cold cache)
+                    av = [vec.load_splat(xptr, p * s.sw + c * s.dw - s.pl)
+                          if valid[c][p] else None for p in range(npx)]
+                    acc.fma(av, bv)
+        if self.transposed is not None:
+            self.store_transposed(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+            return
+        spatial = k.out_buf().shape[2:]
+        for v in range(nvo):
+            oc = b.add(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(v * w))
+            bias = vec.load(self.bias, oc, chmask[v]) if self.bias is not None else None
+            for p in range(npx):
+                val = acc.value(p, v)
+                if bias is not None:
+                    val = b.fadd(val, bias)
+                ow = b.add(ow0, k.c(p))
+                if len(spatial) == 2 and s.rank == 2:
+                    pos = [oh, ow]
+                else:  # a flattened 1x1 convolution: ow is the position in the whole plane
+                    pos, rem = [], ow
+                    for st in cg.contiguous_strides(spatial):
+                        pos.append(b.udiv(rem, k.c(st)) if st > 1 else rem)
+                        rem = b.urem(rem, k.c(st)) if st > 1 else k.c(0)
+                self.fin.finish_at(val, [n, oc] + pos, chmask[v])
+
+    def store_transposed(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
+        """The tile is handed to a store routine shared by every tile of its shape (an
+        internal function of its own: one copy of the store code instead of one per edge
+        class and block, a good part of the code LLVM has to compile), through a small
+        stack buffer that stays in L1."""
+        k, b, s = self.k, self.b, self.s
+        key = (npx, nvo, tuple(chmask))
+        if key not in self.store_fns:
+            self.store_fns[key] = self.make_store_fn(npx, nvo, chmask)
+        w = self.vec.w
+        if self.tile_buf is None:
+            buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, self.npx * math.ceil(self.ob / w) * w), "tile")
+            buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+            self.tile_buf = buf
+        for p in range(npx):
+            for v in range(nvo):
+                self.vec.store(acc.value(p, v), self.tile_buf, (p * nvo + v) * w)
+        oc0 = b.add(b.mul(gi, k.c(s.mg)), o0)
+        b.call(self.store_fns[key], list(k.args) + [k.cbase, self.tile_buf, n, oc0, oh, ow0])
+
+    def make_store_fn(self, npx, nvo, chmask):
+        k = self.k
+        nops = len(k.args)
+        fnty = ir.FunctionType(ir.VoidType(), [cg.PTR] * (nops + 2) + [k.intp] * 4)
+        fn = ir.Function(k.module, fnty, f"{k.b.function.name}_store{len(self.store_fns)}")
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        for a, src in zip(fn.args, k.args):
+            for attr in src.attributes:
+                a.add_attribute(attr)
+            a.attributes.align = src.attributes.align
+        bb = ir.IRBuilder(fn.append_basic_block("entry"))
+        kk = Kernel(bb, k.instr, list(fn.args[:nops]), k.intp, k.module, k.prog, fn.args[nops],
+                    target=k.target)
+        buf = fn.args[nops + 1]
+        n, oc0, oh, ow0 = fn.args[nops + 2:]
+        vec = Vec(kk, self.simd)
+        vals = [[vec.load(buf, (p * nvo + v) * vec.w) for v in range(nvo)] for p in range(npx)]
+        tv = Vec(kk, Simd(self.transposed[0].w, self.simd.registers, self.simd.cheap_masks))
+        tfin = Finisher(kk, tv, self.transposed[1].lane_shape)
+        tfin.accumulate = False  # the residual is added when the rows are first stored
+        store_rows(kk, self.s, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
+        bb.ret_void()
+        return fn
+
+
+def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, chmask):
+    """vals[p][v]: pixel p, channel vector v of a tile at (n, channels oc0..., row oh, column
+    ow0). Turned around in registers (per channel a short vector of pixels; the bias added
+    before, one vector per pixel) and stored row-contiguous, onto the residual when
+    accumulating; the other epilogue steps then run in a compact loop over the channels,
+    re-reading the rows from L1: far less code than a copy of the steps per channel lane, and
+    no scatter."""
+    b = k.b
+    w, pw = vec.w, tv.w
+    pos0 = b.add(b.mul(oh, k.c(s.wo)), ow0)
+    accumulate = k.instr.attrs.get("accumulate") is not None
+    # steps that are the same at every element run on the channel vectors, before the turn
+    # (not after the residual, which is added to the stored rows): no second pass over memory
+    early = not accumulate and tfin.uniform()
+    plane0 = b.mul(b.add(b.mul(n, k.c(s.m)), oc0), k.c(s.ho * s.wo))
+    chunks = [(p0, tuple(p0 + q < npx for q in range(pw))) for p0 in range(0, npx, pw)]
+    for v in range(nvo):
+        bias = vec.load(bias_ptr, b.add(oc0, k.c(v * w)), chmask[v]) if bias_ptr is not None else None
+        for p0, store in chunks:
+            cols = [vals[p][v] for p in range(p0, min(npx, p0 + pw))]
+            if bias is not None:
+                cols = [b.fadd(c, bias) for c in cols]
+            if early:
+                cols = [tfin.apply_uniform(c, vec) for c in cols]
+            rows = transpose(b, cols, w, pw)
+            for l in range(w):
+                if not chmask[v][l]:
+                    continue
+                off = b.add(b.add(plane0, k.c((v * w + l) * s.ho * s.wo + p0)), pos0)
+                val = rows[l]
+                if accumulate:
+                    val = b.fadd(val, tv.load(k.out(), off, store))
+                tv.store(val, k.out(), off, store)
+    if not tfin.steps or not tfin.vector_ok or early:
+        return  # (steps that are not vector code: module.py's sweep runs them afterwards)
+    two_d = len(k.out_buf().shape) == 4 and s.rank == 2
+    nch = sum(sum(m) for m in chmask)
+    with k.for_range(nch, name="oc") as i:
+        oc = b.add(oc0, i)
+        off0 = b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo)), pos0)
+        for p0, store in chunks:
+            off = b.add(off0, k.c(p0))
+            pos = b.add(ow0, k.c(p0))
+            tfin.finish(tv.load(k.out(), off, store), [n, oc, oh] if two_d else [n, oc], pos, off, store)
+
+
+def transpose(b, cols, w: int, pw: int):
+    """cols: up to pw vectors of w lanes (lane l = channel l of one pixel) -> w vectors of pw
+    lanes (lane q = pixel q of one channel), with log2(pw) rounds of two-input shuffles."""
+    from llvmlite import ir
+    i32 = ir.IntType(32)
+    ty = cols[0].type
+    undef = ir.Constant(ty, ir.Undefined)
+    vecs = list(cols) + [undef] * (pw - len(cols))
+    content = [[(p, l) for l in range(w)] for p in range(pw)]
+    unit = 1
+    while unit < pw:
+        lows, highs, clo, chi = [], [], [], []
+        for i in range(0, len(vecs), 2):
+            a, c = vecs[i], vecs[i + 1]
+            ca, cc = content[i], content[i + 1]
+            for half, dst, cdst in ((0, lows, clo), (w // 2, highs, chi)):
+                idx, con = [], []
+                for j in range(0, w // 2, unit):
+                    idx += [half + j + t for t in range(unit)] + [w + half + j + t for t in range(unit)]
+                    con += ca[half + j:half + j + unit] + cc[half + j:half + j + unit]
+                dst.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(i32, w), idx)))
+                cdst.append(con)
+        vecs, content = lows + highs, clo + chi
+        unit *= 2
+    rows = [None] * w
+    for vv, con in zip(vecs, content):
+        for g in range(0, w, pw):
+            lane = con[g][1]
+            assert all(con[g + q] == (q, lane) for q in range(pw))
+            rows[lane] = vv if pw == w else b.shuffle_vector(
+                vv, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(i32, pw), list(range(g, g + pw))))
+    return rows

@@ -1,0 +1,332 @@
+"""Register-blocked float Conv (1-D and 2-D, any stride, dilation, padding and group count).
+
+The output is computed in tiles of MR output channels x NV vectors of output pixels
+(gemm_micro): per reduction step MR weights are broadcast and NV input vectors loaded. Weights
+are re-laid out at compile time into exactly the order the kernel reads them -- per group and
+block of MR output channels, the reduction order, MR weights innermost -- in place of the
+original constant. Two tilings:
+
+  * flat: the pixels of a tile are consecutive in the flattened output plane. With stride 1
+    and an output as wide as the input, every tap reads the input plane shifted by a constant,
+    so a tap is one (masked) vector load per vector; lanes whose tap lands in the padding are
+    masked. 1x1 convolutions are plain GEMMs this way. Used where vectors are wider than one
+    float.
+  * row: the pixels of a tile lie in one output row (any stride: a strided tap is a wide load
+    and a shuffle). Which lanes of which tap are valid is known at compile time for every tile
+    position, so edge tiles get their own code and no mask in scalar code (the Cortex-M7
+    path); the valid kernel rows of an output row are a run-time range.
+
+Depthwise convolution is the case MR = 1 with one input channel per group: taps unrolled, a
+vector of output pixels per accumulator. Groups are the outermost loop, so each group's output
+is written within its own iteration (the streaming contract of CONTRIBUTING.md)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.conv import channel, depthwise
+from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, kh_range, row_runs,
+                                         shape_of, valid_taps)
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vector_epilogue import Finisher
+
+
+# reductions from which channel-vectorized tiles win (unstrided, strided): a strided tap is a
+# wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
+CHAN_TAPS = (160, 140)
+
+
+class ConvEmitter:
+    def __init__(self, k, s: Shape, flat: bool, tile=None):
+        self.k, self.s, self.b = k, s, k.b
+        self.simd = simd_of(k.target)
+        self.vec = Vec(k, self.simd)
+        self.flat = flat
+        lanes = s.ho * s.wo if flat else s.wo
+        self.mr, self.nv, _ = tile or choose_tile(self.simd, s.mg, lanes, 1 if flat else s.kw)
+        self.nr = self.nv * self.vec.w
+        self.lanes = lanes
+        w = const_input(k, 1)
+        # flat: taps outer, channels inner; row: kernel row, channel, kernel column
+        self.wp = pack_constant(k, 1, _pack(w, s, self.mr, (2, 3, 1) if flat else (2, 1, 3)),
+                                "packed_w")
+        out = k.out_buf().shape
+        self.fin = Finisher(k, self.vec, out[2:] if flat else out[-1:])
+        self.bias = k.inp(2)
+
+    # -- loops ----------------------------------------------------------------------------------
+    def blocks(self, body):
+        """body(o0, mr) over the output-channel blocks of a group."""
+        k = self.k
+        full, tail = _blocks(self.s.mg, self.mr)
+        if full == 1:
+            body(k.c(0), self.mr)
+        elif full > 1:
+            with k.for_range(full, name="ob") as ob:
+                body(self.b.mul(ob, k.c(self.mr)), self.mr)
+        if tail:
+            body(k.c(full * self.mr), tail)
+
+    def store(self, n, gi, o0, mr, pos, lead_extra, out_base, masks):
+        """Writes the accumulators of rows [0, mr): bias, then the epilogue."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        for i in range(mr):
+            oc = b.add(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(i))
+            bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
+            plane = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo))
+            for j in range(self.nv):
+                a = self.acc.value(i, j)
+                if bias is not None:
+                    a = b.fadd(a, bias)
+                p0 = b.add(pos, k.c(j * vec.w))
+                self.fin.finish(a, [n, oc] + lead_extra, p0, b.add(plane, b.add(out_base, k.c(j * vec.w))),
+                                masks[j])
+
+    def emit(self):
+        k, s = self.k, self.s
+        with k.for_range(s.n, name="n") as n:
+            if s.g == 1:
+                self.group(n, k.c(0))
+            else:
+                with k.for_range(s.g, name="g") as gi:
+                    self.group(n, gi)
+
+    def group(self, n, gi):
+        s = self.s
+        w_bytes = s.mg * s.ktot * 4
+        x_bytes = s.cg * s.hin * s.win * 4
+        nblk = math.ceil(s.mg / self.mr)
+        ntile = math.ceil(self.lanes / self.nr) * (1 if self.flat else s.ho)
+        # keep the smaller operand streaming: pixel tiles outermost unless the weights are
+        # large and re-reading them per tile would cost more than re-reading the input
+        tiles_outer = w_bytes <= (256 << 10) or w_bytes * ntile <= x_bytes * nblk
+        if self.flat:
+            self.flat_group(n, gi, tiles_outer)
+        else:
+            self.row_group(n, gi, tiles_outer)
+
+    # -- flat tiling ------------------------------------------------------------------------------
+    def taps(self):
+        return valid_taps(self.s)
+
+    def flat_group(self, n, gi, tiles_outer):
+        k, b, s = self.k, self.b, self.s
+        taps = self.taps()
+        lo_shift = min(t[2] for t in taps)
+        hi_shift = max(t[2] for t in taps)
+        p, pin, nr = s.ho * s.wo, s.hin * s.win, self.nr
+        total = math.ceil(p / nr)
+        head = min(total, max(0, math.ceil(-lo_shift / nr)))
+        inner_end = max(head, (min(p, pin - hi_shift) - nr) // nr + 1)
+        edge = list(range(head)) + list(range(inner_end, total))
+        if self.simd.cheap_masks and total > 1:
+            head, inner_end, edge = 0, 0, list(range(total))  # one copy of the kernel: masks are free
+
+        def tile_loop(body):
+            if inner_end > head:
+                with k.for_range(inner_end, start=head, name="t") as t:
+                    body(b.mul(t, k.c(nr)), None, True)
+            if self.vec.w == 1 or len(edge) == 1:
+                for t in edge:
+                    body(k.c(t * nr), t, False)
+            else:
+                with k.for_range(len(edge), name="te") as e:
+                    t = b.select(b.icmp_signed("<", e, k.c(head)), e, b.add(e, k.c(inner_end - head)))
+                    body(b.mul(t, k.c(nr)), None, False)
+
+        def kernel(o0, mr, q0, tconst, inner):
+            self.flat_kernel(n, gi, o0, mr, q0, tconst, inner, taps)
+
+        if tiles_outer or s.g > 1:
+            tile_loop(lambda q0, tc, inner: self.blocks(lambda o0, mr: kernel(o0, mr, q0, tc, inner)))
+        else:
+            self.blocks(lambda o0, mr: tile_loop(lambda q0, tc, inner: kernel(o0, mr, q0, tc, inner)))
+
+    def flat_masks(self, q0, tconst, inner, a, c, cache):
+        """Per vector: the lanes whose tap (a, c) reads inside the input (and whose pixel is in
+        the plane), as a constant tuple, an IR mask, or None for all. In an inner tile every
+        tap address lies inside the input plane, so a valid column implies a valid row and
+        only columns are checked; `cache` keeps the tile's row/column vectors and masks."""
+        s, vec, b, k = self.s, self.vec, self.b, self.k
+        w = vec.w
+        p = s.ho * s.wo
+        if tconst is not None:
+            out = []
+            for j in range(self.nv):
+                q = tconst * self.nr + j * w + np.arange(w)
+                oh, ow = q // s.wo, q % s.wo
+                ih, iw = oh + a * s.dh - s.pt, ow + c * s.dw - s.pl
+                ok = (q < p) & (ih >= 0) & (ih < s.hin) & (iw >= 0) & (iw < s.win)
+                out.append(tuple(bool(x) for x in ok))
+            return out
+        lo_h, hi_h = s.pt - a * s.dh, s.hin + s.pt - a * s.dh
+        lo_w, hi_w = s.pl - c * s.dw, s.win + s.pl - c * s.dw
+
+        def get(key, make):
+            if key not in cache:
+                cache[key] = make()
+            return cache[key]
+
+        out = []
+        for j in range(self.nv):
+            q = get(("q", j), lambda: b.add(vec.isplat(b.add(q0, k.c(j * w))), vec.iota()))
+            m = None
+            if lo_w > 0 or hi_w < s.wo:
+                ow = get(("ow", j), lambda: b.urem(q, cg.const(vec.ity, s.wo)))
+                if lo_w > 0:
+                    m = vec.and_(m, get(("w>=", j, lo_w), lambda: b.icmp_signed(
+                        ">=", ow, cg.const(vec.ity, lo_w))))
+                if hi_w < s.wo:
+                    m = vec.and_(m, get(("w<", j, hi_w), lambda: b.icmp_signed(
+                        "<", ow, cg.const(vec.ity, hi_w))))
+            if not inner:
+                oh = get(("oh", j), lambda: b.udiv(q, cg.const(vec.ity, s.wo)) if s.wo > 1 else q)
+                if lo_h > 0:
+                    m = vec.and_(m, b.icmp_signed(">=", oh, cg.const(vec.ity, lo_h)))
+                m = vec.and_(m, b.icmp_signed("<", oh, cg.const(vec.ity, min(hi_h, s.ho))))
+            out.append(m)
+        return out
+
+    def flat_kernel(self, n, gi, o0, mr, q0, tconst, inner, taps):
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        pin = s.hin * s.win
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        acc = self.acc = Acc(vec, mr, self.nv)
+        cache = {}
+        for a, c, shift in taps:
+            masks = self.flat_masks(q0, tconst, inner, a, c, cache)
+            tap = a * s.kw + c
+            def step(ic, tap=tap, shift=shift, masks=masks):
+                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(k.c(tap * s.cg), ic), k.c(mr))), cg.F32)
+                av = [vec.load_splat(wptr, i) for i in range(mr)]
+                xptr = cg.gep(b, k.inp(0), b.add(b.add(xb, b.mul(ic, k.c(pin))), b.add(q0, k.c(shift))),
+                              cg.F32)
+                bv = [None if isinstance(m, tuple) and not any(m) else
+                      vec.load(xptr, j * vec.w, m, safe=inner)
+                      for j, m in enumerate(masks)]
+                acc.fma(av, bv)
+            acc.reduce(k, s.cg, step, 1, name="ic")
+        store_masks = self.store_masks(q0, tconst, inner)
+        self.store(n, gi, o0, mr, q0, [], q0, store_masks)
+
+    def store_masks(self, q0, tconst, inner, limit=None, lane_base=None):
+        s, vec, b, k = self.s, self.vec, self.b, self.k
+        limit = limit if limit is not None else s.ho * s.wo
+        if inner:
+            return [None] * self.nv
+        if tconst is not None:
+            return [tuple(bool(x) for x in (tconst * self.nr + j * vec.w + np.arange(vec.w) < limit))
+                    for j in range(self.nv)]
+        return [b.icmp_signed("<", b.add(vec.isplat(b.add(q0, k.c(j * vec.w))), vec.iota()),
+                              cg.const(vec.ity, limit)) for j in range(self.nv)]
+
+    # -- row tiling -------------------------------------------------------------------------------
+    def row_signatures(self):
+        return row_runs(self.s, self.vec.w, self.nv)
+
+    def row_group(self, n, gi, tiles_outer):
+        k, b, s = self.k, self.b, self.s
+        runs = self.row_signatures()
+
+        def run_loop(oh, body):
+            for t0, t1, sig in runs:
+                if t1 - t0 == 1:
+                    body(oh, k.c(t0 * self.nr), sig)
+                else:
+                    with k.for_range(t1, start=t0, name="t") as t:
+                        body(oh, b.mul(t, k.c(self.nr)), sig)
+
+        def rows(body):
+            if s.ho == 1:
+                body(k.c(0))
+            else:
+                with k.for_range(s.ho, name="oh") as oh:
+                    body(oh)
+
+        def kernel(o0, mr, oh, ow0, sig):
+            self.row_kernel(n, gi, o0, mr, oh, ow0, sig)
+
+        if tiles_outer or s.g > 1:
+            rows(lambda oh: run_loop(oh, lambda oh_, ow0, sig: self.blocks(
+                lambda o0, mr: kernel(o0, mr, oh_, ow0, sig))))
+        else:
+            self.blocks(lambda o0, mr: rows(lambda oh: run_loop(
+                oh, lambda oh_, ow0, sig: kernel(o0, mr, oh_, ow0, sig))))
+
+    def kh_range(self, oh):
+        return kh_range(self.k, self.s, oh)
+
+    def row_kernel(self, n, gi, o0, mr, oh, ow0, sig):
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        masks, store = sig
+        pin = s.hin * s.win
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        acc = self.acc = Acc(vec, mr, self.nv)
+        lo, hi = self.kh_range(oh)
+        with acc.loop(k, hi, lo, name="kh", body_fmas=1 << 30) as a:
+            ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
+            with acc.loop(k, s.cg, name="ic", body_fmas=mr * self.nv * s.kw) as ic:
+                row = b.add(xb, b.add(b.mul(ic, k.c(pin)), b.mul(ih, k.c(s.win))))
+                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(b.mul(a, k.c(s.cg)), ic), k.c(s.kw * mr))),
+                              cg.F32)
+                xptr = cg.gep(b, k.inp(0), b.add(row, b.mul(ow0, k.c(s.sw))), cg.F32)
+                for c in range(s.kw):
+                    if not any(any(m) for m in masks[c]):
+                        continue
+                    av = [vec.load_splat(wptr, c * mr + i) for i in range(mr)]
+                    bv = []
+                    for j in range(self.nv):
+                        m = masks[c][j]
+                        off = j * vec.w * s.sw + c * s.dw - s.pl
+                        bv.append(None if not any(m) else vec.load_strided(xptr, off, s.sw, m))
+                    acc.fma(av, bv)
+        lead = [oh] if len(k.out_buf().shape) == 4 else []
+        base = b.add(b.mul(oh, k.c(s.wo)), ow0)
+        self.store(n, gi, o0, mr, ow0, lead, base, list(store))
+
+
+def emit(k) -> bool:
+    """Emits the fast Conv for k; False when its form is not covered (the caller falls back)."""
+    s = shape_of(k)
+    if s is None:
+        return False
+    if depthwise.emit(k, s):
+        return True
+    simd = simd_of(k.target)
+    pointwise = s.kh == 1 and s.kw == 1 and s.pt == 0 and s.pl == 0 and s.ho <= s.hin
+    flat = s.sh == 1 and s.sw == 1 and s.wo == s.win and (simd.width > 1 or pointwise)
+    if flat and not pointwise and s.cg == 1 and \
+            s.wo / (math.ceil(s.wo / (2 * simd.width)) * 2 * simd.width) >= 0.85:
+        # one input channel (depthwise, a first layer on a grey image) over rows that fill
+        # two vectors: per-row tiles need no run-time masks, which would cost as much as the
+        # loads when each tap is a single channel (MNIST's 28-wide 5x5 layer: 6.2 -> 3.1 us
+        # on Zen 4, where the flat tile's 25 taps x 3 masks also spilled)
+        flat = False
+    # unaligned (line-splitting) input vectors of shifted taps, shuffles of strided ones
+    per_vector = 0.0 if pointwise else 0.25 if flat else 0.25 + 0.5 * (s.sw > 1)
+    if flat and not valid_taps(s):
+        flat = False  # every tap lands in the padding: the row tiling stores the bias
+    tile = choose_tile(simd, s.mg, s.ho * s.wo if flat else s.wo, 1 if flat else s.kw, per_vector)
+    if simd.width > 1 and s.mg >= simd.width:
+        # Channel-vectorized tiles waste no lane on small planes or strided columns but turn
+        # the result around before storing it: measured on AVX-512 they win once the
+        # reduction is over ~150 products per output (ResNet-18's 3x3 layers by 10-30%,
+        # MNIST's 5x5 by 40%) or the pixel lanes would be mostly idle (small planes, 5-wide
+        # rows); pixel-vectorized tiles win for short reductions (most 1x1s, a 7x7 first layer
+        # on 3 channels).
+        chan = channel.choose(simd, s, k.instr.attrs.get("accumulate") is not None)
+        taps = s.cg * s.kh * s.kw
+        lanes = s.ho * s.wo if flat else s.wo
+        nr = tile[1] * simd.width
+        wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
+        small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
+        if chan is not None and ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1]) or small_plane):
+            channel.ChanEmitter(k, s, chan[1], chan[2]).emit()
+            return True
+    ConvEmitter(k, s, flat, tile).emit()
+    return True

@@ -1,0 +1,1 @@
+"""Elementwise kernels: arithmetic and math functions, comparisons and logic, Softplus, FusedElementwise."""

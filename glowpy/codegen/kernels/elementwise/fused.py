@@ -1,0 +1,33 @@
+"""FusedElementwise: an elementwise op and the epilogue steps fused into it, in one loop."""
+from __future__ import annotations
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.elementwise.arith import scalar
+from glowpy.codegen.kernels.epilogue import extras, immediate, run_steps
+from glowpy.codegen.registry import emits
+from glowpy.ir import epilogue
+
+
+@emits("FusedElementwise")
+def emit_fused_elementwise(k):
+    node = k.node
+    out = k.out_buf()
+    nb = epilogue.base_count(node)
+    attrs = node.attrs
+    if node.op == "Clip":
+        attrs = dict(attrs, _bounds=epilogue._clip_bounds(node))
+        base = [0]
+    else:
+        base = [j for j in range(nb) if k.in_buf(j) is not None]
+    used = sorted(set(base) | set(extras(k)))
+    loaded = [j for j in used if immediate(k, j) is None]
+    strides = [cg.broadcast_strides(k.in_buf(j).shape, out.shape) for j in loaded]
+    with k.strided_loop(out.shape, strides + [cg.contiguous_strides(out.shape)]) as offs:
+        vals = {j: k.load(k.inp(j), o, k.in_buf(j).dtype) for j, o in zip(loaded, offs)}
+
+        def get(j):
+            return vals[j] if j in vals else immediate(k, j)
+
+        acc = scalar(k.b, node.op, attrs, out.dtype, [get(j) for j in base])
+        k.store(run_steps(k, acc, get), k.out(), offs[-1])
+    k.epilogue_done = True

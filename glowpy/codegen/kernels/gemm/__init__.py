@@ -1,0 +1,1 @@
+"""Matrix products: register-blocked float Gemm/MatMul, the generic row kernels, Einsum."""

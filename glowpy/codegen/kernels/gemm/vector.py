@@ -1,0 +1,175 @@
+"""Register-blocked float Gemm and MatMul (gemm_micro): Y = A x B in tiles of MR rows x NV
+vectors of columns. Each reduction step broadcasts MR values of A (any layout: transA is just
+a stride) and loads NV vectors of one row of B; a constant B is re-laid out at compile time
+into panels of NV x width columns, each panel K rows of its columns in the order the kernel
+reads them (transB disappears in the packing). Small tiles (the usual batch-1 Gemm: one row)
+keep several independent partial sums per accumulator (K unrolled) so the FMA latency does
+not serialize the reduction. alpha, beta * C and the fused epilogue are applied to the
+accumulator vectors before the single store."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.tiles import choose_tile
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vector_epilogue import Finisher
+
+
+def _pack_panels(bmat: np.ndarray, nb: int) -> np.ndarray:
+    """B (K, N) -> panels of nb columns (the last may be narrower), each (K, cols) row-major;
+    the panel starting at column n0 starts at element n0 * K."""
+    kk, n = bmat.shape
+    return np.concatenate([np.ascontiguousarray(bmat[:, n0:n0 + nb]).reshape(-1)
+                           for n0 in range(0, n, nb)])
+
+
+class GemmEmitter:
+    """One (M, K) x (K, N) product per `matrix` call; B packed (constant) or read as rows."""
+
+    def __init__(self, k, m: int, kk: int, n: int, out_shape):
+        self.k, self.b = k, k.b
+        self.simd = simd_of(k.target)
+        self.vec = Vec(k, self.simd)
+        self.m, self.kk, self.n = m, kk, n
+        self.mr, self.nv, _ = choose_tile(self.simd, m, n, 1)
+        self.nb = self.nv * self.vec.w
+        acc = self.mr * self.nv
+        # independent partial sums per accumulator so that about 8 FMAs are in flight
+        self.ku = 1 if self.vec.w == 1 else max(1, min(4, 8 // acc))
+        self.fin = Finisher(k, self.vec, out_shape[-1:])
+
+    def panels(self, body):
+        """body(n0, nb) over column panels (full panels in a loop, then the narrower tail)."""
+        k, b = self.k, self.b
+        full, tail = divmod(self.n, self.nb)
+        if full == 1:
+            body(k.c(0), self.nb)
+        elif full > 1:
+            with k.for_range(full, name="pn") as p:
+                body(b.mul(p, k.c(self.nb)), self.nb)
+        if tail:
+            body(k.c(full * self.nb), tail)
+
+    def rows(self, body):
+        k, b = self.k, self.b
+        full, tail = divmod(self.m, self.mr)
+        if full == 1:
+            body(k.c(0), self.mr)
+        elif full > 1:
+            with k.for_range(full, name="mb") as r:
+                body(b.mul(r, k.c(self.mr)), self.mr)
+        if tail:
+            body(k.c(full * self.mr), tail)
+
+    def matrix(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish=None):
+        """Y[y_off + m*N + n] for all m, n. bsrc: ("packed", ptr, off) or ("rows", ptr, off).
+        `lead`: IR indices of the output dims before the last two; finish(m, n0_lane, acc,
+        mask) adds alpha / beta*C before the epilogue."""
+        self.panels(lambda n0, nb: self.rows(
+            lambda m0, mr: self.tile(a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb)))
+
+    def tile(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb):
+        k, b, vec = self.k, self.b, self.vec
+        w = vec.w
+        nvp = -(-nb // w)
+        masks = [tuple(j * w + l < nb for l in range(w)) for j in range(nvp)]
+        ku = self.ku
+        kind, bptr, boff = bsrc
+        # packed: the panel at column n0 starts at n0*K and holds K rows of nb columns
+        bbase = b.add(boff, b.mul(n0, k.c(self.kk))) if kind == "packed" else b.add(boff, n0)
+        bstride = nb if kind == "packed" else self.n
+        arow = [b.add(a_off, b.mul(b.add(m0, k.c(i)), k.c(a_st[0]))) for i in range(mr)]
+        acc = Acc(vec, mr * ku, nvp)
+
+        def step(kidx, u):
+            av = [None] * (mr * ku)
+            for i in range(mr):
+                av[u * mr + i] = k.load(a_ptr, b.add(arow[i], b.mul(kidx, k.c(a_st[1]))), np.float32)
+            brow = b.add(bbase, b.mul(kidx, k.c(bstride)))
+            bv = [vec.load(bptr, b.add(brow, k.c(j * w)), masks[j]) for j in range(nvp)]
+            acc.fma(av, bv)
+
+        steps, rem = divmod(self.kk, ku)
+        if steps:
+            with acc.loop(k, steps, name="kk") as s:
+                for u in range(ku):
+                    step(b.add(b.mul(s, k.c(ku)), k.c(u)), u)
+        for u in range(rem):
+            step(k.c(steps * ku + u), u)
+        for i in range(mr):
+            m = b.add(m0, k.c(i))
+            for j in range(nvp):
+                val = acc.value(i, j)
+                for u in range(1, ku):
+                    val = b.fadd(val, acc.value(u * mr + i, j))
+                col = b.add(n0, k.c(j * w))
+                if finish is not None:
+                    val = finish(m, col, val, masks[j])
+                self.fin.finish(val, list(lead) + [m], col,
+                                b.add(y_off, b.add(b.mul(m, k.c(self.n)), col)), masks[j])
+
+
+def emit_gemm(k) -> bool:
+    node = k.node
+    a, bb, c, y = k.in_buf(0), k.in_buf(1), k.in_buf(2), k.out_buf()
+    if any(x is not None and x.dtype != np.float32 for x in (a, bb, c, y)):
+        return False
+    m, kk, n = node.opdef.dims(node)
+    bconst = const_input(k, 1)
+    if bconst is None and node.attrs["transB"]:
+        return False  # B's rows are strided: the generic kernel
+    g = GemmEmitter(k, m, kk, n, y.shape)
+    b, vec = k.b, g.vec
+    a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
+    if bconst is not None:
+        bmat = bconst.T if node.attrs["transB"] else bconst
+        bsrc = ("packed", pack_constant(k, 1, _pack_panels(bmat, g.nb), "packed_b"), k.c(0))
+    else:
+        bsrc = ("rows", k.inp(1), k.c(0))
+    alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
+    c_st = cg.broadcast_strides(c.shape, (m, n)) if c is not None and beta != 0.0 else None
+
+    def finish(row, col, acc, mask):
+        if alpha != 1.0:
+            acc = b.fmul(acc, cg.const(vec.ty, alpha))
+        if c_st is not None:
+            base = b.mul(row, k.c(c_st[0]))
+            if c_st[1] == 0:
+                cv = vec.splat(k.load(k.inp(2), base, np.float32))
+            else:
+                cv = vec.gather(k.inp(2), b.add(base, b.mul(col, k.c(c_st[1]))),
+                                [l * c_st[1] for l in range(vec.w)], mask) if vec.w > 1 else \
+                    k.load(k.inp(2), b.add(base, b.mul(col, k.c(c_st[1]))), np.float32)
+            acc = b.fadd(acc, cv if beta == 1.0 else b.fmul(cv, cg.const(vec.ty, beta)))
+        return acc
+
+    g.matrix(k.inp(0), k.c(0), a_st, bsrc, k.c(0), [], finish)
+    return True
+
+
+def emit_matmul(k) -> bool:
+    node = k.node
+    a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    if any(x.dtype != np.float32 for x in (a, bb, y)) or len(a.shape) < 2 or len(bb.shape) < 2:
+        return False  # 1-D operands drop a dim of the output: the generic kernel
+    batch, m, kk, n = node.opdef.shapes(node)
+    g = GemmEmitter(k, m, kk, n, y.shape)
+    b = k.b
+    a_bst = [s * m * kk for s in cg.broadcast_strides(a.shape[:-2], batch)] if batch else []
+    b_bst = [s * kk * n for s in cg.broadcast_strides(bb.shape[:-2], batch)] if batch else []
+    y_bst = [s * m * n for s in cg.contiguous_strides(batch)] if batch else []
+    bconst = const_input(k, 1)
+    if bconst is not None:
+        mats = bconst.reshape((-1, kk, n))
+        packed = np.concatenate([_pack_panels(x, g.nb) for x in mats])
+        bptr = pack_constant(k, 1, packed, "packed_b")
+    with k.loop_nest(batch or (1,), name="bt") as idx:
+        idx = idx if batch else []
+        a_off = cg.linear(b, idx, a_bst, 0, k.intp)
+        b_off = cg.linear(b, idx, b_bst, 0, k.intp)  # packing keeps each matrix's place
+        y_off = cg.linear(b, idx, y_bst, 0, k.intp)
+        bsrc = ("packed", bptr, b_off) if bconst is not None else ("rows", k.inp(1), b_off)
+        g.matrix(k.inp(0), a_off, (kk, 1), bsrc, y_off, idx)
+    return True

@@ -1,0 +1,1 @@
+"""Integer kernels: QConv (with the Arm DSP paths), QMatMul, quantize/requantize, tables, QAdd, QAvgPool, QSoftmax."""

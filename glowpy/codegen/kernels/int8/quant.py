@@ -1,0 +1,309 @@
+"""Quantization kernels: QuantizeLinear and DequantizeLinear (float <-> int8/uint8, per tensor
+or per axis), and the small integer ops of ir/ops/qops.py: Requantize, QTable, QAdd, QMul,
+QAvgPool, QSoftmax. `requantize` is the fixed-point step every integer kernel ends with; it
+emits, instruction for instruction, ir/qmath.requantize."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen import mathfn
+from glowpy.codegen.kernels.int8.taps import tap_loops
+from glowpy.codegen.registry import emits
+from glowpy.ir import qmath
+
+I32, I64 = cg.I32, cg.I64
+
+
+def _v(ty, x):
+    return ir.Constant(ty, int(x)) if isinstance(x, (int, np.integer)) else x
+
+
+def widen(b, v, dtype, ty=I32):
+    """An int8/uint8/int16/int32 value as `ty` (sign- or zero-extended per dtype)."""
+    if v.type.width == ty.width:
+        return v
+    if v.type.width > ty.width:
+        return b.trunc(v, ty)
+    return b.sext(v, ty) if cg.is_signed(dtype) else b.zext(v, ty)
+
+
+def requantize(b, acc, q, shift, mode: str, wide: bool = False):
+    """acc (i32) * q * 2**(shift-31) rounded per `mode` (qmath.requantize); q and shift are
+    Python ints (per-tensor) or i32 values (per-channel, loaded from a table). Returns i64, or
+    i32 with `wide` (the caller knows shift <= -2: then 33+ bits are dropped and the rounding
+    works on the high word of the product alone, which 32-bit targets do in a few
+    instructions)."""
+    p_q, p_s = isinstance(q, (int, np.integer)), isinstance(shift, (int, np.integer))
+    a64 = b.sext(acc, I64)
+    q64 = ir.Constant(I64, int(q)) if p_q else b.sext(q, I64)
+    if mode == "even" and wide:
+        p = b.mul(a64, q64)
+        hi = b.trunc(b.ashr(p, ir.Constant(I64, 32)), I32)
+        lo = b.trunc(p, I32)
+        m = ir.Constant(I32, -1 - int(shift)) if p_s else b.sub(ir.Constant(I32, -1), shift)
+        one = ir.Constant(I32, 1)
+        half = b.shl(one, b.sub(m, one))
+        r = b.ashr(b.add(hi, half), m)
+        tie = b.and_(b.icmp_signed("==", lo, ir.Constant(I32, 0)),
+                     b.icmp_signed("==", b.and_(hi, b.sub(b.shl(one, m), one)), half))
+        return b.sub(r, b.zext(b.and_(tie, b.trunc(r, cg.I1)), I32))
+    if mode == "even":
+        n = ir.Constant(I64, 31 - int(shift)) if p_s else b.sub(ir.Constant(I64, 31), b.sext(shift, I64))
+        one = ir.Constant(I64, 1)
+        half = b.shl(one, b.sub(n, one))
+        p = b.mul(a64, q64)
+        r = b.ashr(b.add(p, half), n)
+        tie = b.icmp_signed("==", b.and_(p, b.sub(b.shl(one, n), one)), half)
+        odd = b.trunc(r, cg.I1)
+        return b.sub(r, b.zext(b.and_(tie, odd), I64))
+    # "away": SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT
+    if p_s:
+        left, right = max(int(shift), 0), max(-int(shift), 0)
+        x = b.shl(a64, ir.Constant(I64, left)) if left else a64
+        right = ir.Constant(I64, right)
+    else:
+        s64 = b.sext(shift, I64)
+        zero = ir.Constant(I64, 0)
+        left = b.select(b.icmp_signed(">", s64, zero), s64, zero)
+        right = b.select(b.icmp_signed("<", s64, zero), b.neg(s64), zero)
+        x = b.shl(a64, left)
+    lim = (1 << 31) - 1
+    x = b.select(b.icmp_signed(">", x, ir.Constant(I64, lim)), ir.Constant(I64, lim), x)
+    x = b.select(b.icmp_signed("<", x, ir.Constant(I64, -lim - 1)), ir.Constant(I64, -lim - 1), x)
+    ab = b.mul(x, q64)
+    neg = b.icmp_signed("<", ab, ir.Constant(I64, 0))
+    t = b.add(ab, b.select(neg, ir.Constant(I64, 1 - (1 << 30)), ir.Constant(I64, 1 << 30)))
+    t = b.add(t, b.select(b.icmp_signed("<", t, ir.Constant(I64, 0)),
+                          ir.Constant(I64, (1 << 31) - 1), ir.Constant(I64, 0)))
+    hi = b.ashr(t, ir.Constant(I64, 31))
+    mask = b.sub(b.shl(ir.Constant(I64, 1), right), ir.Constant(I64, 1))
+    rem = b.and_(hi, mask)
+    thr = b.add(b.ashr(mask, ir.Constant(I64, 1)),
+                b.zext(b.icmp_signed("<", hi, ir.Constant(I64, 0)), I64))
+    return b.add(b.ashr(hi, right), b.zext(b.icmp_signed(">", rem, thr), I64))
+
+
+def clamp_store(k, v64, attrs, ptr, off, dtype):
+    """v + y_zp clamped to [lo, hi], stored as `dtype`."""
+    b = k.b
+    v = b.add(v64, ir.Constant(v64.type, attrs["y_zp"])) if attrs["y_zp"] else v64
+    v = smax(b, v, ir.Constant(v.type, attrs["lo"]))
+    v = smin(b, v, ir.Constant(v.type, attrs["hi"]))
+    k.store(b.trunc(v, cg.llvm_type(dtype)), ptr, off)
+
+
+def smax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def smin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def finish(k, acc, q, s, ptr, off, dtype, wide: bool = False):
+    """requantize(acc) + y_zp, clamped and stored (ops/qops.finish)."""
+    a = k.attrs
+    clamp_store(k, requantize(k.b, acc, q, s, a["mode"], wide and a["mode"] == "even"), a, ptr,
+                off, dtype)
+
+
+def _per_axis_strides(node, buf_shape, param):
+    """Element strides of a scale / zero point (scalar or per-axis) over the data's shape."""
+    if param is None or int(np.prod(param.shape)) == 1:
+        return [0] * len(buf_shape)
+    ax = node.opdef.axis(node)
+    st = [0] * len(buf_shape)
+    st[ax] = 1
+    return st
+
+
+@emits("QuantizeLinear")
+def emit_quantize(k):
+    b = k.b
+    x, s, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    z = k.in_buf(2)
+    ps = _per_axis_strides(k.node, x.shape, s)
+    st = cg.contiguous_strides(x.shape)
+    info = np.iinfo(y.dtype)
+    f32 = cg.F32
+    with k.strided_loop(x.shape, [st, ps, st]) as (xi, si, yi):
+        v = b.fdiv(k.load(k.inp(0), xi, x.dtype), k.load(k.inp(1), si, np.float32))
+        r = mathfn.round_half_even(b, v)
+        if z is not None:
+            r = b.fadd(r, b.sitofp(widen(b, k.load(k.inp(2), si, z.dtype), z.dtype), f32)
+                       if cg.is_signed(z.dtype) else
+                       b.uitofp(widen(b, k.load(k.inp(2), si, z.dtype), z.dtype), f32))
+        r = mathfn.fmax(b, r, cg.const(f32, info.min))
+        r = mathfn.fmin(b, r, cg.const(f32, info.max))
+        r = b.select(b.fcmp_unordered("uno", r, r), cg.const(f32, 0), r)  # NaN -> 0
+        k.store(b.trunc(b.fptosi(r, I32), cg.llvm_type(y.dtype)), k.out(), yi)
+
+
+@emits("DequantizeLinear")
+def emit_dequantize(k):
+    b = k.b
+    x, s = k.in_buf(0), k.in_buf(1)
+    z = k.in_buf(2)
+    ps = _per_axis_strides(k.node, x.shape, s)
+    st = cg.contiguous_strides(x.shape)
+    with k.strided_loop(x.shape, [st, ps, st]) as (xi, si, yi):
+        v = widen(b, k.load(k.inp(0), xi, x.dtype), x.dtype)
+        if z is not None:
+            v = b.sub(v, widen(b, k.load(k.inp(2), si, z.dtype), z.dtype))
+        k.store(b.fmul(b.sitofp(v, cg.F32), k.load(k.inp(1), si, np.float32)), k.out(), yi)
+
+
+@emits("Requantize")
+def emit_requantize(k):
+    b = k.b
+    x, y = k.in_buf(0), k.out_buf()
+    a = k.attrs
+    with k.for_range(int(np.prod(y.shape)), name="e") as i:
+        v = widen(b, k.load(k.inp(0), i, x.dtype), x.dtype)
+        if a["x_zp"]:
+            v = b.sub(v, ir.Constant(I32, a["x_zp"]))
+        if (a["q"], a["s"]) == (1 << 30, 1):  # same scale: only the zero point and the clamp
+            clamp_store(k, v, a, k.out(), i, y.dtype)
+        else:
+            finish(k, v, a["q"], a["s"], k.out(), i, y.dtype)
+
+
+@emits("QTable")
+def emit_table(k):
+    b = k.b
+    x, y = k.in_buf(0), k.out_buf()
+    lo = int(np.iinfo(x.dtype).min)
+    with k.for_range(int(np.prod(y.shape)), name="e") as i:
+        idx = widen(b, k.load(k.inp(0), i, x.dtype), x.dtype, k.intp)
+        if lo:
+            idx = b.sub(idx, ir.Constant(k.intp, lo))
+        k.store(k.load(k.inp(1), idx, y.dtype), k.out(), i)
+
+
+@emits("QAdd", "QMul")
+def emit_qadd(k):
+    b = k.b
+    a_, b_, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    t = k.attrs
+    sa = cg.broadcast_strides(a_.shape, y.shape)
+    sb = cg.broadcast_strides(b_.shape, y.shape)
+    with k.strided_loop(y.shape, [sa, sb, cg.contiguous_strides(y.shape)]) as (ia, ib, iy):
+        da = b.sub(widen(b, k.load(k.inp(0), ia, a_.dtype), a_.dtype), ir.Constant(I32, t["a_zp"]))
+        db = b.sub(widen(b, k.load(k.inp(1), ib, b_.dtype), b_.dtype), ir.Constant(I32, t["b_zp"]))
+        if k.node.op == "QMul":
+            acc = b.mul(da, db)
+        else:
+            sh = ir.Constant(I32, t["left_shift"])
+            ra = b.trunc(requantize(b, b.shl(da, sh), t["a_q"], t["a_s"], "away"), I32)
+            rb = b.trunc(requantize(b, b.shl(db, sh), t["b_q"], t["b_s"], "away"), I32)
+            acc = b.add(ra, rb)
+        finish(k, acc, t["y_q"], t["y_s"], k.out(), iy, y.dtype)
+
+
+@emits("QAvgPool")
+def emit_qavgpool(k):
+    b = k.b
+    node, t = k.node, k.attrs
+    x, y = k.in_buf(0), k.out_buf()
+    win = node.opdef.window(node)
+    counts = node.opdef.counts(node).reshape(-1)
+    uniform = len(set(counts.tolist())) == 1
+    table = None if uniform else k.add_table(counts.astype(np.int32), "counts")
+    # the zero point is subtracted once per tap inside the input (padding is real 0)
+    taps = node.opdef.taps(node).reshape(-1) * t["x_zp"]
+    if np.array_equal(taps, counts * t["x_zp"]) or len(set(taps.tolist())) == 1:
+        tap_table = None
+    else:
+        tap_table = k.add_table(taps.astype(np.int32), "zero_point_taps")
+    planes = x.shape[0] * x.shape[1]
+    plane_in, plane_out = int(np.prod(win.in_size)), int(np.prod(win.out_size))
+    acc_p = cg.alloca_in_entry(b, I32, "acc")
+    with k.for_range(planes, name="p") as p:
+        with k.loop_nest(win.out_size, name="o") as oidx:
+            b.store(ir.Constant(I32, 0), acc_p)
+
+            def body(i_off, _k_off):
+                xi = b.add(b.mul(p, k.c(plane_in)), i_off)
+                v = widen(b, k.load(k.inp(0), xi, x.dtype), x.dtype)
+                b.store(b.add(b.load(acc_p), v), acc_p)
+
+            tap_loops(k, win, oidx, body)
+            o_lin = cg.linear(b, oidx, cg.contiguous_strides(win.out_size), 0, k.intp)
+            cnt = ir.Constant(I32, int(counts[0])) if uniform else k.load(table, o_lin, np.int32)
+            if tap_table is not None:
+                zp_sum = k.load(tap_table, o_lin, np.int32)
+            elif np.array_equal(taps, counts * t["x_zp"]):
+                zp_sum = b.mul(cnt, ir.Constant(I32, t["x_zp"]))
+            else:
+                zp_sum = ir.Constant(I32, int(taps[0]))
+            s = b.sub(b.load(acc_p), zp_sum)
+            yi = b.add(b.mul(p, k.c(plane_out)), o_lin)
+            if not t["same_scale"]:
+                finish(k, s, t["q"], t["s"], k.out(), yi, y.dtype)
+            elif t["mode"] == "away":
+                acc = b.add(s, b.mul(cnt, ir.Constant(I32, t["y_zp"])))
+                half = b.sdiv(cnt, ir.Constant(I32, 2))
+                num = b.select(b.icmp_signed(">", acc, ir.Constant(I32, 0)), b.add(acc, half),
+                               b.sub(acc, half))
+                clamp_store(k, b.sext(b.sdiv(num, cnt), I64), dict(t, y_zp=0), k.out(), yi,
+                            y.dtype)
+            else:
+                clamp_store(k, b.sext(div_even(b, s, cnt), I64), t, k.out(), yi, y.dtype)
+
+
+def div_even(b, acc, cnt):
+    """acc / cnt (cnt > 0) rounded half to even (ops/qops.div_round)."""
+    q = b.sdiv(acc, cnt)
+    r = b.sub(acc, b.mul(q, cnt))
+    neg = b.icmp_signed("<", r, ir.Constant(I32, 0))  # floor division
+    q = b.select(neg, b.sub(q, ir.Constant(I32, 1)), q)
+    r = b.select(neg, b.add(r, cnt), r)
+    r2 = b.shl(r, ir.Constant(I32, 1))
+    up = b.or_(b.icmp_signed(">", r2, cnt),
+               b.and_(b.icmp_signed("==", r2, cnt), b.trunc(q, cg.I1)))
+    return b.add(q, b.zext(up, I32))
+
+
+@emits("QSoftmax")
+def emit_qsoftmax(k):
+    b = k.b
+    node, t = k.node, k.attrs
+    x, y = k.in_buf(0), k.out_buf()
+    o_, r_, i_ = node.opdef.layout(node)
+    f32 = cg.F32
+    max_p = cg.alloca_in_entry(b, I32, "mx")
+    sum_p = cg.alloca_in_entry(b, f32, "sum")
+    with k.for_range(o_, name="o") as o:
+        with k.for_range(i_, name="i") as i:
+            base = b.add(b.mul(o, k.c(r_ * i_)), i)
+
+            def at(j):
+                return b.add(base, b.mul(j, k.c(i_)))
+            b.store(ir.Constant(I32, -(1 << 31)), max_p)
+            with k.for_range(r_, name="j") as j:
+                v = widen(b, k.load(k.inp(0), at(j), x.dtype), x.dtype)
+                b.store(smax(b, v, b.load(max_p)), max_p)
+            mx = b.load(max_p)
+
+            def e(j):
+                v = widen(b, k.load(k.inp(0), at(j), x.dtype), x.dtype)
+                return k.load(k.inp(1), b.zext(b.sub(mx, v), k.intp) if k.intp.width > 32
+                              else b.sub(mx, v), np.float32)
+            b.store(cg.const(f32, 0), sum_p)
+            with k.for_range(r_, name="j") as j:
+                b.store(b.fadd(b.load(sum_p), e(j)), sum_p)
+            inv = b.fdiv(cg.const(f32, 1), b.fmul(b.load(sum_p), cg.const(f32, t["y_scale"])))
+            with k.for_range(r_, name="j") as j:
+                p = b.fmul(e(j), inv)
+                if t["mode"] == "even":
+                    r = mathfn.round_half_even(b, p)
+                else:  # p >= 0: floor(p) + (frac >= 0.5)
+                    fl = mathfn.floor(b, p)
+                    r = b.select(b.fcmp_ordered(">=", b.fsub(p, fl), cg.const(f32, 0.5)),
+                                 b.fadd(fl, cg.const(f32, 1)), fl)
+                clamp_store(k, b.sext(b.fptosi(r, I32), I64), t, k.out(), at(j), y.dtype)
+
+
+__all__ = ["requantize", "finish", "clamp_store", "widen", "qmath"]

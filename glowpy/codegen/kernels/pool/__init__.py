@@ -1,0 +1,1 @@
+"""Pooling kernels: vectorized float windows and whole planes, and the generic ones."""

@@ -1,0 +1,179 @@
+"""Vectorized float MaxPool and AveragePool (1-D and 2-D windows, any stride, dilation,
+padding, ceil_mode, count_include_pad): per output row, NV vectors of output columns keep
+their running maximum (sum) in registers over the window's valid rows (a run-time range) and
+columns (unrolled; lanes whose tap falls in the padding are masked and read as -inf (0)), then
+are stored once (averages divided by the op's per-position divisors). A strided tap is a wide load
+and a shuffle. Planes are the outermost loop, so each output plane is written within its own
+(batch, channel) iteration, as the streaming contract of the planner requires. The Indices
+output and integer inputs go to the generic kernel."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.tiles import Shape, kh_range, row_runs
+from glowpy.codegen.kernels.elementwise.arith import fmax
+from glowpy.codegen.kernels.vectors import Vec, simd_of
+
+
+def emit_maxpool(k) -> bool:
+    return emit_pool(k, True)
+
+
+def emit_avgpool(k) -> bool:
+    return emit_pool(k, False)
+
+
+def emit_pool(k, is_max: bool) -> bool:
+    node = k.node
+    x, y = k.in_buf(0), k.out_buf()
+    if len(k.instr.outputs) > 1 or x.dtype != np.float32 or y.dtype != np.float32:
+        return False
+    win = node.opdef.window(node)
+    if len(win.in_size) == 1:
+        s = Shape(1, 1, 1, 1, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
+                  win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
+    elif len(win.in_size) == 2:
+        s = Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
+                  *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
+    else:
+        return False
+    b = k.b
+    vec = Vec(k, simd_of(k.target))
+    w = vec.w
+    nv = max(1, min(4, math.ceil(s.wo / w)))
+    runs = row_runs(s, w, nv)
+    planes = int(np.prod(x.shape[:2]))
+    pin, pout = s.hin * s.win, s.ho * s.wo
+    ninf = float("-inf") if is_max else 0.0
+    op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
+    div = None if is_max else node.opdef.divisors(node).astype(np.float32).reshape(s.ho, s.wo)
+    table = k.add_table(div.reshape(-1), "avgpool_div") if div is not None and len(set(div.flat)) > 1 \
+        else None
+    if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
+            s.dh == s.dw == 1 and not any(win.pads_end):
+        whole_plane(k, planes, pin, is_max, None if div is None else float(div.flat[0]))
+        return True
+
+    def finish(p, oh, ow0, store, vals):
+        pos = b.add(b.mul(oh, k.c(s.wo)), ow0)
+        base = b.add(b.mul(p, k.c(pout)), pos)
+        for j, val in enumerate(vals):
+            if div is not None:
+                d = vec.load(table, b.add(pos, k.c(j * w)), store[j], fill=1.0) if table is not None \
+                    else cg.const(vec.ty, float(div.flat[0]))
+                val = b.fdiv(val, d)
+            vec.store(val, k.out(), b.add(base, k.c(j * w)), store[j])
+
+    def window_rows(p, oh, ow0, init, body):
+        """body(row offset of the window row's input at ow0, carried values) over the valid
+        window rows of output row oh; returns the carried results."""
+        lo, hi = kh_range(k, s, oh)
+        with cg.for_range_carry(b, hi, init, lo, intp=k.intp, name="kh") as lp:
+            ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(lp.index, k.c(s.dh))), k.c(s.pt))
+            row = b.add(b.add(b.mul(p, k.c(pin)), b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
+            lp.carry(body(row, list(lp.values)))
+        return list(lp.results)
+
+    def tile_taps(p, oh, ow0, sig):
+        """Scalar targets: every tap of the window one load (no shuffles to save)."""
+        masks, store = sig
+
+        def body(row, acc):
+            for c in range(s.kw):
+                for j in range(nv):
+                    m = masks[c][j]
+                    if any(m):
+                        v = vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl)),
+                                             s.sw, m, fill=ninf)
+                        acc[j] = op(v, acc[j])
+            return acc
+        finish(p, oh, ow0, store, window_rows(p, oh, ow0, [cg.const(vec.ty, ninf)] * nv, body))
+
+    # Vector targets, vertical first: per window row one (masked) load of the span of input
+    # columns that a vector's kernel columns read, folded into a wide accumulator; the kernel
+    # columns are picked out of it by shuffles once, after the last row. Loads per row: the
+    # span's vectors instead of one strided (wide) load per kernel column (MNIST's 3x3 stride-3
+    # pool on 14x14: 3x faster).
+    span = (w - 1) * s.sw + (s.kw - 1) * s.dw + 1
+    wide = ir.VectorType(cg.F32, span)
+
+    def tile_span(p, oh, ow0, sig):
+        masks, store = sig
+        # lane e of vector j's span is input column ow0*sw + j*w*sw - pl + e
+        smask = [tuple(any(0 <= e - c * s.dw < w * s.sw and masks[c][j][e - c * s.dw]
+                           for c in range(s.kw)) for e in range(span)) for j in range(nv)]
+        live = [j for j in range(nv) if any(smask[j])]
+
+        def body(row, acc):
+            return [op(vec.load(k.inp(0), b.add(row, k.c(j * w * s.sw - s.pl)), smask[j], n=span,
+                                fill=ninf), a) for a, j in zip(acc, live)]
+        res = dict(zip(live, window_rows(p, oh, ow0, [cg.const(wide, ninf)] * len(live), body)))
+        vals = []
+        for j in range(nv):
+            out = None
+            for c in range(s.kw):
+                if j in res and any(masks[c][j]):
+                    idx = ir.Constant(ir.VectorType(cg.I32, w), [c * s.dw + l * s.sw for l in range(w)])
+                    v = b.shuffle_vector(res[j], ir.Constant(wide, ir.Undefined), idx)
+                    out = v if out is None else op(v, out)
+            vals.append(cg.const(vec.ty, ninf) if out is None else out)
+        finish(p, oh, ow0, store, vals)
+
+    tile = tile_taps if w == 1 else tile_span
+
+    def row(p, oh):
+        for t0, t1, sig in runs:
+            if t1 - t0 == 1:
+                tile(p, oh, k.c(t0 * nv * w), sig)
+            else:
+                with k.for_range(t1, start=t0, name="t") as t:
+                    tile(p, oh, b.mul(t, k.c(nv * w)), sig)
+
+    with k.for_range(planes, name="p") as p:
+        if s.ho == 1:
+            row(p, k.c(0))
+        else:
+            with k.for_range(s.ho, name="oh") as oh:
+                row(p, oh)
+    return True
+
+
+def whole_plane(k, planes: int, pin: int, is_max: bool, div):
+    """Float max or sum (divided by `div`) of each contiguous plane of the input (global pools,
+    windows as large as the input): per plane, up to four vector accumulators
+    over its vectors (independent chains: a single running sum would wait on every add's
+    latency), the last vector masked, then one horizontal reduction."""
+    b, vec = k.b, Vec(k, simd_of(k.target))
+    w = vec.w
+    full, rem = divmod(pin, w)
+    nacc = max(1, min(4, full))
+    fill = float("-inf") if is_max else 0.0
+    op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
+    steps, extra = divmod(full, nacc)
+    with k.for_range(planes, name="p") as p:
+        base = b.mul(p, k.c(pin))
+        init = [cg.const(vec.ty, fill)] * nacc
+        with cg.for_range_carry(b, steps, init, intp=k.intp, name="v", unroll=steps <= 4) as lp:
+            at = b.add(base, b.mul(lp.index, k.c(nacc * w)))
+            lp.carry([op(a, vec.load(k.inp(0), b.add(at, k.c(i * w)))) for i, a in enumerate(lp.values)])
+        acc = list(lp.results)
+        for i in range(extra):
+            acc[i] = op(acc[i], vec.load(k.inp(0), b.add(base, k.c((steps * nacc + i) * w))))
+        if rem:
+            acc[0] = op(acc[0], vec.load(k.inp(0), b.add(base, k.c(full * w)),
+                                         tuple(l < rem for l in range(w)), fill=fill))
+        while len(acc) > 1:
+            acc = [op(acc[i], acc[i + 1]) if i + 1 < len(acc) else acc[i] for i in range(0, len(acc), 2)]
+        v, h = acc[0], w // 2
+        while h:
+            idx = ir.Constant(ir.VectorType(cg.I32, w), [l + h if l < h else l for l in range(w)])
+            v = op(v, b.shuffle_vector(v, ir.Constant(vec.ty, ir.Undefined), idx))
+            h //= 2
+        val = b.extract_element(v, ir.Constant(cg.I32, 0)) if w > 1 else v
+        if div is not None:
+            val = b.fdiv(val, cg.const(cg.F32, div))
+        b.store(val, cg.gep(b, k.out(), p, cg.F32), align=4)

@@ -1,0 +1,1 @@
+"""Reductions (ReduceX, ArgMax, Softmax...) and normalizations."""

@@ -1,0 +1,94 @@
+"""Data-movement kernels: Transpose, Concat, Split, Slice, Gather. All but Gather are one
+strided copy: a loop nest over a shape with a source and a destination stride per dim."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.registry import emits
+
+
+def strided_copy(k, src, src_off, src_st, dst, dst_off, dst_st, shape, dtype):
+    with k.strided_loop(shape, [src_st, dst_st], [src_off, dst_off]) as (i, o):
+        k.store(k.load(src, i, dtype), dst, o)
+
+
+@emits("Transpose")
+def emit_transpose(k):
+    x, y = k.in_buf(0), k.out_buf()
+    perm = k.node.opdef.perm(k.node)
+    st = cg.contiguous_strides(x.shape)
+    strided_copy(k, k.inp(0), 0, [st[p] for p in perm], k.out(), 0, cg.contiguous_strides(y.shape),
+                 y.shape, y.dtype)
+
+
+@emits("Concat")
+def emit_concat(k):
+    y = k.out_buf()
+    ax = k.node.attrs["axis"]
+    yst = cg.contiguous_strides(y.shape)
+    pos = 0
+    for j, x in enumerate(k.instr.inputs):
+        if x is None:
+            continue
+        strided_copy(k, k.inp(j), 0, cg.contiguous_strides(x.shape), k.out(), pos * yst[ax], yst,
+                     x.shape, x.dtype)
+        pos += x.shape[ax]
+
+
+@emits("Split")
+def emit_split(k):
+    x = k.in_buf(0)
+    ax, sizes = k.node.opdef.sizes(k.node)
+    xst = cg.contiguous_strides(x.shape)
+    pos = 0
+    for j, yb in enumerate(k.instr.outputs):
+        strided_copy(k, k.inp(0), pos * xst[ax], xst, k.out(j), 0, cg.contiguous_strides(yb.shape),
+                     yb.shape, x.dtype)
+        pos += sizes[j]
+
+
+@emits("Slice")
+def emit_slice(k):
+    x, y = k.in_buf(0), k.out_buf()
+    region = k.node.opdef.region(k.node)
+    xst = cg.contiguous_strides(x.shape)
+    off = sum(s * st for (s, _, _), st in zip(region, xst))
+    if y.nbytes:
+        strided_copy(k, k.inp(0), off, [step * st for (_, step, _), st in zip(region, xst)],
+                     k.out(), 0, cg.contiguous_strides(y.shape), y.shape, y.dtype)
+
+
+@emits("Gather")
+def emit_gather(k):
+    b = k.b
+    x, idx, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    ax = k.node.attrs["axis"] % len(x.shape)
+    pre, dim, post = int(np.prod(x.shape[:ax])), x.shape[ax], int(np.prod(x.shape[ax + 1:]))
+    n_idx = int(np.prod(idx.shape))
+    with k.for_range(pre, name="p") as p:
+        with k.for_range(n_idx, name="j") as j:
+            iv = k.load(k.inp(1), j, idx.dtype)
+            iv = b.sext(iv, k.intp) if iv.type.width < k.intp.width else \
+                b.trunc(iv, k.intp) if iv.type.width > k.intp.width else iv
+            iv = b.select(b.icmp_signed("<", iv, k.c(0)), b.add(iv, k.c(dim)), iv)
+            # out-of-range indices read nothing (the output keeps zeros) instead of faulting
+            ok = b.and_(b.icmp_signed(">=", iv, k.c(0)), b.icmp_signed("<", iv, k.c(dim)))
+            src = b.mul(b.add(b.mul(p, k.c(dim)), iv), k.c(post))
+            dst = b.mul(b.add(b.mul(p, k.c(n_idx)), j), k.c(post))
+            with cg.if_then(b, ok):
+                with k.for_range(post, name="q") as q:
+                    k.store(k.load(k.inp(0), b.add(src, q), x.dtype), k.out(), b.add(dst, q))
+
+
+@emits("Dropout")
+def emit_dropout(k):
+    """A Dropout the views pass kept (its mask is used, or -O0): copy the data, fill the mask."""
+    from glowpy.codegen.kernels.elementwise.arith import emit_copy
+    emit_copy(k)
+    if len(k.instr.outputs) > 1:
+        dt, value = k.node.opdef.mask(k.node)
+        m = k.out_buf(1)
+        c = cg.const(cg.llvm_type(dt), value)
+        with k.for_range(int(np.prod(m.shape)), name="m") as i:
+            k.store(c, k.out(1), i)

@@ -1,0 +1,156 @@
+"""Resampling kernel for Resize, Upsample and Pad: one loop nest over the output reading the
+op's per-dim tap tables (glowpy/ir/ops/taps.py).
+
+Per output dim, in Python: affine dims (identity, constant padding) need no table and split
+into fill / copy / fill ranges, so an innermost affine dim is a contiguous loop that
+vectorizes (or becomes memcpy/memset); table dims get a table of input offsets (premultiplied
+by the input stride, tap-major so each tap's entries are contiguous) and, when weighted, a
+table of float weights, both in the constant region (Kernel.add_table); dims with invalid
+coordinates add a byte table of validity flags. Tables are O(taps x sum of output dims), never
+O(product). Each loop level extends the list of (input offset, weight) tap combinations of the
+levels outside it, so weights are multiplied once per level, not per element; dims with wide
+windows (antialias) instead sum their taps in a run-time loop around the innermost element, so
+the code stays small."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.registry import emits
+from glowpy.ir.ops.taps import Taps
+
+
+@dataclass
+class _Level:
+    taps: Taps
+    size: int
+    in_st: int
+    out_st: int
+
+
+def _levels(taps, in_shape, out_shape):
+    """Loop levels, with runs of identity dims merged and size-1 valid affine dims folded into
+    a constant input offset."""
+    in_st, out_st = cg.contiguous_strides(in_shape), cg.contiguous_strides(out_shape)
+    levels, base = [], 0
+    for d, t in enumerate(taps):
+        if t.affine and t.size == 1 and t.lo == 0 and t.hi == 1:
+            base += t.shift * in_st[d]
+            continue
+        ident = t.is_identity(in_shape[d])
+        prev = levels[-1] if levels else None
+        if ident and prev is not None and prev.taps.is_identity(prev.size) and \
+                prev.in_st == in_st[d] * t.size and prev.out_st == out_st[d] * t.size:
+            n = prev.size * t.size
+            levels[-1] = _Level(Taps(n, shift=0, lo=0, hi=n), n, in_st[d], out_st[d])
+            continue
+        levels.append(_Level(t, t.size, in_st[d], out_st[d]))
+    return levels, base
+
+
+UNROLL_TAPS = 4  # dims with wider windows (antialias) sum their taps in a run-time loop
+
+
+@emits("Resize", "Upsample", "Pad")
+def emit_resample(k):
+    b = k.b
+    x, y = k.in_buf(0), k.out_buf()
+    if y.nbytes == 0:
+        return
+    taps, fill = k.node.opdef.taps(k.node)
+    levels, base = _levels(taps, x.shape, y.shape)
+    ety = cg.llvm_type(y.dtype)
+    fill_v = cg.const(ety, fill)
+    weighted = any(lv.taps.w is not None for lv in levels)
+    big = int(np.prod(x.shape)) >= 2 ** 31
+    name = k.instr.op.lower()
+
+    def fill_range(start, count):
+        with k.for_range(count, name="f") as i:
+            k.store(fill_v, k.out(), b.add(start, i))
+
+    def tap(tab, o, j, size):
+        """Offset and weight of tap j of output coordinate o (tables are tap-major)."""
+        idx_tab, w_tab, itype = tab
+        at = o if isinstance(j, int) and j == 0 else \
+            b.add(o, k.c(j * size) if isinstance(j, int) else b.mul(j, k.c(size)))
+        off = k.load(idx_tab, at, itype)
+        if off.type.width < k.intp.width:
+            off = b.sext(off, k.intp)
+        elif off.type.width > k.intp.width:
+            off = b.trunc(off, k.intp)
+        return off, (k.load(w_tab, at, x.dtype) if w_tab is not None else None)
+
+    def extend(combos, off, wj):
+        return [(b.add(coff, off), wj if cw is None else (cw if wj is None else b.fmul(cw, wj)))
+                for coff, cw in combos]
+
+    def total(combos):
+        if not weighted:
+            return k.load(k.inp(0), combos[0][0], x.dtype)
+        acc = None
+        for off, w in combos:
+            term = b.fmul(w, k.load(k.inp(0), off, x.dtype))
+            acc = term if acc is None else b.fadd(acc, term)
+        return acc
+
+    def store(combos, out_off, valid, looped):
+        if looped:  # wide windows: an accumulator and a tap loop per such dim
+            acc_p = cg.alloca_in_entry(b, ety, "acc")
+            b.store(cg.const(ety, 0), acc_p)
+
+            def nest(j, cs):
+                if j == len(looped):
+                    b.store(b.fadd(b.load(acc_p), total(cs)), acc_p)
+                    return
+                tab, o, ntap, size = looped[j]
+                with k.for_range(ntap, name=f"w{j}") as t:
+                    nest(j + 1, extend(cs, *tap(tab, o, t, size)))
+            nest(0, combos)
+            acc = b.load(acc_p)
+        else:
+            acc = total(combos)
+        if valid is not None:
+            acc = b.select(valid, acc, fill_v)
+        k.store(acc, k.out(), out_off)
+
+    def level(i, combos, out_off, valid, looped):
+        if i == len(levels):
+            return store(combos, out_off, valid, looped)
+        lv = levels[i]
+        t = lv.taps
+        if t.affine:
+            if t.lo > 0:
+                fill_range(out_off, k.c(t.lo * lv.out_st))
+            if t.hi > t.lo:
+                with k.for_range(t.hi, start=t.lo, name=f"a{i}") as o:
+                    step = cg.linear(b, [o], [lv.in_st], t.shift * lv.in_st, k.intp)
+                    level(i + 1, [(b.add(off, step), w) for off, w in combos],
+                          b.add(out_off, cg.linear(b, [o], [lv.out_st], 0, k.intp)), valid, looped)
+            if t.hi < t.size:
+                fill_range(b.add(out_off, k.c(t.hi * lv.out_st)), k.c((t.size - t.hi) * lv.out_st))
+            return
+        ntap = t.idx.shape[0]
+        offs = t.idx * lv.in_st
+        itype = np.int64 if big or offs.max(initial=0) >= 2 ** 31 else np.int32
+        tab = (k.add_table(offs.astype(itype).reshape(-1), f"{name}_idx"),
+               k.add_table(t.w.astype(x.dtype).reshape(-1), f"{name}_w") if t.w is not None else None,
+               itype)
+        v_tab = k.add_table(t.valid.astype(np.uint8), f"{name}_ok") if t.valid is not None else None
+        with k.for_range(lv.size, name=f"t{i}") as o:
+            new_valid = valid
+            if v_tab is not None:
+                ok = b.icmp_unsigned("!=", k.load(v_tab, o, np.uint8), cg.const(cg.I8, 0))
+                new_valid = ok if valid is None else b.and_(valid, ok)
+            out_next = b.add(out_off, cg.linear(b, [o], [lv.out_st], 0, k.intp))
+            if ntap > UNROLL_TAPS:
+                level(i + 1, combos, out_next, new_valid, looped + [(tab, o, ntap, lv.size)])
+            else:
+                new = []
+                for j in range(ntap):
+                    new += extend(combos, *tap(tab, o, j, lv.size))
+                level(i + 1, new, out_next, new_valid, looped)
+
+    level(0, [(k.c(base), None)], k.c(0), None, [])

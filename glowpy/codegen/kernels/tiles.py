@@ -1,0 +1,178 @@
+"""Shared pieces of the fast convolution and pooling kernels: the static shape of a 1-D/2-D
+window op, tile choice for pixel-vectorized tiles, weight packing, the valid kernel rows of an
+output row, and the compile-time lane masks of tile positions along a row."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.accumulators import const_input
+
+
+@dataclass
+class Shape:
+    n: int
+    c: int
+    m: int
+    g: int
+    hin: int
+    win: int
+    ho: int
+    wo: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    rank: int  # spatial rank of the output (1 or 2; a flattened 1x1 is 1)
+
+    @property
+    def cg(self):
+        return self.c // self.g
+
+    @property
+    def mg(self):
+        return self.m // self.g
+
+    @property
+    def ktot(self):
+        return self.cg * self.kh * self.kw
+
+
+def shape_of(k) -> Shape | None:
+    node = k.node
+    x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    if any(b.dtype != np.float32 for b in (x, w, y)) or const_input(k, 1) is None:
+        return None
+    if k.in_buf(2) is not None and k.in_buf(2).dtype != np.float32:
+        return None
+    win = node.opdef.window(node)
+    nd = len(win.in_size)
+    if nd not in (1, 2):
+        return None
+    n, c = x.shape[:2]
+    m, g = w.shape[0], node.attrs["group"]
+    if all(q == 1 for q in win.kernel + win.strides) and not any(win.pads_begin + win.pads_end):
+        p = int(np.prod(win.in_size))  # a 1x1 unpadded stride-1 conv is one over the flat plane
+        return Shape(n, c, m, g, 1, p, 1, p, 1, 1, 1, 1, 1, 1, 0, 0, 1)
+    if nd == 1:
+        return Shape(n, c, m, g, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
+                     win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
+    return Shape(n, c, m, g, *win.in_size, *win.out_size, *win.kernel, *win.strides,
+                 *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
+
+
+def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
+    """(MR, NV) with the most useful multiply-adds per cycle (vector targets: two FMA and two
+    load ports, four cycles of FMA latency) or per instruction (scalar targets)."""
+    v, regs = simd.width, simd.registers
+    cands = []
+    for nv in range(1, 9):
+        tiles = math.ceil(lanes / (nv * v))
+        if nv > 1 and (nv - 1) * v >= lanes:
+            break
+        for mr in range(1, min(mg, 24) + 1):
+            acc = mr * nv
+            if v == 1 and (acc > 16 or acc + nv + kw + 1 > regs) and acc > 1:
+                continue
+            if v > 1 and acc + nv + 2 > regs and acc > 1:
+                continue
+
+            def cost(r):
+                if r == 0:
+                    return 0.0
+                if v == 1:
+                    return r * nv + r + nv / max(1, min(kw, 3))
+                # two FMA pipes, two loads a cycle, 4 cycles of FMA latency per step, a little
+                # loop overhead per step and address/mask work per vector (measured: 12-14 x 2
+                # beats 8 x 3 and 24 x 1 on AVX-512)
+                return max(r * nv / 2, (1.2 * r + nv) / 2, 4.5) + 0.5 + (0.3 + per_vector) * nv
+            t = (mg // mr) * cost(mr) + cost(mg % mr)
+            score = mg * lanes / (t * tiles)
+            cands.append((score, mg % mr == 0, mr, nv))
+    # a tail block is a second copy of the kernel: take a tile that divides the channels
+    # unless it is more than 5% slower
+    top = max(c[0] for c in cands)
+    score, _, mr, nv = max(cands, key=lambda c: (c[1] and c[0] >= 0.95 * top, c[0]))
+    return mr, nv, score
+
+
+def _blocks(mg, mr):
+    full = mg // mr
+    return full, mg - full * mr
+
+
+def _pack(w, s: Shape, mr: int, axes) -> np.ndarray:
+    """w (M, cg, KH, KW) -> per group, per block of MR channels (the last block may be
+    smaller): the reduction dims in `axes` order (1 = ic, 2 = kh, 3 = kw), then the block's
+    channels. A block starting at channel o of group gi starts at element (gi*mg + o)*ktot."""
+    w = w.reshape(s.m, s.cg, s.kh, s.kw)
+    parts = []
+    full, tail = _blocks(s.mg, mr)
+    for gi in range(s.g):
+        for o0, r in [(o * mr, mr) for o in range(full)] + ([(full * mr, tail)] if tail else []):
+            blk = w[gi * s.mg + o0: gi * s.mg + o0 + r]
+            parts.append(blk.transpose(tuple(axes) + (0,)).reshape(-1))
+    return np.concatenate(parts)
+
+
+def kh_range(k, s: Shape, oh):
+    """Kernel rows whose input row is inside the input for output row oh (IR values)."""
+    b = k.b
+    if s.kh == 1 and s.pt == 0 and (s.ho - 1) * s.sh < s.hin:
+        return k.c(0), k.c(1)
+    top = b.sub(k.c(s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh >= top
+    bot = b.sub(k.c(s.hin - 1 + s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh <= bot
+    lo = b.sub(k.c(0), cg.floordiv(b, b.sub(k.c(0), top), s.dh)) if s.dh > 1 else top
+    hi = b.add(cg.floordiv(b, bot, s.dh), k.c(1)) if s.dh > 1 else b.add(bot, k.c(1))
+    lo = b.select(b.icmp_signed("<", lo, k.c(0)), k.c(0), lo)
+    hi = b.select(b.icmp_signed(">", hi, k.c(s.kh)), k.c(s.kh), hi)
+    return lo, hi
+
+
+def row_runs(s: Shape, w: int, nv: int):
+    """Runs of tile positions (NV vectors of `w` lanes along an output row) that share their
+    masks: [(t0, t1, (masks, store))], masks[c][j] the (wide: w * stride) lane mask of kernel
+    column c for vector j, store[j] the lanes inside the row."""
+    nr = nv * w
+    runs = []
+    for t in range(math.ceil(s.wo / nr)):
+        masks = []
+        for c in range(s.kw):
+            per = []
+            for j in range(nv):
+                ow0 = t * nr + j * w
+                if w == 1:
+                    iw = ow0 * s.sw + c * s.dw - s.pl
+                    per.append((ow0 < s.wo and 0 <= iw < s.win,))
+                else:
+                    iw = ow0 * s.sw + c * s.dw - s.pl + np.arange(w * s.sw)
+                    per.append(tuple(bool(x) for x in (iw >= 0) & (iw < s.win)))
+            masks.append(tuple(per))
+        store = tuple(tuple(bool(x) for x in (t * nr + j * w + np.arange(w) < s.wo))
+                      for j in range(nv))
+        sig = (tuple(masks), store)
+        if runs and runs[-1][2] == sig and runs[-1][1] == t:
+            runs[-1] = (runs[-1][0], t + 1, sig)
+        else:
+            runs.append((t, t + 1, sig))
+    return runs
+
+
+def valid_taps(s: Shape):
+    """[(kernel row, kernel column, flat input shift)] of the taps that read the input for at
+    least one output position (a flat tile reads tap t at the output position + shift)."""
+    out = []
+    for a in range(s.kh):
+        for c in range(s.kw):
+            ih_ok = any(0 <= oh + a * s.dh - s.pt < s.hin for oh in range(s.ho))
+            iw_ok = any(0 <= ow + c * s.dw - s.pl < s.win for ow in range(s.wo))
+            if ih_ok and iw_ok:
+                out.append((a, c, (a * s.dh - s.pt) * s.win + c * s.dw - s.pl))
+    return out

@@ -1,0 +1,243 @@
+"""Register-blocked micro-kernels: the shared machinery of the fast Conv, Gemm and MatMul paths.
+
+A micro-kernel computes a tile of MR x NV accumulators: MR rows (output channels of a Conv,
+rows of a Gemm) times NV vectors of the target's width (output pixels, Gemm columns). Every
+reduction step loads MR scalars of the "broadcast" operand and NV vectors of the other and
+does MR*NV multiply-adds, so each loaded value is used NV or MR times from a register. The
+accumulators are loop-carried values (phis) through the reduction loops, marked not to be
+unrolled; they are written to the output once, through the node's fused epilogue
+(vec_epilogue.py) applied to whole vectors.
+
+The target decides the shapes, nothing else does: `simd_of(target)` gives the float lanes of a
+vector register (16 for AVX-512, 8 for AVX, 4 for SSE and NEON, 1 for scalar FPUs such as the
+Cortex-M7's) and how many registers there are. With width 1 every "vector" is a plain float,
+so the same generator gives a scalar register-blocked kernel."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+
+F32 = cg.F32
+
+
+@dataclass(frozen=True)
+class Simd:
+    width: int  # float lanes per vector register (1: scalar FP registers)
+    registers: int  # FP / vector registers available to the allocator
+    cheap_masks: bool  # a masked load costs what a plain load costs (AVX-512)
+    fpu: bool = True  # False: soft float, every float operation is a library call
+
+
+_PROBE = """
+define void @probe(ptr noalias %a, ptr noalias %b) {
+  %x = load <16 x float>, ptr %a, align 64
+  %y = load <16 x float>, ptr %b, align 64
+  %z = fadd <16 x float> %x, %y
+  store <16 x float> %z, ptr %a, align 64
+  ret void
+}
+"""
+
+
+@functools.lru_cache(maxsize=32)
+def simd_of(target) -> Simd:
+    """Vector width and register count of `target`, read from what LLVM makes of a 16-float
+    addition for it (so -mcpu and -mattr count, not just the triple)."""
+    if target is None:
+        return Simd(1, 8, False)
+    from llvmlite import binding as llvm
+    from glowpy.codegen.target import soft_float
+    arch = target.arch
+    if soft_float(target):
+        return Simd(1, 12, False, fpu=False)  # floats live in core registers around libgcc calls
+    tm = target.target_machine(opt=2)
+    mod = llvm.parse_assembly(_PROBE)
+    mod.triple = target.triple
+    asm = tm.emit_assembly(mod)
+    if arch in ("x86_64", "i386"):
+        regs = 32 if "zmm" in asm else (16 if arch == "x86_64" else 8)
+        width = 16 if "zmm" in asm else 8 if "ymm" in asm else 4 if "xmm" in asm else 1
+        return Simd(width, regs, width == 16)
+    if arch.startswith("aarch64"):
+        return Simd(4, 32, False) if re.search(r"\.4s\b", asm) else Simd(1, 32, False)
+    if arch in ("arm", "armeb", "thumb", "thumbeb"):
+        if re.search(r"\bq\d+\b", asm):
+            return Simd(4, 16, False)  # NEON: 16 quad registers
+        return Simd(1, 32, False)  # VFP: 32 single-precision registers (D16)
+    if arch.startswith("riscv"):
+        return Simd(1, 32, False)
+    return Simd(1, 16, False)
+
+
+def declare(module, name, fnty):
+    try:
+        return module.get_global(name)
+    except KeyError:
+        return ir.Function(module, fnty, name)
+
+
+class Vec:
+    """Vectors of `width` floats (plain floats when width is 1) with masked access.
+
+    A mask is None (every lane), a tuple of bools (known at compile time) or an IR <width x i1>
+    value. `safe` says every lane's address lies inside the buffer, so a plain load followed by
+    a select may stand in for a masked load."""
+
+    def __init__(self, k, simd: Simd):
+        self.k, self.b, self.simd = k, k.b, simd
+        self.w = simd.width
+        self.ty = F32 if self.w == 1 else ir.VectorType(F32, self.w)
+        self.mty = cg.I1 if self.w == 1 else ir.VectorType(cg.I1, self.w)
+        self.ity = cg.I32 if self.w == 1 else ir.VectorType(cg.I32, self.w)
+
+    def zero(self):
+        return cg.const(self.ty, 0.0)
+
+    def splat(self, x):
+        if self.w == 1:
+            return x
+        b = self.b
+        v = b.insert_element(ir.Constant(self.ty, ir.Undefined), x, ir.Constant(cg.I32, 0))
+        return b.shuffle_vector(v, ir.Constant(self.ty, ir.Undefined),
+                                ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
+    def load_splat(self, ptr, off):
+        """ptr[off] in every lane: a one-lane vector load and a shuffle (two instructions; a
+        vbroadcastss from memory on x86)."""
+        if self.w == 1:
+            return self.b.load(self._ptr(ptr, off), typ=F32, align=4)
+        one = ir.VectorType(F32, 1)
+        v = self.b.load(self._ptr(ptr, off), typ=one, align=4)
+        return self.b.shuffle_vector(v, ir.Constant(one, ir.Undefined),
+                                     ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
+    def iota(self):
+        return ir.Constant(self.ity, list(range(self.w))) if self.w > 1 else ir.Constant(cg.I32, 0)
+
+    def isplat(self, x):
+        """An i32 vector of x (an IR integer of any width)."""
+        x = self.b.trunc(x, cg.I32) if x.type.width > 32 else x
+        if self.w == 1:
+            return x
+        v = self.b.insert_element(ir.Constant(self.ity, ir.Undefined), x, ir.Constant(cg.I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(self.ity, ir.Undefined),
+                                     ir.Constant(ir.VectorType(cg.I32, self.w), [0] * self.w))
+
+    def _const_mask(self, bits, n=None):
+        n = n or self.w
+        return ir.Constant(ir.VectorType(cg.I1, n), [int(bool(x)) for x in bits])
+
+    def _ptr(self, ptr, off):
+        return cg.gep(self.b, ptr, off, F32)
+
+    def _masked(self, ty, n):
+        name = f"llvm.masked.load.v{n}f32.p0"
+        return declare(self.b.module, name, ir.FunctionType(ty, [cg.PTR, cg.I32, ir.VectorType(cg.I1, n), ty]))
+
+    def load(self, ptr, off, mask=None, safe=False, n=None, fill=0.0):
+        """n floats (default: the width) from ptr[off...]; masked-off lanes read as `fill`."""
+        b = self.b
+        n = n or self.w
+        ty = F32 if n == 1 else ir.VectorType(F32, n)
+        if isinstance(mask, tuple):
+            if all(mask):
+                mask = None
+            elif not any(mask):
+                return cg.const(ty, fill)
+        if mask is None:
+            return b.load(self._ptr(ptr, off), typ=ty, align=4)
+        if n == 1:
+            if isinstance(mask, tuple):
+                return b.load(self._ptr(ptr, off), typ=ty, align=4)
+            assert safe, "a runtime-masked scalar load needs an in-bounds address"
+            return b.select(mask, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, fill))
+        m = self._const_mask(mask, n) if isinstance(mask, tuple) else mask
+        if safe and not self.simd.cheap_masks and not isinstance(mask, tuple):
+            return b.select(m, b.load(self._ptr(ptr, off), typ=ty, align=4), cg.const(ty, fill))
+        return b.call(self._masked(ty, n), [self._ptr(ptr, off), ir.Constant(cg.I32, 4), m,
+                                            cg.const(ty, fill)])
+
+    def load_strided(self, ptr, off, stride: int, mask=None, fill=0.0):
+        """Lanes ptr[off + l*stride]: one wide load and a shuffle (mask: per wide element)."""
+        if stride == 1 or self.w == 1:
+            return self.load(ptr, off, mask, fill=fill)
+        n = self.w * stride
+        wide = self.load(ptr, off, mask, n=n, fill=fill)
+        idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l * stride for l in range(self.w)])
+        return self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
+
+    def store(self, val, ptr, off, mask=None):
+        b = self.b
+        if isinstance(mask, tuple):
+            if all(mask):
+                mask = None
+            elif not any(mask):
+                return
+        if mask is None:
+            b.store(val, self._ptr(ptr, off), align=4)
+            return
+        if self.w == 1:
+            if isinstance(mask, tuple):
+                b.store(val, self._ptr(ptr, off), align=4)
+            else:
+                with cg.if_then(b, mask):
+                    b.store(val, self._ptr(ptr, off), align=4)
+            return
+        m = self._const_mask(mask) if isinstance(mask, tuple) else mask
+        fn = declare(b.module, f"llvm.masked.store.v{self.w}f32.p0",
+                      ir.FunctionType(ir.VoidType(), [self.ty, cg.PTR, cg.I32, self.mty]))
+        b.call(fn, [val, self._ptr(ptr, off), ir.Constant(cg.I32, 4), m])
+
+    def _lanes(self, ptr, off, lane_offsets):
+        """<w x ptr>: ptr + off + lane_offsets[l] (elements)."""
+        b = self.b
+        base = cg.gep(b, ptr, off, F32)
+        idx = ir.Constant(ir.VectorType(cg.I32, self.w), [int(x) for x in lane_offsets])
+        ptrs = b.gep(base, [idx], inbounds=True, source_etype=F32)
+        ptrs.type = ir.VectorType(cg.PTR, self.w)  # llvmlite types a vector GEP as a scalar ptr
+        return ptrs
+
+    def gather(self, ptr, off, lane_offsets, mask=None):
+        """Lanes ptr[off + lane_offsets[l]] (a plain load when they are consecutive)."""
+        if list(lane_offsets) == list(range(self.w)):
+            return self.load(ptr, off, mask)
+        if isinstance(mask, tuple) and not any(mask):
+            return self.zero()
+        m = self._const_mask(mask if isinstance(mask, tuple) else (True,) * self.w) \
+            if mask is None or isinstance(mask, tuple) else mask
+        vp = ir.VectorType(cg.PTR, self.w)
+        fn = declare(self.b.module, f"llvm.masked.gather.v{self.w}f32.v{self.w}p0",
+                      ir.FunctionType(self.ty, [vp, cg.I32, self.mty, self.ty]))
+        return self.b.call(fn, [self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m,
+                                self.zero()])
+
+    def scatter(self, val, ptr, off, lane_offsets, mask=None):
+        if list(lane_offsets) == list(range(self.w)):
+            return self.store(val, ptr, off, mask)
+        if isinstance(mask, tuple) and not any(mask):
+            return
+        m = self._const_mask(mask if isinstance(mask, tuple) else (True,) * self.w) \
+            if mask is None or isinstance(mask, tuple) else mask
+        vp = ir.VectorType(cg.PTR, self.w)
+        fn = declare(self.b.module, f"llvm.masked.scatter.v{self.w}f32.v{self.w}p0",
+                      ir.FunctionType(ir.VoidType(), [self.ty, vp, cg.I32, self.mty]))
+        self.b.call(fn, [val, self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m])
+
+    def prefetch(self, ptr, off):
+        """A read prefetch of ptr[off] on vector targets (big caches, deep out-of-order cores:
+        it hides the latency of streamed weights); nothing on scalar ones, where it would
+        only cost an instruction."""
+        if self.w == 1:
+            return
+        fn = declare(self.b.module, "llvm.prefetch.p0",
+                      ir.FunctionType(ir.VoidType(), [cg.PTR, cg.I32, cg.I32, cg.I32]))
+        self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, 0), ir.Constant(cg.I32, 3),
+                         ir.Constant(cg.I32, 1)])
+
+    def and_(self, a, c):
+        return c if a is None else a if c is None else self.b.and_(a, c)

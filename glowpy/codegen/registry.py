@@ -1,0 +1,150 @@
+"""The kernel registry: every op's code generators ("variants"), ranked, chosen in one place.
+
+An op may have several variants (Conv: depthwise, channel-vectorized, pixel-vectorized,
+direct). Each is declared where it is written, with
+
+    @variant("Conv", "depthwise", rank=40, plan=plan_depthwise)
+    def emit_depthwise(k, params): ...
+
+- `rank`: higher is tried first;
+- `plan(k) -> params | None`: whether the variant applies to this instruction on this target,
+  and with which parameters (tile shapes, a tiling choice); None means "not applicable". The
+  plan is where a variant's choices and their measured reasons live. A variant without a plan
+  applies to everything (the op's fallback) and gets params None;
+- `emit(k, params)`: generates the code.
+
+`select(k)` tries the variants of `k.instr.op` by rank and takes the first whose plan answers;
+the chosen variant's name and parameters are recorded on the instruction
+(`instr.attrs["variant"]`), so `-dump-memory-report` shows them. `forcing(...)` makes the
+selection take a named variant, optionally with given parameters (tests reach every variant
+this way, and `-kernel-variant=Op:name` does it from the command line).
+
+This module imports nothing from the kernels: the kernel families import it, and
+`glowpy.codegen.kernels.catalog` imports the families."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from glowpy.errors import ModelError, UsageError
+
+
+@dataclass(frozen=True)
+class Variant:
+    op: str
+    name: str
+    rank: int
+    plan: Callable[[Any], Any] | None
+    emit: Callable[[Any, Any], None]
+
+    def params_for(self, k):
+        return None if self.plan is None else self.plan(k)
+
+
+_VARIANTS: dict[str, list[Variant]] = {}
+# op -> (variant name, params or None): set by forcing() for the duration of a compile
+_FORCED: contextvars.ContextVar[dict] = contextvars.ContextVar("glowpy_forced_variants", default={})
+_NO_PARAMS = object()
+
+
+def variant(op: str, name: str, rank: int = 0, plan=None):
+    """Registers the decorated `emit(k, params)` as variant `name` of `op` (see the module)."""
+    def deco(fn):
+        vs = _VARIANTS.setdefault(op, [])
+        if any(v.name == name for v in vs):
+            raise AssertionError(f"variant {op}:{name} registered twice")
+        if any(v.rank == rank for v in vs):
+            raise AssertionError(f"variants of {op} need distinct ranks ({name}: {rank})")
+        vs.append(Variant(op, name, rank, plan, fn))
+        vs.sort(key=lambda v: -v.rank)
+        return fn
+    return deco
+
+
+def emits(*ops):
+    """The single variant of ops that have one generator: `emit(k)` with no parameters."""
+    def deco(fn):
+        for op in ops:
+            variant(op, "default", 0)(lambda k, params, fn=fn: fn(k))
+        return fn
+    return deco
+
+
+def variants(op: str) -> list[Variant]:
+    """The variants of `op`, highest rank first."""
+    return list(_VARIANTS.get(op, ()))
+
+
+def has_kernel(op: str) -> bool:
+    return op in _VARIANTS
+
+
+def ops() -> list[str]:
+    return sorted(_VARIANTS)
+
+
+def select(k) -> tuple[Variant, Any]:
+    """The variant for instruction `k.instr` and its params; records them on the instruction."""
+    op = k.instr.op
+    vs = _VARIANTS.get(op)
+    if not vs:
+        raise ModelError(f"op {op} has no code generator for this target")
+    forced = _FORCED.get().get(op)
+    if forced is not None:
+        name, params = forced
+        [v] = [v for v in vs if v.name == name]
+        if params is _NO_PARAMS:
+            params = v.params_for(k)
+            if params is None and v.plan is not None:
+                raise ModelError(f"instruction '{k.instr.name}' ({op}): the forced variant "
+                                 f"'{name}' does not apply to it")
+        chosen = (v, params)
+    else:
+        chosen = next(((v, p) for v in vs for p in [v.params_for(k)]
+                       if v.plan is None or p is not None), None)
+        if chosen is None:
+            raise ModelError(f"op {op}: no variant applies to instruction '{k.instr.name}'")
+    k.instr.attrs["variant"] = {"name": chosen[0].name, "params": chosen[1]}
+    return chosen
+
+
+def emit(k) -> None:
+    v, params = select(k)
+    v.emit(k, params)
+
+
+def parse_forced(specs) -> dict:
+    """-kernel-variant values ("Op:name") -> {op: (name, no params)}; a usage error names an
+    unknown op or variant and lists the known ones."""
+    out = {}
+    for spec in specs or ():
+        op, sep, name = str(spec).partition(":")
+        if not sep or not op or not name:
+            raise UsageError(f"-kernel-variant={spec}: expected Op:variant (e.g. Conv:direct)")
+        if op not in _VARIANTS:
+            raise UsageError(f"-kernel-variant={spec}: no op '{op}' has kernels; ops with "
+                             f"several variants: {', '.join(o for o in ops() if len(_VARIANTS[o]) > 1)}")
+        names = [v.name for v in _VARIANTS[op]]
+        if name not in names:
+            raise UsageError(f"-kernel-variant={spec}: {op} has the variants {', '.join(names)}")
+        out[op] = (name, _NO_PARAMS)
+    return out
+
+
+@contextlib.contextmanager
+def forcing(choices: dict):
+    """Within the block, op -> variant name (its plan gives the params) or (name, params)."""
+    forced = dict(_FORCED.get())
+    for op, choice in choices.items():
+        name, params = (choice, _NO_PARAMS) if isinstance(choice, str) else choice
+        if op not in _VARIANTS or name not in [v.name for v in _VARIANTS[op]]:
+            raise UsageError(f"no variant '{name}' of {op}; known: "
+                             f"{[v.name for v in _VARIANTS.get(op, ())]}")
+        forced[op] = (name, params)
+    token = _FORCED.set(forced)
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
