@@ -19,6 +19,12 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 _SHAPE = re.compile(r"^\[\s*(\d+(\s*,\s*\d+)*)?\s*\]$")
 
 
+def _kernel_variants(specs) -> dict:
+    from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
+    from glowpy.codegen.registry import parse_forced
+    return parse_forced(specs)
+
+
 def parse_model_input(text: str):
     """name,type,[d0,d1,...] or name,int8q,scale,offset,[d0,...]."""
     import numpy as np
@@ -93,6 +99,7 @@ def model_compiler(
     dump_memory_report: Optional[str] = typer.Option(None, "--dump-memory-report", help="Write the memory plan as JSON: every activation buffer's size, offset, first and last use and producer; the peak and where it occurs; bytes per region."),
     dump_llvm_ir: Optional[str] = typer.Option(None, "--dump-llvm-ir", help="Write the LLVM IR before optimization."),
     reuse_activation_memory_allocations: str = typer.Option("true", "--reuse-activation-memory-allocations", help="false gives every activation its own memory (debugging)."),
+    kernel_variant: Optional[List[str]] = typer.Option(None, "--kernel-variant", help="Op:variant uses that kernel variant for every instruction of Op (an error where it does not apply); Op:!variant passes over it (repeatable). -dump-memory-report shows the variant each instruction got."),
     winograd: str = typer.Option("true", "--winograd", help="false keeps every convolution direct: Winograd 3x3 convolutions (on targets with 8+ float lanes) are faster but need scratch activation memory and 16/9 of their weights."),
     opt: int = typer.Option(1, "--O", help="Graph optimization level: 0 (only what lowering needs) or 1."),
     verbose: bool = typer.Option(False, "--verbose", help="Print progress; show internals on errors."),
@@ -130,6 +137,7 @@ def model_compiler(
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),
         winograd=parse_bool("winograd", winograd),
+        kernel_variants=_kernel_variants(kernel_variant),
         dump_graph_dag=dump_graph_dag, dump_graph_dag_before_compile=dump_graph_dag_before_compile,
         dump_llvm_ir=dump_llvm_ir, dump_memory_report=dump_memory_report, verbose=verbose,
         load_profile=load_profile, quantization_schema=quantization_schema,

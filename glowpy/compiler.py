@@ -44,6 +44,9 @@ class Options:
     llvm_opt: int = 3
     reuse_activation_memory: bool = True
     winograd: bool = True  # Winograd convolutions where the target's vectors repay them (more RAM)
+    # op -> variant name, (name, params) or "!name" (codegen/registry.py forcing; CLI
+    # -kernel-variant=Op:name): kernel experiments and tests that reach every variant
+    kernel_variants: dict = field(default_factory=dict)
     dump_graph_dag: str | None = None
     dump_graph_dag_before_compile: str | None = None
     dump_llvm_ir: str | None = None
@@ -65,6 +68,8 @@ class Options:
                "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
                "reuse_activation_memory": self.reuse_activation_memory,
                "winograd": self.winograd,
+               **({"kernel_variants": {op: str(v) for op, v in self.kernel_variants.items()}}
+                  if self.kernel_variants else {}),
                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
                "symbols": dict(self.symbols)}
         if self.load_profile:
@@ -202,13 +207,16 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     if opts.dump_graph_dag:
         _write_text(opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
-    from glowpy.codegen.kernels.catalog import post_lowering
-    prog = build_program(graph, optimize=opts.opt_level > 0, reuse=opts.reuse_activation_memory,
-                         transform=post_lowering(target) if opts.winograd else None)
-    check_regions(prog.sizes, limit)
-    placeholders = _placeholders(prog, name, entry)
-    prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
-    mod = build_module(prog, target, entry)
+    from glowpy.codegen import registry
+    from glowpy.codegen.kernels.catalog import post_lowering  # (registers every kernel)
+    with registry.forcing(opts.kernel_variants):
+        prog = build_program(graph, optimize=opts.opt_level > 0,
+                             reuse=opts.reuse_activation_memory,
+                             transform=post_lowering(target) if opts.winograd else None)
+        check_regions(prog.sizes, limit)
+        placeholders = _placeholders(prog, name, entry)
+        prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
+        mod = build_module(prog, target, entry)
     check_regions(prog.sizes, limit)  # again: kernels may have added tables to the constants
     if opts.dump_memory_report:  # after codegen: kernels may add tables to the constant region
         from glowpy.ir.report import memory_report_json

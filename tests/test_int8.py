@@ -530,22 +530,26 @@ def test_profiler_dataset_formats(tmp_path):
 
 @pytest.mark.parametrize("dtype, im2col", [(np.int8, True), (np.uint8, True), (np.int8, False)],
                          ids=["int8", "uint8", "int8-direct"])
-def test_qdq_patterns_on_cortex_m7_equal_the_references(dtype, im2col, tmp_path, monkeypatch):
+def test_qdq_patterns_on_cortex_m7_equal_the_references(dtype, im2col, tmp_path):
     """The Cortex-M7 kernels (SMLAD/SXTB16 paths included) compute the integer ops' numpy
-    references bit for bit; "direct" turns the im2col path off (as for K > MAX_K), so the
-    pointwise and kernel-row DSP paths run instead."""
+    references bit for bit; "direct" passes over the im2col variant (through the kernel
+    registry, as for K > MAX_K), so the pointwise and kernel-row DSP paths run instead."""
     import onnx
     from toolchains import require_tool
-    from glowpy.codegen.kernels.int8 import conv_im2col as qconv_im2col
     require_tool("arm-none-eabi-gcc")
-    if not im2col:
-        monkeypatch.setattr(qconv_im2col, "MAX_K", 0)
     model, feeds = pattern_model(dtype, np.random.default_rng(11))
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     ours = evaluate(optimize(load_onnx(path)), feeds)
+    report = tmp_path / "m.json"
     info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
-                          float_abi="hard")
+                          float_abi="hard", dump_memory_report=str(report),
+                          kernel_variants={} if im2col else {"QConv": "!im2col"})
+    used = {i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+            if i["kernel"] == "QConv"}
+    # the pattern model's ungrouped convolutions take im2col, its depthwise one the direct
+    # kernel (kernel rows on SMLAD); without im2col the 1x1 takes the pointwise DSP kernel
+    assert used == ({"im2col", "direct"} if im2col else {"pointwise_dsp", "direct"}), used
     run = run_on_m7(str(tmp_path / "b"), info.manifest, feeds)
     for p, got, want in zip(info.outputs, run["outputs"], ours):
         np.testing.assert_array_equal(got.reshape(want.shape), want, err_msg=p["name"])

@@ -27,11 +27,11 @@ def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def check_guarded(model, feeds, tmp_path, level):
+def check_guarded(model, feeds, tmp_path, level, **options):
     """check_against_onnxruntime for `level`, then the same bundle under guard pages (both
     sides)."""
     got, _ = check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4,
-                                       **level.options)
+                                       **level.options, **options)
     d = os.path.join(str(tmp_path), "bundle")
     for guard in (1, 2):
         b = Bundle(d, cflags=[f"-DGLOWPY_GUARD_PAGES={guard}"])
@@ -116,16 +116,20 @@ def test_conv_paths_with_epilogues(kind, level, tmp_path):
     ((1, 6, 13, 13), dict(pads=[0, 2, 1, 0], strides=[1, 3]), ("rows", 4, 1)),
     ((2, 5, 17, 33), dict(pads=[3, 3, 3, 3], dilations=[3, 2], strides=[2, 1]), ("rows", 2, 2)),
 ])
-def test_depthwise_plans(shape, attrs, choice, level, tmp_path, monkeypatch):
-    """Each depthwise tiling on shapes where the cost model would pick another, against
-    onnxruntime under guard pages."""
-    from glowpy.codegen.kernels.conv import depthwise
-    monkeypatch.setattr(depthwise, "plan", lambda s, simd: choice)
+def test_depthwise_plans(shape, attrs, choice, level, tmp_path):
+    """Each depthwise tiling on shapes where the cost model would pick another (forced through
+    the kernel registry), against onnxruntime under guard pages; the memory report names it."""
+    import json
     c = shape[1]
     g = GraphBuilder(x=f32(*shape))
     y = g.node("Conv", ["x", f32(c, 1, 3, 3, scale=0.3), f32(c)], output=False, group=c, **attrs)
     g.node("Relu", [y])
-    check_guarded(g.model(opset=13), g.feeds, tmp_path, level)
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants={"Conv": ("depthwise", choice)})
+    [v] = [i["variant"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert v == {"name": "depthwise", "params": list(choice)}
 
 
 @pytest.mark.parametrize("level", params())

@@ -89,26 +89,27 @@ IN_PLACE_CASES = [  # one block of MR channels covers K on AVX-512: M overwrites
 
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
 @pytest.mark.parametrize("case", IN_PLACE_CASES, ids=[f"{c[1]}to{c[4]}" for c in IN_PLACE_CASES])
-def test_winograd_scratch_without_m_matches_onnxruntime(case, level, tmp_path, monkeypatch):
+def test_winograd_scratch_without_m_matches_onnxruntime(case, level, tmp_path):
     """Blocks of one tile row, as ResNet-8's tight budget gives. AVX-512's 32 registers hold
     a tile of MR >= K channels, so M[xi] overwrites V[xi] and the scratch is V alone; AVX2's 16
     hold at most 13 accumulators (conv_tiling.choose_tile), so M follows V. Both plans are
     checked on every host; the bundle runs against onnxruntime where the host executes it."""
     from glowpy.codegen.kernels.conv import winograd
-    monkeypatch.setattr(winograd, "MAX_TILES", 10)
-    monkeypatch.setattr(winograd, "MIN_TILES", 1)
     n, c, h, w, k, pads, extra = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
     report = tmp_path / "memory.json"
+    rows = {"ConvWinograd": ("winograd", {"rows": 1})}  # through the kernel registry
     if plan_only(level):
         path = str(tmp_path / "m.onnx")
         import onnx
         onnx.save(m, path)
-        glowpy.compile(path, str(tmp_path / "b"), dump_memory_report=str(report), **level.options)
+        glowpy.compile(path, str(tmp_path / "b"), dump_memory_report=str(report),
+                       kernel_variants=rows, **level.options)
     else:
         check_against_onnxruntime(m, feeds, tmp_path / "b", rtol=1e-4, atol=1e-4,
-                                  dump_memory_report=str(report), **level.options)
+                                  dump_memory_report=str(report), kernel_variants=rows,
+                                  **level.options)
     with open(report) as f:
         r = json.load(f)
     [ins] = [i for i in r["instructions"] if i["kernel"] == "ConvWinograd"]

@@ -16,8 +16,9 @@ direct). Each is declared where it is written, with
 `select(k)` tries the variants of `k.instr.op` by rank and takes the first whose plan answers;
 the chosen variant's name and parameters are recorded on the instruction
 (`instr.attrs["variant"]`), so `-dump-memory-report` shows them. `forcing(...)` makes the
-selection take a named variant, optionally with given parameters (tests reach every variant
-this way, and `-kernel-variant=Op:name` does it from the command line).
+selection take a named variant, optionally with given parameters, or pass over some variants
+("!name"): tests reach every variant this way, and `-kernel-variant=Op:name` (or `Op:!name`)
+does it from the command line.
 
 This module imports nothing from the kernels: the kernel families import it, and
 `glowpy.codegen.kernels.catalog` imports the families."""
@@ -44,7 +45,8 @@ class Variant:
 
 
 _VARIANTS: dict[str, list[Variant]] = {}
-# op -> (variant name, params or None): set by forcing() for the duration of a compile
+# op -> (variant name, params or _NO_PARAMS), or op -> ("!", names passed over): set by
+# forcing() for the duration of a compile
 _FORCED: contextvars.ContextVar[dict] = contextvars.ContextVar("glowpy_forced_variants", default={})
 _NO_PARAMS = object()
 
@@ -92,6 +94,9 @@ def select(k) -> tuple[Variant, Any]:
     if not vs:
         raise ModelError(f"op {op} has no code generator for this target")
     forced = _FORCED.get().get(op)
+    if forced is not None and forced[0] == "!":
+        vs = [v for v in vs if v.name not in forced[1]]
+        forced = None
     if forced is not None:
         name, params = forced
         [v] = [v for v in vs if v.name == name]
@@ -110,14 +115,23 @@ def select(k) -> tuple[Variant, Any]:
     return chosen
 
 
+def forced_params(op: str):
+    """The params forced for `op`'s variant in the current compile, or None (for choices made
+    before code generation, such as the Winograd rewrite's blocking)."""
+    forced = _FORCED.get().get(op)
+    if forced is None or forced[0] == "!" or forced[1] is _NO_PARAMS:
+        return None
+    return forced[1]
+
+
 def emit(k) -> None:
     v, params = select(k)
     v.emit(k, params)
 
 
 def parse_forced(specs) -> dict:
-    """-kernel-variant values ("Op:name") -> {op: (name, no params)}; a usage error names an
-    unknown op or variant and lists the known ones."""
+    """-kernel-variant values ("Op:name", "Op:!name") -> forcing()'s choices; a usage error
+    names an unknown op or variant and lists the known ones."""
     out = {}
     for spec in specs or ():
         op, sep, name = str(spec).partition(":")
@@ -127,21 +141,32 @@ def parse_forced(specs) -> dict:
             raise UsageError(f"-kernel-variant={spec}: no op '{op}' has kernels; ops with "
                              f"several variants: {', '.join(o for o in ops() if len(_VARIANTS[o]) > 1)}")
         names = [v.name for v in _VARIANTS[op]]
-        if name not in names:
+        if name.lstrip("!") not in names:
             raise UsageError(f"-kernel-variant={spec}: {op} has the variants {', '.join(names)}")
-        out[op] = (name, _NO_PARAMS)
+        if name.startswith("!"):
+            prev = out.get(op, ("!", frozenset()))
+            if prev[0] != "!":
+                raise UsageError(f"-kernel-variant={spec}: {op} is already forced to {prev[0]}")
+            out[op] = ("!", prev[1] | {name[1:]})
+        elif op in out:
+            raise UsageError(f"-kernel-variant={spec}: {op} is given twice")
+        else:
+            out[op] = name
     return out
 
 
 @contextlib.contextmanager
 def forcing(choices: dict):
-    """Within the block, op -> variant name (its plan gives the params) or (name, params)."""
+    """Within the block, op -> variant name (its plan gives the params), (name, params), or
+    "!name" / ("!", {names}): every variant but those."""
     forced = dict(_FORCED.get())
     for op, choice in choices.items():
+        if isinstance(choice, str) and choice.startswith("!"):
+            choice = ("!", frozenset({choice[1:]}))
         name, params = (choice, _NO_PARAMS) if isinstance(choice, str) else choice
-        if op not in _VARIANTS or name not in [v.name for v in _VARIANTS[op]]:
-            raise UsageError(f"no variant '{name}' of {op}; known: "
-                             f"{[v.name for v in _VARIANTS.get(op, ())]}")
+        known = [v.name for v in _VARIANTS.get(op, ())]
+        if op not in _VARIANTS or not (set(params) <= set(known) if name == "!" else name in known):
+            raise UsageError(f"no variant {choice!r} of {op}; known: {known}")
         forced[op] = (name, params)
     token = _FORCED.set(forced)
     try:

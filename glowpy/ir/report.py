@@ -66,7 +66,9 @@ def memory_report(prog: Program) -> dict:
         "buffers": buffers,
         "instructions": [{"index": i, "name": ins.name, "op": _instr_label(ins),
                           "kernel": ins.op, "live_bytes": prof[i] if i < len(prof) else 0,
-                          **({"in_place": {k: v for k, v in ins.attrs.items()}} if ins.attrs else {}),
+                          **({"variant": ins.attrs["variant"]} if "variant" in ins.attrs else {}),
+                          **({"in_place": in_place} if (in_place := {
+                              k: v for k, v in ins.attrs.items() if k != "variant"}) else {}),
                           **({"overlaps_input": True} if i in overlapping else {})}
                          for i, ins in enumerate(prog.instrs)],
         "placeholders": [{"name": p.name, "offset": p.offset, "size": p.nbytes,

@@ -19,11 +19,16 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
-from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range
+from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
+from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
+from glowpy.codegen.registry import variant
 
+# reductions from which channel-vectorized tiles win (unstrided, strided): a strided tap is a
+# wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
+CHAN_TAPS = (160, 140)
 PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
 
@@ -329,3 +334,32 @@ def transpose(b, cols, w: int, pw: int):
             rows[lane] = vv if pw == w else b.shuffle_vector(
                 vv, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(i32, pw), list(range(g, g + pw))))
     return rows
+
+
+def plan(k):
+    """{npx, nvo} when the output channels should fill the vector lanes: measured on AVX-512,
+    channel-vectorized tiles waste no lane on small planes or strided columns but turn the
+    result around before storing it, so they win once the reduction is over ~150 products per
+    output (ResNet-18's 3x3 layers by 10-30%, MNIST's 5x5 by 40%) or the pixel lanes would be
+    mostly idle (small planes, 5-wide rows); pixel-vectorized tiles win for short reductions
+    (most 1x1s, a 7x7 first layer on 3 channels). Vector targets only."""
+    f = form(k)
+    if f is None:
+        return None
+    s, simd, pointwise, flat, tile = f
+    if simd.width == 1 or s.mg < simd.width:
+        return None
+    chan = choose(simd, s, k.instr.attrs.get("accumulate") is not None)
+    taps = s.cg * s.kh * s.kw
+    lanes = s.ho * s.wo if flat else s.wo
+    nr = tile[1] * simd.width
+    wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
+    small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
+    if chan is not None and ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1]) or small_plane):
+        return {"npx": chan[1], "nvo": chan[2]}
+    return None
+
+
+@variant("Conv", "channel_vectorized", rank=30, plan=plan)
+def emit(k, p):
+    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"]).emit()

@@ -28,10 +28,11 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 
-from glowpy.codegen.kernels.tiles import Shape, row_runs
+from glowpy.codegen.kernels.tiles import Shape, row_runs, shape_of
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.vectors import Vec, simd_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher
+from glowpy.codegen.registry import variant
 
 FLAT_MAX = 48  # vectors of a plane unrolled flat at most (code: taps x vectors loads)
 MAX_ROWS = 6  # output rows per block at most (more: the weights no longer stay in registers)
@@ -257,15 +258,22 @@ class DepthwiseEmitter:
                 self.finish(acc.value(i, j), p0, store[j])
 
 
-def emit(k, s: Shape) -> bool:
-    """Emits the depthwise kernel for k when it applies (vector targets, one input and one
+def plan_kernel(k):
+    """The tiling (see `plan`) when this kernel applies (vector targets, one input and one
     output channel per group, a 2-D or 1-D window of more than one tap). With more output
     channels per input channel the register-blocked kernels reuse each input vector for
     several channels, which this one does not. Scalar targets keep the row tiles of
-    conv_fast.py: on the Cortex-M7 this kernel ran 4-6% fewer instructions (kws, VWW) for
+    conv/pixel.py: on the Cortex-M7 this kernel ran 4-6% fewer instructions (kws, VWW) for
     two to three times the code."""
+    s = shape_of(k)
+    if s is None:
+        return None
     simd = simd_of(k.target)
     if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1:
-        return False
-    DepthwiseEmitter(k, s, plan(s, simd)).emit()
-    return True
+        return None
+    return plan(s, simd)
+
+
+@variant("Conv", "depthwise", rank=40, plan=plan_kernel)
+def emit(k, choice):
+    DepthwiseEmitter(k, shape_of(k), choice).emit()

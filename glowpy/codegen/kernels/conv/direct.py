@@ -4,16 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.conv import pixel
 from glowpy.codegen.kernels.epilogue import epilogue_block, init_plane
 from glowpy.codegen.kernels.window import CONTRACT, flatten_pointwise, for_each_tap, in_col
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import variant
 
 
-@emits("Conv")
-def emit_conv(k):
-    if pixel.emit(k):  # register-blocked float 1-D/2-D convolution
-        return
+@variant("Conv", "direct", rank=0)
+def emit_conv(k, params=None):
+    """Any Conv: one output plane at a time, a run of output positions per tap."""
     b = k.b
     node = k.node
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()

@@ -26,17 +26,12 @@ import math
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.conv import channel, depthwise
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, kh_range, row_runs,
                                          shape_of, valid_taps)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Vec, simd_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher
-
-
-# reductions from which channel-vectorized tiles win (unstrided, strided): a strided tap is a
-# wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
-CHAN_TAPS = (160, 140)
+from glowpy.codegen.registry import variant
 
 
 class ConvEmitter:
@@ -290,13 +285,12 @@ class ConvEmitter:
         self.store(n, gi, o0, mr, ow0, lead, base, list(store))
 
 
-def emit(k) -> bool:
-    """Emits the fast Conv for k; False when its form is not covered (the caller falls back)."""
+def form(k):
+    """(shape, simd, pointwise, flat, tile) of a float Conv the register-blocked layouts cover,
+    or None: what both the pixel- and the channel-vectorized variants decide from."""
     s = shape_of(k)
     if s is None:
-        return False
-    if depthwise.emit(k, s):
-        return True
+        return None
     simd = simd_of(k.target)
     pointwise = s.kh == 1 and s.kw == 1 and s.pt == 0 and s.pl == 0 and s.ho <= s.hin
     flat = s.sh == 1 and s.sw == 1 and s.wo == s.win and (simd.width > 1 or pointwise)
@@ -312,21 +306,20 @@ def emit(k) -> bool:
     if flat and not valid_taps(s):
         flat = False  # every tap lands in the padding: the row tiling stores the bias
     tile = choose_tile(simd, s.mg, s.ho * s.wo if flat else s.wo, 1 if flat else s.kw, per_vector)
-    if simd.width > 1 and s.mg >= simd.width:
-        # Channel-vectorized tiles waste no lane on small planes or strided columns but turn
-        # the result around before storing it: measured on AVX-512 they win once the
-        # reduction is over ~150 products per output (ResNet-18's 3x3 layers by 10-30%,
-        # MNIST's 5x5 by 40%) or the pixel lanes would be mostly idle (small planes, 5-wide
-        # rows); pixel-vectorized tiles win for short reductions (most 1x1s, a 7x7 first layer
-        # on 3 channels).
-        chan = channel.choose(simd, s, k.instr.attrs.get("accumulate") is not None)
-        taps = s.cg * s.kh * s.kw
-        lanes = s.ho * s.wo if flat else s.wo
-        nr = tile[1] * simd.width
-        wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
-        small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
-        if chan is not None and ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1]) or small_plane):
-            channel.ChanEmitter(k, s, chan[1], chan[2]).emit()
-            return True
-    ConvEmitter(k, s, flat, tile).emit()
-    return True
+    return s, simd, pointwise, flat, tile
+
+
+def plan(k):
+    """{flat, mr, nv}: the flat or row tiling and its MR x NV register tile (choose_tile)."""
+    f = form(k)
+    if f is None:
+        return None
+    _, _, _, flat, (mr, nv, _) = f
+    return {"flat": flat, "mr": mr, "nv": nv}
+
+
+@variant("Conv", "pixel_vectorized", rank=20, plan=plan)
+def emit(k, p):
+    """Pixels in the vector lanes, MR output channels broadcast (any target, scalar ones with
+    one-float vectors)."""
+    ConvEmitter(k, shape_of(k), p["flat"], (p["mr"], p["nv"], None)).emit()

@@ -17,16 +17,24 @@ from glowpy.codegen.kernels.epilogue import extras, immediate, run_steps
 from glowpy.codegen.kernels.tiles import Shape, _blocks, choose_tile
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import variant
 from glowpy.ir import epilogue
 
 
-def _fast(k) -> bool:
+def plan(k):
+    """{} for float32 with constant weights, else None (the reference kernel)."""
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf(0)
     bias = k.in_buf(2)
     if any(b.dtype != np.float32 for b in (x, w, y)) or const_input(k, 1) is None or \
             (bias is not None and bias.dtype != np.float32):
-        return False
+        return None
+    return {}
+
+
+@variant("ConvPointwiseInPlace", "vector", rank=10, plan=plan)
+def emit_vector(k, params):
+    x, y = k.in_buf(0), k.out_buf(0)
+    bias = k.in_buf(2)
     b = k.b
     simd = simd_of(k.target)
     vec = Vec(k, simd)
@@ -173,15 +181,8 @@ def _fast(k) -> bool:
                 n, p0, cnt, r, -(-cnt // vec.w), o0, wo, to_output)))
         chunks(plane, tile, lambda t0, tl: tile_at(n, t0, tl))
     if not (fin.vector_ok or not epilogue.steps(k.node)):
-        return True  # module.py's sweep applies the remaining steps in place afterwards
+        return  # module.py's sweep applies the remaining steps in place afterwards
     k.epilogue_done = True
-    return True
-
-
-@emits("ConvPointwiseInPlace")
-def emit_conv_pointwise_inplace(k):
-    if not _fast(k):
-        emit_reference(k)
 
 
 def _spatial_offset(k, p, shape, strides):
@@ -199,7 +200,8 @@ def _spatial_offset(k, p, shape, strides):
     return cg.linear(b, idx, strides, 0, k.intp)
 
 
-def emit_reference(k):
+@variant("ConvPointwiseInPlace", "reference", rank=0)
+def emit_reference(k, params=None):
     """y = W x + B for a 1x1 convolution whose output overwrites its (dying) input.
 
     For each tile of `tile` spatial positions: every output channel's tile is accumulated into

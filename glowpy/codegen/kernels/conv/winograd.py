@@ -28,7 +28,7 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.registry import emits
+from glowpy.codegen import registry
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.vectors import Vec, simd_of
@@ -78,10 +78,11 @@ def in_place(mr, c, kk):
     return kk <= mr and kk <= c
 
 
-def _blocking(simd, c, kk, ho, wo, budget):
+def _blocking(simd, c, kk, ho, wo, budget, rows_wanted=None):
     """(tile rows per block, padded tiles per block, MR, NV, scratch bytes), or None when the
     budget holds too few tiles to repay streaming U once per block. Blocks are as few as the
-    budget allows, and even."""
+    budget allows, and even. `rows_wanted` (forced through the registry, e.g.
+    `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fixes the tile rows per block."""
     th, tw = math.ceil(ho / 2), math.ceil(wo / 2)
     vecs = math.ceil(tw / simd.width) * simd.width
 
@@ -98,11 +99,16 @@ def _blocking(simd, c, kk, ho, wo, budget):
     # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
     # since every block streams all of U once
     want = BLOCK_TILES if 64 * c * kk <= U_CACHED else MAX_TILES
-    rows = 1
-    while rows < th and rows * tw < want and fits(rows + 1):
-        rows += 1
-    if not fits(rows) or rows * tw < min(MIN_TILES, th * tw):
-        return None
+    if rows_wanted is not None:
+        rows = min(rows_wanted, th)
+        if not fits(rows):
+            return None
+    else:
+        rows = 1
+        while rows < th and rows * tw < want and fits(rows + 1):
+            rows += 1
+        if not fits(rows) or rows * tw < min(MIN_TILES, th * tw):
+            return None
     rows = math.ceil(th / math.ceil(th / rows))
     mr, nv, _ = choose_tile(simd, kk, tpad(rows), 1)
     return rows, tpad(rows), mr, nv, scratch(rows, mr)
@@ -157,7 +163,8 @@ def select(prog, target):
         if c < MIN_CHANNELS or kk < MIN_CHANNELS or ho * wo < MIN_PLANE or 64 * c * kk > MAX_U:
             continue
         budget = min(SCRATCH_MAX, int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
-        blocking = _blocking(simd, c, kk, ho, wo, budget)
+        forced = registry.forced_params("ConvWinograd") or {}
+        blocking = _blocking(simd, c, kk, ho, wo, budget, forced.get("rows"))
         if blocking is None:
             continue
         rows, tpad, mr, nv, nbytes = blocking
@@ -348,6 +355,6 @@ class _Emitter:
             self.fin.finish(v, [n, oc, oy], k.c(x0), off, mask)
 
 
-@emits("ConvWinograd")
-def emit(k):
+@registry.variant("ConvWinograd", "winograd", rank=0)
+def emit(k, params=None):
     _Emitter(k).emit()

@@ -6,8 +6,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.epilogue import apply_at
-from glowpy.codegen.kernels.gemm import vector
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import variant
 from glowpy.errors import ModelError
 
 CONTRACT = ("contract",)
@@ -41,10 +40,8 @@ def matmul_rows(k, a, a_off, a_st, bm, b_off, b_st, y_off, mkn, dtype, finish=No
                 k.store(finish(m, n, k.load(k.out(), yi, dtype)), k.out(), yi)
 
 
-@emits("Gemm")
-def emit_gemm(k):
-    if vector.emit_gemm(k):  # register-blocked float32
-        return
+@variant("Gemm", "direct", rank=0)
+def emit_gemm(k, params=None):
     b = k.b
     node = k.node
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
@@ -69,10 +66,8 @@ def emit_gemm(k):
                 finish if needs else None)
 
 
-@emits("MatMul")
-def emit_matmul(k):
-    if vector.emit_matmul(k):  # register-blocked float32
-        return
+@variant("MatMul", "direct", rank=0)
+def emit_matmul(k, params=None):
     b = k.b
     node = k.node
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()

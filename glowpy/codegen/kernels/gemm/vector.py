@@ -15,6 +15,7 @@ from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Vec, simd_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher
+from glowpy.codegen.registry import variant
 
 
 def _pack_panels(bmat: np.ndarray, nb: int) -> np.ndarray:
@@ -111,15 +112,23 @@ class GemmEmitter:
                                 b.add(y_off, b.add(b.mul(m, k.c(self.n)), col)), masks[j])
 
 
-def emit_gemm(k) -> bool:
+def plan_gemm(k):
+    """{} for float32 Gemm whose B is constant or row-major (strided rows of a run-time
+    transposed B go to the generic kernel)."""
+    if any(x is not None and x.dtype != np.float32
+           for x in (k.in_buf(0), k.in_buf(1), k.in_buf(2), k.out_buf())):
+        return None
+    if const_input(k, 1) is None and k.node.attrs["transB"]:
+        return None
+    return {}
+
+
+@variant("Gemm", "vector", rank=10, plan=plan_gemm)
+def emit_gemm(k, params):
     node = k.node
-    a, bb, c, y = k.in_buf(0), k.in_buf(1), k.in_buf(2), k.out_buf()
-    if any(x is not None and x.dtype != np.float32 for x in (a, bb, c, y)):
-        return False
+    a, c, y = k.in_buf(0), k.in_buf(2), k.out_buf()
     m, kk, n = node.opdef.dims(node)
     bconst = const_input(k, 1)
-    if bconst is None and node.attrs["transB"]:
-        return False  # B's rows are strided: the generic kernel
     g = GemmEmitter(k, m, kk, n, y.shape)
     b, vec = k.b, g.vec
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
@@ -146,14 +155,21 @@ def emit_gemm(k) -> bool:
         return acc
 
     g.matrix(k.inp(0), k.c(0), a_st, bsrc, k.c(0), [], finish)
-    return True
 
 
-def emit_matmul(k) -> bool:
-    node = k.node
+def plan_matmul(k):
+    """{} for float32 MatMul of matrices (1-D operands drop a dim of the output: the generic
+    kernel)."""
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     if any(x.dtype != np.float32 for x in (a, bb, y)) or len(a.shape) < 2 or len(bb.shape) < 2:
-        return False  # 1-D operands drop a dim of the output: the generic kernel
+        return None
+    return {}
+
+
+@variant("MatMul", "vector", rank=10, plan=plan_matmul)
+def emit_matmul(k, params):
+    node = k.node
+    a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     batch, m, kk, n = node.opdef.shapes(node)
     g = GemmEmitter(k, m, kk, n, y.shape)
     b = k.b
@@ -172,4 +188,3 @@ def emit_matmul(k) -> bool:
         y_off = cg.linear(b, idx, y_bst, 0, k.intp)
         bsrc = ("packed", bptr, b_off) if bconst is not None else ("rows", k.inp(1), b_off)
         g.matrix(k.inp(0), a_off, (kk, 1), bsrc, y_off, idx)
-    return True

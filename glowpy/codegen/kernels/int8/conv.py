@@ -15,51 +15,57 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8 import conv_fast as fast
 from glowpy.codegen.kernels.int8 import conv_im2col
 from glowpy.codegen.kernels.int8.quant import I32, finish, widen
+from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
 from glowpy.codegen.kernels.int8.taps import channel_params, tap_loops
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import variant
 
-class _Ctx:
-    """What the QConv code paths share (shapes, pointers, per-channel parameters)."""
+def _plan_im2col(k):
+    """{} when the DSP matrix-product form applies (ungrouped, int8 weights, K <= MAX_K)."""
+    return {} if conv_im2col.usable(QConvShape.of(k)) else None
 
 
-@emits("QConv")
-def emit_qconv(k):
+def _plan_pointwise(k):
+    """{} for 1x1, stride-1, unpadded convolutions with zero input zero point on DSP cores
+    (two positions x two channels per step, SMLAD on word pairs)."""
+    c = QConvShape.of(k)
+    return {} if c.requant and fast.pointwise_ok(c) else None
+
+
+@variant("QConv", "im2col", rank=20, plan=_plan_im2col)
+def emit_im2col(k, params):
+    _emit(k, "im2col")
+
+
+@variant("QConv", "pointwise_dsp", rank=10, plan=_plan_pointwise)
+def emit_pointwise(k, params):
+    _emit(k, "pointwise")
+
+
+@variant("QConv", "direct", rank=0)
+def emit_direct(k, params=None):
+    """Any QConv: per output channel, the interior positions with rows of taps read as runs
+    (DSP word pairs where available), the border positions in static blocks or loops."""
+    _emit(k, "direct")
+
+
+def _emit(k, path: str):
     b = k.b
-    node, t = k.node, k.attrs
-    c = _Ctx()
-    c.x, c.w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
-    c.win = win = node.opdef.window(node)
-    c.g = g = t["group"]
-    n_, c.c = c.x.shape[:2]
-    m = c.w.shape[0]
-    c.cg, mg = c.c // g, m // g
-    c.plane_in, c.plane_out = int(np.prod(win.in_size)), int(np.prod(win.out_size))
-    ktaps = int(np.prod(win.kernel))
-    requant = t["out_dtype"] != "int32"
+    c = QConvShape.of(k)
+    x, w, y, win, g = c.x, c.w, k.out_buf(), c.win, c.g
+    n_, m, mg, ktaps = c.n, c.m, c.mg, c.ktaps
+    requant = c.requant
     q_c, s_c = (channel_params(k, 3), channel_params(k, 4)) if requant else (0, 0)
-    c.acc_p = acc_p = cg.alloca_in_entry(b, I32, "acc")
-    c.zp = t["x_zp"]
-    c.dsp = fast.has_dsp(k)
+    acc_p = cg.alloca_in_entry(b, I32, "acc")
     zp = ir.Constant(I32, c.zp)
-    c.bias_ptr = k.inp(2)
     # interior fast path: 2-D, dilation 1, int8 weights; zero point folded into a bias table
-    inner = fast.interior(win)
-    use_inner = len(win.in_size) == 2 and all(d == 1 for d in win.dilations) and \
-        c.w.dtype == np.int8 and all(hi > lo for lo, hi in inner)
+    inner, use_inner = c.interior, c.use_inner
     ibias = k.inp(2)
     if use_inner and c.zp:
         wsum = k.const(1).reshape(m, -1).astype(np.int64).sum(axis=1)
         ibias = k.add_table((k.const(2).astype(np.int64) - c.zp * wsum).astype(np.int32), "ibias")
-    if use_inner:  # may the last taps of a row be read as a word (one byte past them)?
-        kh_, kw_ = win.kernel
-        last = ((n_ * c.c - 1) * win.in_size[0] + (inner[0][1] - 1) * win.strides[0]
-                - win.pads_begin[0] + kh_ - 1) * win.in_size[1] + \
-            (inner[1][1] - 1) * win.strides[1] - win.pads_begin[1] + kw_ - 1
-        c.x_word_ok = last + 1 < int(np.prod(c.x.shape))
-    pointwise = requant and fast.pointwise_ok(k, c)
-    if pointwise:
-        c.accs = [cg.alloca_in_entry(b, I32, f"acc{i}")
-                  for i in range(fast.CHANNELS * fast.POSITIONS)]
+    if requant and fast.pointwise_ok(c):  # (allocated whenever the form applies)
+        accs = [cg.alloca_in_entry(b, I32, f"acc{i}")
+                for i in range(fast.CHANNELS * fast.POSITIONS)]
 
     def params(oc):
         q = q_c if q_c is not None else k.load(k.inp(3), oc, np.int32)
@@ -72,7 +78,6 @@ def emit_qconv(k):
             finish(k, acc, q, s, k.out(), yi, y.dtype, wide=c.wide)
         else:
             k.store(acc, k.out(), yi)
-    c.wide = requant and _all_wide(k)
 
     def generic(n, oc, gi, oidx, o_plane):
         b.store(k.load(k.inp(2), oc, np.int32), acc_p)
@@ -82,10 +87,10 @@ def emit_qconv(k):
             w_base = b.mul(b.add(b.mul(oc, k.c(c.cg)), ic), k.c(ktaps))
 
             def body(i_off, k_off):
-                xv = widen(b, k.load(k.inp(0), b.add(i_plane, i_off), c.x.dtype), c.x.dtype)
+                xv = widen(b, k.load(k.inp(0), b.add(i_plane, i_off), x.dtype), x.dtype)
                 if c.zp:
                     xv = b.sub(xv, zp)
-                wv = widen(b, k.load(k.inp(1), b.add(w_base, k_off), c.w.dtype), c.w.dtype)
+                wv = widen(b, k.load(k.inp(1), b.add(w_base, k_off), w.dtype), w.dtype)
                 b.store(b.add(b.load(acc_p), b.mul(xv, wv)), acc_p)
 
             tap_loops(k, win, oidx, body)
@@ -132,7 +137,7 @@ def emit_qconv(k):
         box([(rc[0], rc[1]), (cc[0], cc[1])], pos)
 
     def channel(n, oc):
-        c.gi = gi = b.sdiv(oc, k.c(mg)) if g > 1 else k.c(0)
+        gi = b.sdiv(oc, k.c(mg)) if g > 1 else k.c(0)
         o_plane = b.mul(b.add(b.mul(n, k.c(m)), oc), k.c(c.plane_out))
         if not use_inner:
             box([(0, o) for o in win.out_size], lambda idx: generic(n, oc, gi, idx, o_plane))
@@ -140,7 +145,7 @@ def emit_qconv(k):
         acc0 = k.load(ibias, oc, np.int32)
 
         def fast_pos(idx):
-            acc = fast.interior_position(k, c, n, oc, idx, acc0)
+            acc = fast.interior_position(k, c, acc_p, n, oc, gi, idx, acc0)
             o_lin = cg.linear(b, idx, cg.contiguous_strides(win.out_size), 0, k.intp)
             emit_out(acc, oc, b.add(o_plane, o_lin))
         (r_lo, r_hi), (c_lo, c_hi) = inner
@@ -159,24 +164,23 @@ def emit_qconv(k):
                 box(ranges, lambda idx: generic(n, oc, gi, idx, o_plane))
         box([(r_lo, r_hi), (c_lo, c_hi)], fast_pos)
 
-    im2col = conv_im2col.usable(c)
     with k.for_range(n_, name="n") as n:
-        if im2col:
+        if path == "im2col":
             conv_im2col.emit(k, c, n, emit_out)
-        elif pointwise:
+        elif path == "pointwise":
             def store(j, q, acc, n=n):
-                ch = b.add(c.oc, k.c(j))
+                ch = b.add(oc, k.c(j))
                 emit_out(acc, ch, b.add(b.mul(b.add(b.mul(n, k.c(m)), ch), k.c(c.plane_out)),
-                                        b.add(c.p, k.c(q))))
+                                        b.add(p, k.c(q))))
             npos, nch = fast.POSITIONS, fast.CHANNELS
             with k.for_range(m // nch, name="ocb") as ocb:
-                c.oc = b.mul(ocb, k.c(nch))
+                oc = b.mul(ocb, k.c(nch))
                 with k.for_range(c.plane_out // npos, name="pb") as pb:
-                    c.p = b.mul(pb, k.c(npos))
-                    fast.pointwise_dsp(k, c, n, c.oc, c.p, store)
+                    p = b.mul(pb, k.c(npos))
+                    fast.pointwise_dsp(k, c, accs, n, oc, p, store)
                 for last in range(c.plane_out - c.plane_out % npos, c.plane_out):  # the rest
                     for j in range(nch):
-                        ch = b.add(c.oc, k.c(j))
+                        ch = b.add(oc, k.c(j))
                         o_plane = b.mul(b.add(b.mul(n, k.c(m)), ch), k.c(c.plane_out))
                         generic(n, ch, k.c(0), _unflatten(k, last, win.out_size), o_plane)
             for last_oc in range(m - m % nch, m):
@@ -192,7 +196,6 @@ MAX_UNROLLED_TAPS = 1024  # border blocks with static tap ranges, unrolled; beyo
 def _classes(win):
     """Per spatial dim, the output ranges that share one static range of valid taps:
     [(o_lo, o_hi, t_lo, t_hi)]: each border position alone, the interior as one range."""
-    from glowpy.codegen.kernels.int8.conv_fast import interior
     out = []
     for d, (lo, hi) in enumerate(interior(win)):
         s, p, dl, kk, n = (win.strides[d], win.pads_begin[d], win.dilations[d], win.kernel[d],
@@ -214,10 +217,3 @@ def _unflatten(k, flat: int, shape):
         idx.append(k.c(flat // st))
         flat %= st
     return idx
-
-
-def _all_wide(k) -> bool:
-    """Every channel's shift leaves at least 33 bits to drop (shift <= -2): the requantization
-    can round in the high word of the 64-bit product (quant.requantize's `wide` form)."""
-    s = k.const(4)
-    return s is not None and np.asarray(s).size > 0 and int(np.asarray(s).max()) <= -2

@@ -1,4 +1,4 @@
-"""Fast paths of the integer convolution (kernels/qconv.py).
+"""Fast paths of the integer convolution (int8/conv.py).
 
 * Interior positions: where every tap of the window lands inside the input, the taps are
   unrolled per kernel row with no bounds arithmetic, and the input zero point is folded into a
@@ -18,14 +18,10 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.int8.conv_shape import QConvShape
 from glowpy.codegen.kernels.int8.quant import I32, widen
 
 I16 = cg.I16
-DSP_TRIPLES = ("thumbv7em", "armv7em")
-
-
-def has_dsp(k) -> bool:
-    return str(k.module.triple).startswith(DSP_TRIPLES)
 
 
 def _intr(k, name, nargs):
@@ -66,18 +62,6 @@ def pack(k, lo, hi):
 
 # -- interior positions -----------------------------------------------------------------------
 
-def interior(win):
-    """Per spatial dim, the output range [lo, hi) whose windows lie inside the input."""
-    out = []
-    for d in range(len(win.in_size)):
-        s, p, dl, kk, n = (win.strides[d], win.pads_begin[d], win.dilations[d], win.kernel[d],
-                           win.in_size[d])
-        lo = -(-p // s)
-        hi = (n - 1 - (kk - 1) * dl + p) // s + 1
-        out.append((max(lo, 0), max(min(hi, win.out_size[d]), max(lo, 0))))
-    return out
-
-
 def row_dot(k, acc, x_ptr, x_off, w_ptr, w_off, width, x_dtype, dsp, x_word_ok):
     """acc + sum_t x[x_off + t] * w[w_off + t] for t < width (int8 weights)."""
     b = k.b
@@ -106,19 +90,18 @@ def row_dot(k, acc, x_ptr, x_off, w_ptr, w_off, width, x_dtype, dsp, x_word_ok):
     return acc
 
 
-def interior_position(k, c, n, oc, oidx, acc0):
+def interior_position(k, c: QConvShape, acc_p, n, oc, gi, oidx, acc0):
     """The sum of one interior output position (2-D window, dilation 1): the taps of each
-    kernel row read as one run of the input row."""
+    kernel row read as one run of the input row. acc_p: an i32 slot; gi: oc's group."""
     b = k.b
     win = c.win
     kh, kw = win.kernel
     h, w = win.in_size
-    acc_p = c.acc_p
     b.store(acc0, acc_p)
     r0 = b.sub(b.mul(oidx[0], k.c(win.strides[0])), k.c(win.pads_begin[0]))
     c0 = b.sub(b.mul(oidx[1], k.c(win.strides[1])), k.c(win.pads_begin[1]))
     with k.for_range(c.cg, name="ic") as ic:
-        cin = b.add(b.mul(c.gi, k.c(c.cg)), ic) if c.g > 1 else ic
+        cin = b.add(b.mul(gi, k.c(c.cg)), ic) if c.g > 1 else ic
         plane = b.mul(b.add(b.mul(n, k.c(c.c)), cin), k.c(h * w))
         w_base = b.mul(b.add(b.mul(oc, k.c(c.cg)), ic), k.c(kh * kw))
         acc = b.load(acc_p)
@@ -132,7 +115,7 @@ def interior_position(k, c, n, oc, oidx, acc0):
 
 # -- pointwise on the DSP extension -----------------------------------------------------------
 
-def pointwise_ok(k, c) -> bool:
+def pointwise_ok(c: QConvShape) -> bool:
     win = c.win
     return (c.dsp and c.g == 1 and all(d == 1 for d in win.kernel) and
             all(s == 1 for s in win.strides) and not any(win.pads_begin) and
@@ -143,7 +126,7 @@ POSITIONS = 2  # output positions per step of the pointwise kernel
 CHANNELS = 2  # output channels per step
 
 
-def pointwise_dsp(k, c, n, oc, p, store):
+def pointwise_dsp(k, c: QConvShape, accs, n, oc, p, store):
     """Output channels oc..oc+CHANNELS-1 at positions p, p+1: store(j, q, acc) for each sum.
 
     Per four input channels: two 16-bit loads per channel (positions p, p+1) assembled into
@@ -155,10 +138,9 @@ def pointwise_dsp(k, c, n, oc, p, store):
     b = k.b
     P, C = c.plane_out, c.c
     signed = cg.is_signed(c.x.dtype)
-    accs = c.accs
     chans = [b.add(oc, k.c(j)) if j else oc for j in range(CHANNELS)]
     for j, ch in enumerate(chans):
-        bias = k.load(c.bias_ptr, ch, np.int32)
+        bias = k.load(k.inp(2), ch, np.int32)
         for q in range(POSITIONS):
             b.store(bias, accs[j * POSITIONS + q])
     x_base = b.add(b.mul(n, k.c(C * P)), p)

@@ -1,5 +1,5 @@
-"""QConv on the Armv7E-M DSP extension as a matrix product (CMSIS-NN's scheme, kernels/qconv.py
-chooses it for ungrouped convolutions with int8 weights).
+"""QConv on the Arm DSP extension as a matrix product (CMSIS-NN's scheme; the "im2col" variant
+of QConv, for ungrouped convolutions with int8 weights).
 
 For each pair of output positions, their input windows are copied into two columns of 16-bit
 values (x - x_zp; 0 for taps in the padding), K = C*KH*KW long, on the stack. Then for each
@@ -14,7 +14,8 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.int8.conv_fast import interior, load_word, smlad, sxtb16
+from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
+from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
 from glowpy.codegen.kernels.int8.quant import I32, widen
 
 I16 = cg.I16
@@ -22,7 +23,7 @@ MAX_K = 640  # two columns of K int16 on the stack: at most 2.5 KiB
 ORDER = (0, 2, 1, 3)  # position of element j of a group of four in a column
 
 
-def usable(c) -> bool:
+def usable(c: QConvShape) -> bool:
     k = c.c * int(np.prod(c.win.kernel))
     return c.dsp and c.g == 1 and c.w.dtype == np.int8 and 4 <= k <= MAX_K and \
         len(c.win.in_size) == 2
@@ -32,7 +33,7 @@ def _slot(kk: int) -> int:
     return kk - kk % 4 + ORDER[kk % 4]
 
 
-def build_column(k, c, col, n, oh, ow, checked: bool):
+def build_column(k, c: QConvShape, col, n, oh, ow, checked: bool):
     """col[slot(k)] = x - zp for every tap k = (ic, kh, kw) of output (oh, ow); 0 in padding."""
     b = k.b
     win = c.win
@@ -75,7 +76,7 @@ def build_column(k, c, col, n, oh, ow, checked: bool):
             element(k.c(ic_), kk, k.c(full * taps), j)
 
 
-def emit(k, c, n, emit_out):
+def emit(k, c: QConvShape, n, emit_out):
     """The whole convolution of batch n: pairs of positions x pairs of output channels."""
     b = k.b
     win = c.win

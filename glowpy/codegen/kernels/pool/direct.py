@@ -6,9 +6,8 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.elementwise.arith import fmax
-from glowpy.codegen.kernels.pool import vector
 from glowpy.codegen.kernels.window import for_each_tap, in_col
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import variant
 from glowpy.errors import ModelError
 
 
@@ -84,28 +83,24 @@ def _pool(k, is_max: bool):
                 k.store(b.fdiv(k.load(k.out(), oi, y.dtype), d), k.out(), oi)
 
 
-@emits("MaxPool")
-def emit_maxpool(k):
-    if not vector.emit_maxpool(k):  # vectorized float MaxPool
-        _pool(k, True)
+@variant("MaxPool", "direct", rank=0)
+def emit_maxpool(k, params=None):
+    _pool(k, True)
 
 
-@emits("AveragePool")
-def emit_avgpool(k):
-    if not vector.emit_avgpool(k):  # vectorized float AveragePool
-        _pool(k, False)
+@variant("AveragePool", "direct", rank=0)
+def emit_avgpool(k, params=None):
+    _pool(k, False)
 
 
-@emits("GlobalAveragePool", "GlobalMaxPool")
-def emit_global_pool(k):
+@variant("GlobalAveragePool", "direct", rank=0)
+@variant("GlobalMaxPool", "direct", rank=0)
+def emit_global_pool(k, params=None):
     b = k.b
     x = k.in_buf(0)
     f32 = cg.llvm_type(x.dtype)
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
-    if x.dtype == np.float32 and k.out_buf().dtype == np.float32:
-        vector.whole_plane(k, planes, plane, is_max, None if is_max else float(plane))
-        return
     acc_p = cg.alloca_in_entry(b, f32, "acc")
     with k.for_range(planes, name="p") as p:
         base = b.mul(p, k.c(plane))

@@ -17,21 +17,44 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import Shape, kh_range, row_runs
 from glowpy.codegen.kernels.elementwise.arith import fmax
 from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.registry import variant
 
 
-def emit_maxpool(k) -> bool:
-    return emit_pool(k, True)
-
-
-def emit_avgpool(k) -> bool:
-    return emit_pool(k, False)
-
-
-def emit_pool(k, is_max: bool) -> bool:
-    node = k.node
+def plan(k):
+    """{} for float 1-D and 2-D windows (MaxPool without its indices output), else None."""
     x, y = k.in_buf(0), k.out_buf()
     if len(k.instr.outputs) > 1 or x.dtype != np.float32 or y.dtype != np.float32:
-        return False
+        return None
+    return {} if len(k.node.opdef.window(k.node).in_size) in (1, 2) else None
+
+
+@variant("MaxPool", "vector", rank=10, plan=plan)
+def emit_maxpool(k, params):
+    emit_pool(k, True)
+
+
+@variant("AveragePool", "vector", rank=10, plan=plan)
+def emit_avgpool(k, params):
+    emit_pool(k, False)
+
+
+def plan_global(k):
+    """{} for float global pools (whole planes as vector reductions), else None."""
+    return {} if k.in_buf(0).dtype == np.float32 and k.out_buf().dtype == np.float32 else None
+
+
+@variant("GlobalAveragePool", "vector", rank=10, plan=plan_global)
+@variant("GlobalMaxPool", "vector", rank=10, plan=plan_global)
+def emit_global(k, params):
+    x = k.in_buf(0)
+    planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
+    is_max = k.instr.op == "GlobalMaxPool"
+    whole_plane(k, planes, plane, is_max, None if is_max else float(plane))
+
+
+def emit_pool(k, is_max: bool):
+    node = k.node
+    x = k.in_buf(0)
     win = node.opdef.window(node)
     if len(win.in_size) == 1:
         s = Shape(1, 1, 1, 1, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
@@ -39,8 +62,6 @@ def emit_pool(k, is_max: bool) -> bool:
     elif len(win.in_size) == 2:
         s = Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
                   *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
-    else:
-        return False
     b = k.b
     vec = Vec(k, simd_of(k.target))
     w = vec.w
@@ -56,7 +77,7 @@ def emit_pool(k, is_max: bool) -> bool:
     if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
             s.dh == s.dw == 1 and not any(win.pads_end):
         whole_plane(k, planes, pin, is_max, None if div is None else float(div.flat[0]))
-        return True
+        return
 
     def finish(p, oh, ow0, store, vals):
         pos = b.add(b.mul(oh, k.c(s.wo)), ow0)
@@ -139,7 +160,6 @@ def emit_pool(k, is_max: bool) -> bool:
         else:
             with k.for_range(s.ho, name="oh") as oh:
                 row(p, oh)
-    return True
 
 
 def whole_plane(k, planes: int, pin: int, is_max: bool, div):
