@@ -15,7 +15,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
 from glowpy.codegen.kernels import get_emitter
 from glowpy.codegen.target import TargetSpec, initialize_llvm
-from glowpy.ir.lower import Buffer, Instr, Program
+from glowpy.ir.program import Buffer, Instr, Program
 from glowpy.ir.planner import align
 
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
