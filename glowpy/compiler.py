@@ -53,7 +53,7 @@ class Options:
     dump_memory_report: str | None = None  # JSON: every activation buffer, the peak (report.py)
     verbose: bool = False
     max_region_size: int | None = None  # bytes; None: the target's default (validate.py)
-    # int8 (ir/qschema.py, ir/passes/quantize_profile.py): -load-profile and Glow's options
+    # int8 (ir/qschema.py, ir/passes/quant/profile.py): -load-profile and Glow's options
     load_profile: str | None = None
     quantization_schema: str = "asymmetric"
     quantization_precision_bias: str = "Int32"

@@ -9,7 +9,7 @@ minimum, maximum and a histogram -- the profile `model-compiler -load-profile` q
 rawbin (the raw little-endian elements of the input's type) or rawtxt (numbers separated by
 whitespace or commas); PATH is one file (one sample) or a directory whose files, in name order,
 are one sample each. The model runs with glowpy's numpy op references on the graph exactly as
-the compiler has it where it quantizes (ir/passes/quantize_profile.py), so the tensor names of
+the compiler has it where it quantizes (ir/passes/quant/profile.py), so the tensor names of
 the profile are the ones the compiler looks up."""
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def profiling_graph(models, opts):
     """The graph as the compiler has it where -load-profile quantizes."""
     from glowpy.compiler import load_graph
     from glowpy.ir.passes.pipeline import PIPELINE, optimize
-    from glowpy.ir.passes.quantize_profile import quantize_from_profile
+    from glowpy.ir.passes.quant.profile import quantize_from_profile
     graph = load_graph(list(models), opts)
     return optimize(graph, passes=set(PIPELINE[:PIPELINE.index(quantize_from_profile)]))
 

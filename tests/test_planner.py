@@ -22,10 +22,11 @@ from util import FLOAT_MODELS, check_against_onnxruntime, model_path
 from glowpy.compiler import Options, load_graph
 from glowpy.ir import liveness
 from glowpy.ir.graph import Graph
-from glowpy.ir.lower import ACTIVATION, lower
+from glowpy.ir.lower import lower
 from glowpy.ir.naive_bound import naive_liveness_bound
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.ir.planner import ALIGN, Member, align, assign_offsets, build, lower_bound, plan
+from glowpy.ir.program import ACTIVATION
 
 F = np.float32
 RNG = np.random.default_rng(3)

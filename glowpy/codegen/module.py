@@ -16,7 +16,7 @@ from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
 from glowpy.codegen.kernels.epilogue import epilogue_sweep
 from glowpy.codegen.target import TargetSpec, initialize_llvm, soft_float
-from glowpy.ir.lower import Program
+from glowpy.ir.program import Program
 
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
 

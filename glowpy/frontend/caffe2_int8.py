@@ -1,6 +1,6 @@
 """Caffe2's Int8 operators and fills, loaded as Glow's Caffe2 importer loads them, in the QDQ
 form of the graph IR: DequantizeLinear -> the float op (Conv, Gemm, Add, Relu, the pools) ->
-QuantizeLinear. The QDQ pass (ir/passes/fold_quant.py) turns each pattern into one integer
+QuantizeLinear. The QDQ pass (ir/passes/quant/) turns each pattern into one integer
 kernel (QConv, QMatMul, QAdd, QAvgPool, Requantize, MaxPool on int8); a pattern it cannot fold
 keeps its float form, which computes the same values up to rounding.
 

@@ -18,7 +18,12 @@ import numpy as np
 
 from glowpy.ir import epilogue
 from glowpy.ir.liveness import uses
-from glowpy.ir.lower import ACTIVATION, INPLACE_OPS, STREAMING_OPS, Buffer, Program
+from glowpy.ir.program import ACTIVATION, Buffer, Program
+
+# kernels that read element i of every input before writing element i of the output
+INPLACE_OPS = epilogue.ELEMENTWISE | {"Cast", "FusedElementwise"}
+# kernels that write their output plane after plane (docs/CONTRIBUTING.md, kernel contracts)
+STREAMING_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
 
 SCRATCH_BYTES = 4096  # ConvPointwiseInPlace tile buffer budget
 MAX_TILE = 32  # positions per tile (the kernel unrolls a tile)

@@ -1,14 +1,14 @@
 """Liveness of activation storage: which instructions touch each storage buffer, and the
 intervals the planner must keep each one's bytes for.
 
-A storage buffer is a Buffer that is not a same-data view (see lower.Buffer.relation). Its own
+A storage buffer is a Buffer that is not a same-data view (see program.Buffer.relation). Its own
 interval runs from its first to its last use (uses of its views count). Then data that flows
 through placements stretches it: a Concat operand written into its slice ("slice") keeps its
 bytes until the Concat output's last use; a Split/Slice part read in place ("part") holds its
 bytes from the input's first write."""
 from __future__ import annotations
 
-from glowpy.ir.lower import ACTIVATION, Buffer, Program
+from glowpy.ir.program import ACTIVATION, Buffer, Program
 
 
 def uses(prog: Program) -> dict:

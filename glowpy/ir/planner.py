@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass
 
 from glowpy.ir import liveness
-from glowpy.ir.lower import ACTIVATION, Buffer, Program
+from glowpy.ir.program import ACTIVATION, Buffer, Program
 
 ALIGN = 64
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 from glowpy.ir import epilogue
-from glowpy.ir.lower import ACTIVATION, Program
+from glowpy.ir.program import ACTIVATION, Program
 
 
 def _instr_label(ins) -> str:

@@ -1,4 +1,4 @@
-"""Internal integer ops: what the QDQ pass (passes/fold_quant.py) turns quantized patterns into.
+"""Internal integer ops: what the QDQ pass (passes/quant/) turns quantized patterns into.
 
 Every one computes on int8/uint8 tensors with int32 accumulation and ends in the fixed-point
 requantization of qmath.py (multiplier q, shift s, rounding `mode`), saturation and the clamp

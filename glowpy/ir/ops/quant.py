@@ -3,7 +3,7 @@ uint8; int32 for DequantizeLinear of biases), QLinearConv, QLinearMatMul, ConvIn
 MatMulInteger.
 
 These are the model's own semantics (round half to even, float scales), run as written when the
-QDQ pass (passes/fold_quant.py) cannot turn a pattern into an integer kernel. DequantizeLinear is
+QDQ pass (passes/quant/) cannot turn a pattern into an integer kernel. DequantizeLinear is
 `nofold`: a dequantized constant weight keeps its int8 form until that pass has seen it (the
 pass folds whatever it leaves)."""
 from __future__ import annotations

@@ -15,11 +15,11 @@ from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.fold import fold_constants
 from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
-from glowpy.ir.passes.fold_quant import fold_quantization
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.merge_pad import merge_pad
-from glowpy.ir.passes.quantize_profile import quantize_from_profile
+from glowpy.ir.passes.quant.fold import fold_quantization
+from glowpy.ir.passes.quant.profile import quantize_from_profile
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
 

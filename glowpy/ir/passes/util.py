@@ -5,6 +5,7 @@ placeholder's name in the bundle); rewrites move it to a new producer instead.""
 from __future__ import annotations
 
 from glowpy.ir.graph import Graph, Node, Value
+from glowpy.ir.ops import get_op
 
 
 def users(graph: Graph) -> dict:
@@ -40,3 +41,19 @@ def take_output(producer: Node, consumer: Node, index: int = 0):
     out = consumer.outputs[0]
     producer.outputs[index] = out
     out.producer = producer
+
+
+def insert_node(graph: Graph, op: str, inputs: list, attrs: dict, name: str, at: int,
+                out: Value | None = None, out_name: str = "") -> Value:
+    """A new node (named after `name`) at position `at` of the node list. It writes `out`,
+    which must have the type the op infers, or a new Value named after `out_name`."""
+    opdef = get_op(op)
+    n = Node(op, graph.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
+    (dt, shape), = opdef.infer_node(n)
+    if out is None:
+        out = Value(graph.unique_name(out_name), dt, shape)
+    assert (out.dtype, out.shape) == (dt, shape), (op, out, dt, shape)
+    out.producer = n
+    n.outputs = [out]
+    graph.nodes.insert(at, n)
+    return out

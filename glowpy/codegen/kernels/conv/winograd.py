@@ -34,7 +34,7 @@ from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.vectors import Vec, simd_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
-from glowpy.ir.lower import ACTIVATION, CONSTANT, Buffer
+from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
 
 SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifest counts them)
 G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])

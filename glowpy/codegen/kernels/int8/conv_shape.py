@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glowpy.ir.lower import Buffer
+from glowpy.ir.program import Buffer
 from glowpy.ir.ops.conv import Window
 
 DSP_TRIPLES = ("thumbv7em", "armv7em")

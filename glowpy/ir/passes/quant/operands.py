@@ -1,5 +1,6 @@
-"""Helpers of the QDQ pass (fold_quant.py) and its neighbours: quantized operands seen through
-DequantizeLinear, activation bounds, weight and zero-point folding."""
+"""Quantized operands as the quantization passes see them: integer Values behind
+DequantizeLinear with constant parameters, and the integer forms of weights and biases
+(zero-point subtraction and folding)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,7 @@ class Operand:
         return int(self.zp.reshape(-1)[0])
 
 
-def _params(node: Node):
+def qdq_params(node: Node):
     """(scale, zero point, axis) of a QuantizeLinear/DequantizeLinear with constant ones."""
     s, z = node.inputs[1], node.input(2)
     if not s.is_const or (z is not None and not z.is_const) or node.attrs.get("block_size"):
@@ -36,34 +37,31 @@ def _params(node: Node):
     return np.asarray(s.const, np.float32), np.asarray(zp), node.opdef.axis(node)
 
 
+def tensor_params(node: Node) -> tuple[float, int] | None:
+    """(scale, zero point) of a per-tensor QuantizeLinear/DequantizeLinear, else None."""
+    prm = qdq_params(node)
+    if prm is None or prm[0].size != 1:
+        return None
+    return float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0])
+
+
 def dq_operand(v: Value, scalar: bool = True) -> Operand | None:
     """v is DequantizeLinear(x) with constant parameters: the integer operand x."""
     p = v.producer
     if v.is_const or p is None or p.op != "DequantizeLinear":
         return None
-    prm = _params(p)
+    prm = qdq_params(p)
     if prm is None or (scalar and prm[0].size != 1):
         return None
     return Operand(p.inputs[0], *prm)
 
 
-def _const_weight(v: Value) -> Operand | None:
+def const_weight(v: Value) -> Operand | None:
     op = dq_operand(v, scalar=False)
     return op if op is not None and op.value.is_const else None
 
 
-def _act_bounds(act: Node | None):
-    if act is None:
-        return (None, None)
-    if act.op == "Relu":
-        return (0.0, None)
-    if any(v is not None and not v.is_const for v in act.inputs[1:]):
-        return None
-    lo, hi = act.opdef.bounds(act)
-    return (None if lo is None else float(lo), None if hi is None else float(hi))
-
-
-def _padded(conv: Node, x: Value | None = None, w: Value | None = None) -> bool:
+def reads_padding(conv: Node, x: Value | None = None, w: Value | None = None) -> bool:
     """Does any window of the convolution (Conv's attributes; x and w its input and weights)
     reach into padding?"""
     from glowpy.ir.ops.conv import window
@@ -85,8 +83,10 @@ def fold_zero_point(bias: np.ndarray, w: np.ndarray, zp: int):
     return b.astype(np.int32), 0
 
 
-def _weights(w: np.ndarray, zp: np.ndarray, axis: int) -> np.ndarray:
-    """int8 weights as they are when every zero point is 0, else int16 with it subtracted."""
+def integer_weights(w: np.ndarray, zp, axis: int) -> np.ndarray:
+    """int8 weights as they are when every zero point is 0, else int16 with it subtracted;
+    `zp` is one zero point or one per slice along `axis`."""
+    zp = np.broadcast_to(np.asarray(zp, np.int64).reshape(-1), (w.shape[axis],))
     if w.dtype == np.int8 and not zp.any():
         return np.ascontiguousarray(w)
     shape = [1] * w.ndim

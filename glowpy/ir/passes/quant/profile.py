@@ -1,6 +1,6 @@
 """Profile-guided quantization (`model-compiler -load-profile=profile.yaml`): the float graph
 gets QuantizeLinear/DequantizeLinear pairs from the profiled ranges, then the QDQ pass
-(fold_quant.py) turns them into the same integer kernels a pre-quantized model gets.
+(fold.py) turns them into the same integer kernels a pre-quantized model gets.
 
 It runs after the float rewrites that change weights (BatchNormalization and affine folding,
 Pad merging) and before activation fusion: the profile was recorded by `model-profiler` on the
@@ -23,13 +23,9 @@ import numpy as np
 from glowpy.errors import ModelError, show
 from glowpy.ir import qschema
 from glowpy.ir.graph import Graph, Node, Value
-from glowpy.ir.ops import get_op
-from glowpy.ir.passes.fold_quant import ACTS, HOSTS, VIEWS, fold_quantization
-from glowpy.ir.passes.util import only_user
-
-QUANTIZABLE = {"Conv", "MatMul", "Gemm", "Add", "Mul", "AveragePool", "GlobalAveragePool",
-               "MaxPool", "Concat", "Softmax", "Sigmoid", "Tanh"} | ACTS | VIEWS
-SAME_GRID = {"MaxPool"} | VIEWS
+from glowpy.ir.passes.quant.fold import fold_quantization
+from glowpy.ir.passes.quant.rules import ACTS, QUANTIZABLE, SAME_GRID, clamped_host
+from glowpy.ir.passes.util import insert_node, only_user
 
 
 def _float(v: Value | None) -> bool:
@@ -72,11 +68,9 @@ class Quantizer:
         self.fused: set = set()  # values passed inside an integer op (no QuantizeLinear)
         self.bias_add: set = set()
         for n in nodes:
-            x = n.inputs[0]
-            p = x.producer
-            if n.op in ACTS and p in chosen and p.op in HOSTS and \
-                    only_user(self.g, x, self.users) is n:
-                self.fused.add(x)
+            host = clamped_host(self.g, n, self.users)
+            if host is not None and host in chosen:
+                self.fused.add(n.inputs[0])
             if n.op == "Add":
                 for i, v in enumerate(n.inputs):
                     o = n.inputs[1 - i]
@@ -110,14 +104,7 @@ class Quantizer:
 
     # -- building ------------------------------------------------------------------------------
     def insert(self, op, inputs, attrs, at: int, out: Value | None = None) -> Value:
-        opdef = get_op(op)
-        n = Node(op, self.g.unique_name(op), list(inputs), [], opdef.complete_attrs(attrs, op))
-        (dt, shape), = opdef.infer_node(n)
-        out = out or Value(self.g.unique_name(f"{op}_out"), dt, shape)
-        out.producer = n
-        n.outputs = [out]
-        self.g.nodes.insert(at, n)
-        return out
+        return insert_node(self.g, op, inputs, attrs, op, at, out, f"{op}_out")
 
     def c(self, a, name="q"):
         return self.g.constant(np.asarray(a), name)

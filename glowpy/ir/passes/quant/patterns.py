@@ -1,25 +1,10 @@
-"""QDQ folding: DequantizeLinear -> float op [-> Relu/Clip] -> QuantizeLinear becomes one integer
-op of ops/qops.py (int8 operands, int32 accumulation, per-channel weight scales, int32 bias,
-fixed-point requantization, saturation), and QLinearConv / ConvInteger / QLinearMatMul /
-MatMulInteger become the same integer ops.
-
-Every pattern is recognised at its QuantizeLinear, walking up: an optional Relu/Clip (folded as
-the clamp [lo, hi]), the float op, and DequantizeLinear operands with constant parameters
-(per-tensor for activations; per-tensor or per-axis for constant weights). The integer node
-takes the QuantizeLinear's output Value and its place; the float nodes it replaces are left to
-dead-code removal (a DequantizeLinear that also feeds a float consumer stays for it). What
-does not match keeps its float form: QuantizeLinear and DequantizeLinear have float kernels of
-their own, so any model compiles, only slower. Finally DequantizeLinear of constants (weights
-no integer op took) are folded into float constants.
-
-Rounding: `graph.quant_rounding`: "even" (the default: ONNX QuantizeLinear's round half to
-even, the same results onnxruntime computes, and the MLPerf Tiny TFLite references, which
-XNNPack requantizes that way too), or "away" (TFLite's reference fixed-point kernels and
-CMSIS-NN: rounding half away from zero twice). QLinearConv and QLinearMatMul always use
-"even", as ONNX specifies them.
-
-Graph inputs read through DequantizeLinear (possibly behind Reshape/Transpose) and int8 graph
-outputs get `qparams` = (scale, zero point), which the header and NAME.json report."""
+"""The QDQ patterns of the QDQ pass (fold.py: the pass, its order and rounding modes). Each is
+recognised at its QuantizeLinear, walking up: an optional Relu/Clip (folded as the clamp
+[lo, hi]), the float op, and DequantizeLinear operands with constant parameters (per-tensor for
+activations; per-tensor or per-axis for constant weights). The integer node takes the
+QuantizeLinear's output Value and its place; the float nodes it replaces are left to dead-code
+removal (a DequantizeLinear that also feeds a float consumer stays for it). What does not match
+keeps its float form."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,16 +16,11 @@ from glowpy.ir.ops import get_op
 from glowpy.ir.ops.elementwise import UNARY
 from glowpy.ir.ops.qops import softmax_table
 from glowpy.ir.ops.quant import CONV_ATTRS
-from glowpy.ir.passes.quant_qlinear import fold_qlinear
-from glowpy.ir.passes.quant_util import (Operand, _act_bounds, _const_weight, _padded, _params,
-                                         _weights, dq_operand, fold_zero_point)
-from glowpy.ir.passes.util import only_user
+from glowpy.ir.passes.quant.operands import (Operand, const_weight, dq_operand, fold_zero_point,
+                                             integer_weights, reads_padding, tensor_params)
+from glowpy.ir.passes.quant.rules import MOVES, act_bounds, clamped_host
+from glowpy.ir.passes.util import insert_node, only_user
 
-VIEWS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity"}
-ACTS = {"Relu", "Clip"}
-# ops whose result a Relu/Clip may clamp before the QuantizeLinear
-HOSTS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "AveragePool", "GlobalAveragePool", "MaxPool",
-         "Concat"} | VIEWS | (set(UNARY) - ACTS)
 POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides",
               "dilations")
 
@@ -55,23 +35,15 @@ class Folder:
     def node(self, op: str, inputs: list, attrs: dict, out: Value | None, name: str,
              before: Node) -> Value:
         """Adds an integer node in front of `before`; writes `out` (or a new Value)."""
-        opdef = get_op(op)
-        n = Node(op, self.g.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
-        (dt, shape), = opdef.infer_node(n)
-        if out is None:
-            out = Value(self.g.unique_name(f"{name}_q"), dt, shape)
-        assert (out.dtype, out.shape) == (dt, shape), (op, out, dt, shape)
-        out.producer = n
-        n.outputs = [out]
-        self.g.nodes.insert(self.g.nodes.index(before), n)
-        return out
+        return insert_node(self.g, op, inputs, attrs, name, self.g.nodes.index(before), out,
+                           f"{name}_q")
 
     def const(self, a, name):
         return self.g.constant(np.ascontiguousarray(a), name)
 
     def req_attrs(self, out_s: float, out_z: int, dtype, act: Node | None) -> dict:
         lo, hi = qmath.activation_range(act.op if act is not None else None,
-                                        _act_bounds(act), out_s, out_z, dtype)
+                                        act_bounds(act), out_s, out_z, dtype)
         return {"y_zp": out_z, "lo": lo, "hi": hi, "mode": self.mode,
                 "out_dtype": np.dtype(dtype).name}
 
@@ -88,24 +60,23 @@ class Folder:
 
     # -- the patterns ----------------------------------------------------------------------
     def fold(self, q: Node) -> bool:
-        prm = _params(q)
-        if prm is None or prm[0].size != 1:
+        prm = tensor_params(q)
+        if prm is None:
             return False
         out = q.outputs[0]
-        ys, yz, dt = float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]), out.dtype
+        (ys, yz), dt = prm, out.dtype
         out.qparams = (ys, yz)
         v = q.inputs[0]
         host = v.producer  # (if v has float readers besides q, the float nodes stay for them)
         if host is None:
             return False
-        act = None
-        if host.op in ACTS and _act_bounds(host) is not None:
-            inner = host.inputs[0].producer
-            if inner is not None and inner.op in HOSTS and \
-                    only_user(self.g, host.inputs[0], self.users) is host:
-                act, host = host, inner
+        act, inner = None, clamped_host(self.g, host, self.users)
+        if inner is not None:
+            act, host = host, inner
         fn = getattr(self, "fold_" + host.op, None)
-        if fn is None and host.op in UNARY:
+        if fn is None and host.op in MOVES:
+            fn = self.fold_move
+        elif fn is None and host.op in UNARY:
             fn = self.fold_unary
         if fn is None:
             return False
@@ -121,14 +92,13 @@ class Folder:
         return bool(res)
 
     def fold_Conv(self, host, act, yq, out, q):
-        x, w = dq_operand(host.inputs[0]), _const_weight(host.inputs[1])
+        x, w = dq_operand(host.inputs[0]), const_weight(host.inputs[1])
         if x is None or w is None or len(w.value.shape) != len(x.value.shape):
             return False
         cout = w.value.shape[0]
         if not w.scalar and w.axis != 0:
             return False
         sw = np.broadcast_to(w.scale.reshape(-1), (cout,)).astype(np.float64)
-        wz = np.broadcast_to(w.zp.reshape(-1).astype(np.int64), (cout,))
         bias = self.bias(host.input(2), x.s * sw, cout)
         if bias is None:
             return False
@@ -136,8 +106,8 @@ class Folder:
         m, s = qmath.multipliers(np.float64(x.s) * sw / np.float64(ys))
         attrs = {k: host.attrs[k] for k in CONV_ATTRS}
         attrs.update(self.req_attrs(ys, yz, dt, act), x_zp=x.z)
-        wq = _weights(w.value.const, wz, 0)
-        if not _padded(host):
+        wq = integer_weights(w.value.const, w.zp, 0)
+        if not reads_padding(host):
             bias, attrs["x_zp"] = fold_zero_point(bias, wq, x.z)
         self.node("QConv", [x.value, self.const(wq, "qconv_w"),
                             self.const(bias, "qconv_b"), self.const(m, "qconv_m"),
@@ -185,14 +155,14 @@ class Folder:
         t = host.attrs
         if t["transA"] or t["alpha"] != 1.0 or (host.input(2) is not None and t["beta"] != 1.0):
             return False
-        w = _const_weight(host.inputs[1])
+        w = const_weight(host.inputs[1])
         if w is None:
             return False
         return self.matmul(host.inputs[0], host.inputs[1], host.input(2), act, yq, out, q,
                            host.name, trans_b=bool(t["transB"]))
 
     def matmul(self, a_v, b_v, bias_v, act, yq, out, q, name, trans_b=False):
-        a, w = dq_operand(a_v), _const_weight(b_v)
+        a, w = dq_operand(a_v), const_weight(b_v)
         if a is None or w is None or len(w.value.shape) != 2 or len(a.value.shape) < 1:
             return False
         wc = w.value.const.T if trans_b else w.value.const
@@ -201,7 +171,6 @@ class Folder:
         if not w.scalar and w.axis != col_axis:
             return False
         sw = np.broadcast_to(w.scale.reshape(-1), (n,)).astype(np.float64)
-        wz = np.broadcast_to(w.zp.reshape(-1).astype(np.int64), (n,))
         if bias_v is not None and tuple(bias_v.shape) not in ((n,), (1, n)):
             return False
         bias = self.bias(bias_v, a.s * sw, n)
@@ -210,7 +179,7 @@ class Folder:
         ys, yz, dt = yq
         m, s = qmath.multipliers(np.float64(a.s) * sw / np.float64(ys))
         attrs = dict(self.req_attrs(ys, yz, dt, act), a_zp=a.z)
-        wt = _weights(wc, wz, 1).T
+        wt = integer_weights(wc, w.zp, 1).T
         bias, attrs["a_zp"] = fold_zero_point(bias, wt, a.z)
         self.node("QMatMul", [a.value, self.const(wt, "qmm_w"), self.const(bias, "qmm_b"),
                               self.const(m, "qmm_m"), self.const(s, "qmm_s")], attrs, out, name, q)
@@ -265,7 +234,7 @@ class Folder:
             (attrs["lo"], attrs["hi"]) == (info.min, info.max)
 
     def order_preserving(self, host, x: Operand, inputs, act, yq, out, q):
-        """MaxPool, Concat, views: the host op itself on the integer values (it only moves or
+        """MaxPool, Concat, rules.MOVES: the host op itself on the integer values (it only moves or
         selects them), then the rescale to the output's grid if that is not a no-op."""
         if self.same_grid(x, yq, act):
             self.node(host.op, inputs, dict(host.attrs), out, host.name, q)
@@ -291,14 +260,12 @@ class Folder:
         grid = Operand(parts[0], np.float32(ys), np.asarray(yz), None)
         return self.order_preserving(host, grid, parts, act, yq, out, q)
 
-    def fold_view(self, host, act, yq, out, q):
+    def fold_move(self, host, act, yq, out, q):
+        """rules.MOVES: the op on the integer values (its other inputs are shape operands)."""
         x = dq_operand(host.inputs[0])
         if x is None:
             return False
         return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
-
-    fold_Reshape = fold_Flatten = fold_Squeeze = fold_Unsqueeze = fold_Transpose = fold_view
-    fold_Identity = fold_view
 
     def fold_DequantizeLinear(self, host, act, yq, out, q):
         x = dq_operand(host.outputs[0])
@@ -309,7 +276,7 @@ class Folder:
 
     def fold_Relu(self, host, act, yq, out, q):
         dq = host.inputs[0].producer
-        if dq is None or _act_bounds(host) is None:
+        if dq is None or act_bounds(host) is None:
             return False
         return self.fold_DequantizeLinear(dq, host, yq, out, q)
 
@@ -347,57 +314,3 @@ class Folder:
         table = qmath.quantize(f, np.float32(ys), np.asarray(yz, dt), dt)
         self.node("QTable", [x.value, self.const(table, "qtable")], {}, out, host.name, q)
         return True
-
-
-def _annotate_inputs(graph: Graph, users: dict):
-    """Graph inputs read by DequantizeLinear (through views) get that (scale, zero point)."""
-    for v in graph.inputs:
-        frontier = [v]
-        while frontier and v.qparams is None:
-            x = frontier.pop()
-            for u in users.get(x, []):
-                if u.op == "DequantizeLinear" and u.inputs[0] is x:
-                    prm = _params(u)
-                    if prm is not None and prm[0].size == 1:
-                        v.qparams = (float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]))
-                elif u.op in VIEWS and u.inputs[0] is x:
-                    frontier.append(u.outputs[0])
-
-
-def _fold_const_dequantize(graph: Graph):
-    kept = []
-    for n in graph.nodes:
-        if n.op == "DequantizeLinear" and all(v is None or v.is_const for v in n.inputs):
-            a = n.opdef.reference(n, *[None if v is None else v.const for v in n.inputs])[0]
-            o = n.outputs[0]
-            c = graph.constant(a.astype(np.float32), o.name)
-            if o in graph.outputs:
-                c = Value(o.name, o.dtype, o.shape, const=a.astype(np.float32))
-                graph.outputs = [c if x is o else x for x in graph.outputs]
-            graph.replace_uses(o, c)
-            continue
-        kept.append(n)
-    graph.nodes = kept
-
-
-def fold_quantization(graph: Graph) -> Graph:
-    ops = {n.op for n in graph.nodes}
-    if not ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
-                  "ConvInteger", "MatMulInteger"}:
-        return graph
-    _annotate_inputs(graph, graph.consumers())
-    fold_qlinear(graph)
-    f = Folder(graph)
-    for q in [n for n in graph.nodes if n.op == "QuantizeLinear"]:
-        if q in graph.nodes:
-            f.fold(q)
-    from glowpy.ir.passes.dce import eliminate_dead_code
-    eliminate_dead_code(graph)
-    _fold_const_dequantize(graph)
-    for n in graph.nodes:  # int8 values an integer op writes keep their output's parameters
-        for o in n.outputs:
-            if o in graph.outputs and o.qparams is None and n.op == "QuantizeLinear":
-                prm = _params(n)
-                if prm is not None and prm[0].size == 1:
-                    o.qparams = (float(prm[0].reshape(-1)[0]), int(prm[1].reshape(-1)[0]))
-    return graph

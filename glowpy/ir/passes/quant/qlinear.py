@@ -1,4 +1,4 @@
-"""ONNX's integer ops as the integer ops of ops/qops.py (part of the QDQ pass, fold_quant.py):
+"""ONNX's integer ops as the integer ops of ops/qops.py (part of the QDQ pass, fold.py):
 
   QLinearConv    -> QConv   (requantized, rounding half to even as ONNX specifies)
   ConvInteger    -> QConv   (out_dtype int32: the accumulator itself)
@@ -16,6 +16,7 @@ from glowpy.ir import qmath
 from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops import get_op
 from glowpy.ir.ops.quant import CONV_ATTRS
+from glowpy.ir.passes.quant.operands import fold_zero_point, integer_weights, reads_padding
 
 
 def _c(v, default=None):
@@ -26,12 +27,6 @@ def _c(v, default=None):
 
 def _scalar(a) -> bool:
     return a is not None and a.size == 1
-
-
-def _weights(w, zp, axis):
-    from glowpy.ir.passes.quant_util import _weights as weights
-    return weights(w, np.broadcast_to(np.asarray(zp, np.int64).reshape(-1),
-                                      (w.shape[axis],)), axis)
 
 
 def _replace(graph: Graph, n: Node, op: str, inputs: list, attrs: dict):
@@ -50,9 +45,8 @@ def _conv(graph, n, x, xz, w, wz, bias, req):
     m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
     attrs.pop("_m", None)
     b = np.zeros(cout, np.int32) if bias is None else bias.astype(np.int32).reshape(-1)
-    wq = _weights(w, wz, 0)
-    from glowpy.ir.passes.quant_util import _padded, fold_zero_point
-    if not _padded(n, x, Value("w", wq.dtype, wq.shape)):
+    wq = integer_weights(w, wz, 0)
+    if not reads_padding(n, x, Value("w", wq.dtype, wq.shape)):
         b, attrs["x_zp"] = fold_zero_point(b, wq, attrs["x_zp"])
     _replace(graph, n, "QConv", [x, graph.constant(wq, "qconv_w"),
                                  graph.constant(b, "qconv_b"), graph.constant(m, "qconv_m"),
@@ -113,8 +107,7 @@ def fold_qlinear(graph: Graph):
                 req = {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"}
             m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
             attrs = dict(req, a_zp=int(az.reshape(-1)[0]))
-            from glowpy.ir.passes.quant_util import fold_zero_point
-            wt = np.ascontiguousarray(_weights(bc, bz, 1).T)
+            wt = np.ascontiguousarray(integer_weights(bc, bz, 1).T)
             bias, attrs["a_zp"] = fold_zero_point(np.zeros(ncol, np.int32), wt, attrs["a_zp"])
             _replace(graph, n, "QMatMul", [a, graph.constant(wt, "qmm_w"),
                                            graph.constant(bias, "qmm_b"),
