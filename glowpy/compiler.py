@@ -18,7 +18,8 @@ from glowpy.codegen.names import (RESERVED_SYMBOLS, file_stem_problem, legalize,
                                   unique_legal_names)
 from glowpy.errors import ModelError, UsageError, one_line, show
 from glowpy.ir.passes.pipeline import optimize
-from glowpy.ir.planner import ALIGN, build as build_program
+from glowpy.ir.planner import build as build_program
+from glowpy.ir.program import ALIGN
 from glowpy.ir.validate import check_regions, resolve_limit
 from glowpy.version import __version__
 

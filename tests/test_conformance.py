@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from glowpy import conformance as conf
+from glowpy.conformance.report import Summary
 
 FULL = os.environ.get("GLOWPY_CONFORMANCE", "full") != "subset"
 EXCLUSIONS = conf.load_exclusions()
@@ -100,7 +101,7 @@ def test_node_tests_of_op(op):
 @pytest.mark.skipif(not FULL, reason="the pass rate needs the full run (not GLOWPY_CONFORMANCE=subset)")
 def test_pass_rate_at_least_95_percent():
     results = [run(c) for c in conf.select(conf.load_cases())]
-    s = conf.Summary(results, EXCLUSIONS)
+    s = Summary(results, EXCLUSIONS)
     total, typed_out, passed = s.counts()
     assert not s.unexpected and not s.stale
     assert passed >= 0.95 * (total - typed_out), f"{passed}/{total - typed_out}"

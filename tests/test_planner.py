@@ -25,7 +25,8 @@ from glowpy.ir.graph import Graph
 from glowpy.ir.lower import lower
 from glowpy.ir.naive_bound import naive_liveness_bound
 from glowpy.ir.passes.pipeline import optimize
-from glowpy.ir.planner import ALIGN, Member, align, assign_offsets, build, lower_bound, plan
+from glowpy.ir.planner import Member, assign_offsets, build, lower_bound, plan
+from glowpy.ir.program import ALIGN, align
 from glowpy.ir.program import ACTIVATION
 
 F = np.float32

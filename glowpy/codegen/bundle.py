@@ -13,7 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 from glowpy.codegen.kernels.conv import winograd
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
-from glowpy.ir.planner import ALIGN
+from glowpy.ir.program import ALIGN
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("glowpy", "templates"), trim_blocks=True,
                           lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,

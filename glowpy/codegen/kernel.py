@@ -9,8 +9,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.target import TargetSpec
-from glowpy.ir.program import Buffer, Instr, Program
-from glowpy.ir.planner import align
+from glowpy.ir.program import Buffer, Instr, Program, align
 
 
 @dataclass

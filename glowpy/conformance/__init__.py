@@ -243,6 +243,3 @@ def run_cases(cases: list[Case], jobs: int = 1, progress=None) -> list[Result]:
             if progress:
                 progress(r)
     return results
-
-
-from glowpy.conformance.report import Summary, report, suggest  # noqa: E402,F401  (re-exported)

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from glowpy.errors import ModelError, UsageError, show
-from glowpy.frontend.caffe2_ctx import Args, Ctx
+from glowpy.frontend.caffe2_ctx import Args, Ctx, dtype_of
 from glowpy.frontend.caffe2_int8 import (INT8_FILLS, INT8_MIN_INPUTS, INT8_TRANSLATORS,
                                          fill_qparams, int8_fill_values, propagate_qparams,
                                          refusal_reason)
@@ -119,22 +119,12 @@ def _is_fill_net(net) -> bool:
 # -- fill ops (weights) ----------------------------------------------------------------------
 
 # Caffe2's TensorProto.DataType -> numpy
-C2_DTYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 5: np.bool_, 6: np.uint8, 7: np.int8,
-             8: np.uint16, 9: np.int16, 10: np.int64, 12: np.float16, 13: np.float64}
-C2_DTYPE_NAMES = {0: "UNDEFINED", 4: "STRING", 14: "ZERO_COLLISION_HASH", 15: "REBATCHING_BUFFER"}
-
 # fill op -> element type of its values (None: ConstantFill's `dtype`/`value` decide)
 FILLS = {"GivenTensorFill": np.float32, "GivenTensorIntFill": np.int32,
          "GivenTensorInt64Fill": np.int64, "GivenTensorBoolFill": np.bool_,
          "GivenTensorByteStringToUInt8Fill": np.uint8, "ConstantFill": None, **INT8_FILLS}
 OPS = {**TRANSLATORS, **INT8_TRANSLATORS}
 OP_MIN_INPUTS = {**MIN_INPUTS, **INT8_MIN_INPUTS}
-
-
-def dtype_of(code: int, where: str) -> np.dtype:
-    if code not in C2_DTYPES:
-        raise ModelError(f"{where}: data type {C2_DTYPE_NAMES.get(code, code)} is not supported")
-    return np.dtype(C2_DTYPES[code])
 
 
 def _check_size(shape, dtype, where: str, limit):

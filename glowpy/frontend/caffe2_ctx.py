@@ -133,3 +133,13 @@ def axis_of(c, a, rank):
     if not 0 <= v < max(rank, 1):
         raise c.err(f"axis {a} is out of range for rank {rank}")
     return v
+
+
+C2_DTYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 5: np.bool_, 6: np.uint8, 7: np.int8,
+             8: np.uint16, 9: np.int16, 10: np.int64, 12: np.float16, 13: np.float64}
+C2_DTYPE_NAMES = {0: "UNDEFINED", 4: "STRING", 14: "ZERO_COLLISION_HASH", 15: "REBATCHING_BUFFER"}
+
+def dtype_of(code: int, where: str) -> np.dtype:
+    if code not in C2_DTYPES:
+        raise ModelError(f"{where}: data type {C2_DTYPE_NAMES.get(code, code)} is not supported")
+    return np.dtype(C2_DTYPES[code])

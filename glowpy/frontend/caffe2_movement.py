@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glowpy.frontend.caffe2_ctx import axis_of, rank_at_least, to_nhwc
+from glowpy.frontend.caffe2_ctx import axis_of, dtype_of, rank_at_least, to_nhwc
 
 
 def concat(c, xs):
@@ -150,7 +150,6 @@ def resize_nearest(c, xs):
 
 
 def cast(c, xs):
-    from glowpy.frontend.caffe2 import dtype_of
     return [c.one("Cast", [xs[0]], {"to": dtype_of(c.args.i("to", 1), c.where)}, final=True)]
 
 

@@ -23,17 +23,7 @@ import random
 from dataclasses import dataclass
 
 from glowpy.ir import liveness
-from glowpy.ir.program import ACTIVATION, Buffer, Program
-
-ALIGN = 64
-
-
-def align(n: int, a: int = ALIGN) -> int:
-    return (n + a - 1) // a * a
-
-
-def align_down(n: int, a: int = ALIGN) -> int:
-    return n // a * a
+from glowpy.ir.program import ACTIVATION, Buffer, Program, align, align_down
 
 
 @dataclass(eq=False)

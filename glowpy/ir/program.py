@@ -22,6 +22,15 @@ import numpy as np
 from glowpy.ir.graph import Graph, Node, Value
 
 CONSTANT, MUTABLE, ACTIVATION = "constant", "mutable", "activation"
+ALIGN = 64  # bytes: every region and every tensor offset in it (the bundle contract)
+
+
+def align(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+def align_down(n: int, a: int = ALIGN) -> int:
+    return n // a * a
 
 
 @dataclass(eq=False)

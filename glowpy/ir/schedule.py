@@ -9,7 +9,7 @@ model order wins unless another is strictly better."""
 from __future__ import annotations
 
 from glowpy.ir.graph import Graph, Node
-from glowpy.ir.planner import align
+from glowpy.ir.program import align
 
 
 def _deps(graph: Graph):
