@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from glowpy.codegen.target.caps import arm_fpu_from_asm, probe_asm
+from glowpy.codegen.target.caps import TAG_CPU_ARCH, TAG_CPU_ARCH_PROFILE, arm_attributes, \
+    arm_fpu_from_asm, probe_asm
 from glowpy.codegen.target.listing import llvm_help
 from glowpy.codegen.target.machine import PROBE_INT_IR, create_tm
 from glowpy.codegen.target.options import TargetError, join_features, suggest
@@ -37,12 +38,11 @@ def _arm_cpu_arch(cpu: str, features: str):
     """
     _, asm = create_tm("thumb-unknown-none-eabi", cpu, features, opt=0,
                        probe_ir=PROBE_INT_IR)
-    tag = re.search(r"\.eabi_attribute\s+6,\s*(\d+)", asm or "")
-    prof = re.search(r"\.eabi_attribute\s+7,\s*(\d+)", asm or "")
-    profile = chr(int(prof.group(1))) if prof else ""
-    if not tag:
+    attrs = arm_attributes(asm)
+    profile = chr(attrs[TAG_CPU_ARCH_PROFILE]) if TAG_CPU_ARCH_PROFILE in attrs else ""
+    value = attrs.get(TAG_CPU_ARCH)
+    if value is None:
         return None, profile
-    value = int(tag.group(1))
     if value == 10:  # v7: the profile decides
         return {"M": "v7m", "R": "v7r"}.get(profile, "v7a"), profile or "A"
     return _ARM_TAG_SUBARCH.get(value), profile

@@ -32,6 +32,17 @@ define double @glowpy_target_probe_d(double %a, double %b) {
 }
 """
 
+# A 16-float addition: the registers LLVM uses for it show the float vector width.
+PROBE_VECTOR_IR = """
+define void @probe(ptr noalias %a, ptr noalias %b) {
+  %x = load <16 x float>, ptr %a, align 64
+  %y = load <16 x float>, ptr %b, align 64
+  %z = fadd <16 x float> %x, %y
+  store <16 x float> %z, ptr %a, align 64
+  ret void
+}
+"""
+
 _RE_BAD_CPU = re.compile(r"'([^']*)' is not a recognized processor")
 _RE_BAD_FEATURE = re.compile(r"'([^']*)' is not a recognized feature")
 

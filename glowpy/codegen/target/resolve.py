@@ -148,15 +148,6 @@ def _validate(spec: TargetSpec, explicit_fa) -> None:
                               f"for {spec.cpu}")
 
 
-def soft_float(target: "TargetSpec") -> bool:
-    """No FPU instructions: -float-abi=soft, FPU-less Arm cores, RISC-V without F/D."""
-    if target.arch in ("arm", "armeb", "thumb", "thumbeb"):
-        return target.fpu is None
-    if target.arch.startswith("riscv"):
-        return not any(f in ("+f", "+d") for f in target.features.split(","))
-    return False
-
-
 def host_target() -> TargetSpec:
     """The host: process triple, host CPU name and host CPU features."""
     return resolve_target()

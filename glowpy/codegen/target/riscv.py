@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from glowpy.codegen.target.caps import probe_asm
+from glowpy.codegen.target.caps import probe_asm, riscv_extensions
 from glowpy.codegen.target.options import TargetError, join_features, split_features
 from glowpy.codegen.target.spec import TargetSpec
 
@@ -65,14 +65,7 @@ def resolve_riscv(comps, short, cpu, march, user_feats, fa, family):
         raise TargetError("-float-abi=softfp is an ARM float ABI; RISC-V "
                           "takes soft, hard or default")
     trial = TargetSpec(triple, cpu, join_features(feats), "default", "static", "small")
-    asm = probe_asm(trial)
-    isa = re.search(r'\.attribute\s+5,\s*"([^"]+)"', asm)
-    exts = set()
-    if isa:
-        name = isa.group(1)
-        exts = {re.sub(r"\d+p\d+$", "", e) for e in name[4:].split("_")}
-        first = name[4:].split("_")[0]
-        exts.add(re.sub(r"\d+p\d+$", "", first)[:1])
+    exts = riscv_extensions(probe_asm(trial))
     embedded = "e" in exts and "i" not in exts
     prefix = "ilp32" if xlen == 32 else "lp64"
     if fa == "soft":

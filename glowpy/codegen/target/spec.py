@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from glowpy.codegen.target.caps import arm_fpu_from_asm, probe_asm
+from glowpy.codegen.target.caps import TargetCaps, caps_of
 from glowpy.codegen.target.machine import create_tm
 from glowpy.codegen.target.options import TargetError
-from glowpy.codegen.target.triples import ARM_FAMILIES, host_triple, parts
+from glowpy.codegen.target.triples import host_triple, parts
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,12 @@ class TargetSpec:
     def fpu(self) -> str | None:
         """ARM only: LLVM's name of the FPU the code may use (e.g. fpv5-d16,
         usable as GCC's -mfpu), or None when no FPU instruction is emitted."""
-        if self.arch not in ARM_FAMILIES:
-            return None
-        return arm_fpu_from_asm(probe_asm(self))
+        return self.caps.arm_fpu
+
+    @property
+    def caps(self) -> TargetCaps:
+        """What the target offers the kernels (caps.py; computed once per spec)."""
+        return caps_of(self)
 
     def target_machine(self, opt: int = 3) -> "llvm.TargetMachine":
         """Create the LLVM target machine (cpu, features, relocation and code

@@ -30,7 +30,7 @@ from glowpy.codegen import cgutils as cg
 
 from glowpy.codegen.kernels.tiles import Shape, row_runs
 from glowpy.codegen.kernels.accumulators import Acc
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 
 FLAT_MAX = 48  # vectors of a plane unrolled flat at most (code: taps x vectors loads)
@@ -88,7 +88,7 @@ def plan(s: Shape, simd):
 class DepthwiseEmitter:
     def __init__(self, k, s: Shape, choice):
         self.k, self.s, self.b = k, s, k.b
-        self.vec = Vec(k, simd_of(k.target))
+        self.vec = Vec(k, Simd.of(k.caps))
         self.choice = choice
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         self.bias = k.inp(2)
@@ -264,7 +264,7 @@ def emit(k, s: Shape) -> bool:
     several channels, which this one does not. Scalar targets keep the row tiles of
     conv_fast.py: on the Cortex-M7 this kernel ran 4-6% fewer instructions (kws, VWW) for
     two to three times the code."""
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1:
         return False
     DepthwiseEmitter(k, s, plan(s, simd)).emit()

@@ -30,7 +30,7 @@ from glowpy.codegen.kernels.conv import channel, depthwise
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, kh_range, row_runs,
                                          shape_of, valid_taps)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 
 
@@ -42,7 +42,7 @@ CHAN_TAPS = (160, 140)
 class ConvEmitter:
     def __init__(self, k, s: Shape, flat: bool, tile=None):
         self.k, self.s, self.b = k, s, k.b
-        self.simd = simd_of(k.target)
+        self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.flat = flat
         lanes = s.ho * s.wo if flat else s.wo
@@ -297,7 +297,7 @@ def emit(k) -> bool:
         return False
     if depthwise.emit(k, s):
         return True
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     pointwise = s.kh == 1 and s.kw == 1 and s.pt == 0 and s.pl == 0 and s.ho <= s.hin
     flat = s.sh == 1 and s.sw == 1 and s.wo == s.win and (simd.width > 1 or pointwise)
     if flat and not pointwise and s.cg == 1 and \

@@ -16,7 +16,7 @@ from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.epilogue import extras, immediate, run_steps
 from glowpy.codegen.kernels.tiles import Shape, _blocks, choose_tile
 from glowpy.codegen.kernels.vector_epilogue import Finisher
-from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import emits
 from glowpy.ir import epilogue
 
@@ -28,7 +28,7 @@ def _fast(k) -> bool:
             (bias is not None and bias.dtype != np.float32):
         return False
     b = k.b
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     vec = Vec(k, simd)
     n_, c = x.shape[:2]
     m = y.shape[1]
