@@ -47,6 +47,9 @@ CAPS = {
     "cortex-m3": (dict(target="arm", mcpu="cortex-m3"), caps(1, 12, **M_SOFT)),
     "riscv32": (dict(target="riscv32"), caps(1, 12, fpu=False, bits=32)),
     "riscv64": (dict(target="riscv64"), caps(1, 32)),
+    # the CPU's own F/D extensions count, not only -mattr's
+    "riscv64-sifive-u74": (dict(target="riscv64", mcpu="sifive-u74"), caps(1, 32)),
+    "riscv32-f": (dict(target="riscv32", mattr="+f"), caps(1, 32, bits=32)),
 }
 
 

@@ -117,7 +117,7 @@ def caps_of(spec) -> TargetCaps:
     if arm:
         fpu = arm_fpu is not None
     elif arch.startswith("riscv"):
-        fpu = any(f in ("+f", "+d") for f in spec.features.split(","))
+        fpu = bool(riscv_extensions(asm) & {"f", "d"})
     else:
         fpu = True
     # Without an FPU floats live in core registers around the libgcc calls.
