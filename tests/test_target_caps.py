@@ -3,10 +3,15 @@ what LLVM makes of the CPU, features and float ABI, for explicit targets (never 
 expectations hold on every machine)."""
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from glowpy.codegen.target import TargetCaps, caps_of, resolve_target
 from vector_levels import LEVELS
+
+GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "glowpy")
 
 def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
          mve_float=False, dsp=False, bits=64) -> TargetCaps:
@@ -82,3 +87,22 @@ def test_dsp_extension_follows_the_cpu_and_features(cpu, mattr, dsp):
     definition has +dsp (the M33's DSP is optional in silicon: -mattr=-dsp says it is not
     there)."""
     assert resolve_target("arm", mcpu=cpu, mattr=mattr).caps.dsp is dsp
+
+
+def test_only_the_target_package_reads_assembly_or_triples():
+    """Capabilities are derived in glowpy/codegen/target/ alone: no other module compiles a
+    probe to read its assembly or looks at a triple's spelling."""
+    target_pkg = os.path.join(GLOWPY, "codegen", "target")
+    offenders = []
+    for root, _, files in os.walk(GLOWPY):
+        for f in files:
+            path = os.path.join(root, f)
+            if not f.endswith(".py") or path.startswith(target_pkg + os.sep):
+                continue
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            if "emit_assembly" in text or re.search(
+                    r"triple\)?\.(startswith|endswith|split|partition)|triple\s*[!=]=|"
+                    r"[\"'](thumb|arm)v\d", text):
+                offenders.append(os.path.relpath(path, GLOWPY))
+    assert not offenders, offenders

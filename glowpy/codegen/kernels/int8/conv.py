@@ -39,7 +39,7 @@ def emit_qconv(k):
     q_c, s_c = (channel_params(k, 3), channel_params(k, 4)) if requant else (0, 0)
     c.acc_p = acc_p = cg.alloca_in_entry(b, I32, "acc")
     c.zp = t["x_zp"]
-    c.dsp = fast.has_dsp(k)
+    c.dsp = k.caps.dsp
     zp = ir.Constant(I32, c.zp)
     c.bias_ptr = k.inp(2)
     # interior fast path: 2-D, dilation 1, int8 weights; zero point folded into a bias table

@@ -1,4 +1,4 @@
-"""QConv on the Armv7E-M DSP extension as a matrix product (CMSIS-NN's scheme, kernels/qconv.py
+"""QConv on the Arm M-profile DSP extension as a matrix product (CMSIS-NN's scheme, kernels/qconv.py
 chooses it for ungrouped convolutions with int8 weights).
 
 For each pair of output positions, their input windows are copied into two columns of 16-bit
