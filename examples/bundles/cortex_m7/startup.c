@@ -88,6 +88,17 @@ static int semihost(int op, const void *arg) {
 
 static void sh_puts(const char *s) { semihost(0x04 /* SYS_WRITE0 */, s); }
 
+/* Exit with a status, straight through semihosting: newlib's _exit needs its
+ * semihosting feature probe, which a fault during start-up (a stack overflow
+ * in initialise_monitor_handles) interrupts, and then exits with status 0. */
+static void sh_exit(uint32_t status) __attribute__((noreturn));
+static void sh_exit(uint32_t status) {
+  const uint32_t block[2] = {0x20026u /* ADP_Stopped_ApplicationExit */, status};
+  semihost(0x20 /* SYS_EXIT_EXTENDED */, block);
+  for (;;) {
+  }
+}
+
 static void sh_hex(uint32_t v) {
   char buf[11] = "0x";
   for (int i = 0; i < 8; i++) buf[2 + i] = "0123456789abcdef"[(v >> (28 - 4 * i)) & 0xF];
@@ -185,7 +196,7 @@ static void fault(const char *what, uint32_t *frame) {
   sh_hex(mmfar);
   if (overflow) sh_puts(" (stack overflow)");
   sh_puts("\n");
-  _exit(3);
+  sh_exit(3);
 }
 
 /* The exception frame is on MSP or PSP depending on EXC_RETURN bit 2. */
@@ -215,7 +226,7 @@ void Default_Handler(void) {
   sh_puts("fault unexpected exception ");
   sh_hex(ipsr & 0x1FF);
   sh_puts("\n");
-  _exit(3);
+  sh_exit(3);
 }
 
 static volatile uint32_t systick_wraps;
