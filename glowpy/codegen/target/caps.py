@@ -122,6 +122,8 @@ def caps_of(spec) -> TargetCaps:
         fpu = True
     # Without an FPU floats live in core registers around the libgcc calls.
     lanes, regs, masks = _vector_shape(spec) if fpu else (1, 12, False)
+    # dsp names the M-profile extension the int8 kernels' SMLAD paths were written for; A/R
+    # cores have the instructions too, but their int8 code is left to LLVM's NEON vectorizer.
     m_profile = attrs.get(TAG_CPU_ARCH_PROFILE) == ord("M")
     return TargetCaps(
         float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
