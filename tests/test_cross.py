@@ -7,7 +7,8 @@ the tolerance of test_models.py):
 
 - Cortex-M7 (`-target=arm -mcpu=cortex-m7`): bare-metal firmware (examples/bundles/cortex_m7)
   built with arm-none-eabi-gcc and newlib, run on QEMU's mps2-an500 board; hard-float and
-  soft-float bundles each in firmware of their own float ABI.
+  soft-float bundles each in firmware of their own float ABI. The same runner serves the
+  other MPS2 boards of BOARDS (tests/test_int8.py runs int8 keyword spotting on them).
 - AArch64 Linux (`-target=aarch64`): a static executable (examples/bundles/aarch64) built
   with aarch64-linux-gnu-gcc and run with qemu-aarch64.
 
@@ -43,6 +44,13 @@ M7_TRIPLE = {"hard": "thumbv7em-unknown-none-eabihf", "soft": "thumbv7em-unknown
 # frames, never in stack arrays that grow with the model.
 M7_STACK_SIZE = 65536
 M7_STACK_BOUND = 4096
+
+# The QEMU boards the Cortex-M runner takes (make BOARD=...): their core (-mcpu), and how many
+# instructions one SysTick tick (the runner's `cycles`) stands for under -icount shift=2,
+# where every instruction advances the virtual clock by 4 ns and SysTick counts the processor
+# clock: 25 MHz on the MPS2 boards (40 ns), 20 MHz on the AN505's SSE-200 (50 ns).
+BOARDS = {"mps2-an500": ("cortex-m7", 10), "mps2-an386": ("cortex-m4", 10),
+          "mps2-an385": ("cortex-m3", 10), "mps2-an505": ("cortex-m33", 12.5)}
 
 BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".weights.txt", ".json")
 
@@ -233,6 +241,27 @@ def test_cortex_m7_firmware_of_the_other_float_abi_does_not_link(abi, firmware_a
     assert res.returncode != 0
     assert "VFP register arguments" in res.stderr, res.stderr[-2000:]
     assert not (tmp_path / "build" / "app.elf").exists()
+
+
+@pytest.mark.parametrize("board", ["mps2-an500", "mps2-an505"])
+def test_cortex_m_stack_overflow_faults(board, tmp_path):
+    """A stack too small is a reported fault (exit status 3), never silent
+    garbage: the MPU region below RAM catches it on Armv7-M (M7), the stack limit register
+    PSPLIM on Armv8-M Mainline (M33)."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    require_tool("make")
+    man = compile_bundle("mnist8", tmp_path, "-target=arm", f"-mcpu={BOARDS[board][0]}",
+                         "-float-abi=hard")
+    inputs, _ = reference_data("mnist8")
+    write_io_header_from_manifest(tmp_path / "model_io.h", man,
+                                  {man["inputs"][0]["name"]: inputs[0]})
+    res = subprocess.run(["make", "-s", "-C", os.path.join(EXAMPLES, "cortex_m7"),
+                          f"BUNDLE_DIR={tmp_path}", "NETWORK=mnist8", f"BOARD={board}",
+                          "STACK_SIZE=128", "run"], capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr  # the fault report is semihosting console output (stderr)
+    assert res.returncode != 0 and "Error 3" in res.stderr and "(stack overflow)" in out, out
+    assert f"fault {'UsageFault' if board == 'mps2-an505' else 'MemManage'} " in out, out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 import glowpy
 from util import GraphBuilder, check_against_onnxruntime, make_model
 from glowpy.runtime import Bundle
-from vector_levels import LEVELS, params
+from vector_levels import params
 
 RNG = np.random.default_rng(11)
 
@@ -172,21 +172,6 @@ def test_weights_packed_in_place(level, tmp_path):
     man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
     align = lambda n: (n + 63) // 64 * 64  # noqa: E731
     assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
-
-
-@pytest.mark.parametrize("target, width", [
-    (dict(target="arm", mcpu="cortex-m7", float_abi="hard"), 1),
-    (dict(target="arm", mcpu="cortex-m7", float_abi="soft"), 1),
-    (dict(target="aarch64"), 4),
-    (dict(target="x86_64", mcpu="skylake-avx512"), 16),
-    (dict(target="x86_64", mcpu="haswell"), 8),
-    *[(dict(target="x86_64", mcpu=lv.cpu), lv.lanes) for lv in LEVELS],
-])
-def test_vector_width_per_target(target, width):
-    from glowpy.codegen.kernels.vectors import simd_of
-    from glowpy.codegen.target import resolve_target
-    spec = resolve_target(target["target"], target.get("mcpu"), float_abi=target.get("float_abi"))
-    assert simd_of(spec).width == width
 
 
 def test_resnet_shapes_compile_for_every_target(tmp_path):

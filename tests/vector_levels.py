@@ -31,7 +31,7 @@ import pytest
 class Level:
     name: str  # test id: sse2, avx2, avx512
     cpu: str | None  # LLVM CPU name (-mcpu); None: the host's own
-    lanes: int  # float lanes the kernels use (gemm_micro.simd_of); 0: the host's
+    lanes: int  # float lanes the kernels use (TargetCaps.float_lanes); 0: the host's
     features: frozenset  # LLVM feature names the host needs to execute this level's code
 
     @property

@@ -8,7 +8,7 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.target import TargetSpec
+from glowpy.codegen.target import TargetCaps, TargetSpec
 from glowpy.ir.program import Buffer, Instr, Program, align
 
 
@@ -23,7 +23,12 @@ class Kernel:
     prog: Program = None
     cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
     epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
-    target: TargetSpec = None  # what the code is for (vector width, registers: gemm_micro.simd_of)
+    target: TargetSpec = None  # what the code is for
+
+    @property
+    def caps(self) -> TargetCaps:
+        """What the target offers (vector lanes and registers, FPU, DSP...: target/caps.py)."""
+        return self.target.caps
 
     @property
     def node(self):

@@ -469,23 +469,15 @@ def fmax(b, x, y):
     return _sel(b, _isnan(b, x), x, r)
 
 
-def set_soft_float(module, soft=True):
-    """Mark an ir.Module as built for a target without FPU (-float-abi=soft,
-    Cortex-M0/M3, ...): :func:`sqrt` then avoids ``llvm.sqrt``, which is a
-    ``sqrtf`` libcall there.  Everything else in this module is FPU-agnostic."""
-    module.glowpy_soft_float = bool(soft)
-
-
-def sqrt(b, x, use_intrinsic=None):
+def sqrt(b, x, fpu: bool):
     """Correctly rounded sqrt; sqrt(-0.) = -0., sqrt(<0) = nan.
 
     ``llvm.sqrt`` is a single instruction on every FPU target but a ``sqrtf``
-    libcall on soft-float ones, so there (``use_intrinsic=False``, or by default
-    when the module was marked with :func:`set_soft_float`) an integer
-    digit-by-digit version is emitted instead (exact, 25 unrolled steps)."""
-    if use_intrinsic is None:
-        use_intrinsic = not getattr(b.module, "glowpy_soft_float", False)
-    if use_intrinsic:
+    libcall on soft-float ones (-float-abi=soft, Cortex-M0/M3...), so with
+    ``fpu`` false (the caller passes TargetCaps.fpu) an integer digit-by-digit
+    version is emitted instead (exact, 25 unrolled steps). Everything else in
+    this module is FPU-agnostic."""
+    if fpu:
         return b.call(_intrinsic(b, "llvm.sqrt", x, 1), [x])
     return _sqrt_int(b, x)
 

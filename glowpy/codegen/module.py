@@ -10,12 +10,11 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen import mathfn
 from glowpy.codegen import registry
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
 from glowpy.codegen.kernels.epilogue import epilogue_sweep
-from glowpy.codegen.target import TargetSpec, initialize_llvm, soft_float
+from glowpy.codegen.target import TargetSpec, initialize_llvm
 from glowpy.ir.program import Program
 
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
@@ -34,9 +33,7 @@ def _operand_overlaps(bufs: list) -> list[bool]:
 def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
     mod = ir.Module(name=prog.name)
     mod.triple = target.triple
-    if soft_float(target):
-        mathfn.set_soft_float(mod)  # sqrt must not become a libm call there
-    intp = ir.IntType(target.pointer_bits)
+    intp = ir.IntType(target.caps.pointer_bits)
     entry = ir.Function(mod, ir.FunctionType(cg.I32, [cg.PTR] * 3), entry_name)
     for a, n in zip(entry.args, ("constantWeight", "mutableWeight", "activations")):
         a.name = n

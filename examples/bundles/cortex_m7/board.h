@@ -1,5 +1,5 @@
 /*
- * Board support for the Cortex-M7 bundle runner on QEMU mps2-an500:
+ * Board support for the Cortex-M bundle runner on QEMU's MPS2 boards:
  * SysTick cycle counting, stack high-water mark, semihosting exit.
  * Implemented in startup.c.
  */

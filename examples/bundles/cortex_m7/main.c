@@ -1,6 +1,7 @@
 /*
- * Bare-metal runner for a glowpy bundle (static API) on a Cortex-M7
- * (QEMU mps2-an500, semihosting output).
+ * Bare-metal runner for a glowpy bundle (static API) on a Cortex-M core
+ * (QEMU mps2-an500 Cortex-M7 by default; BOARD= in the Makefile picks
+ * another MPS2 board), semihosting output.
  *
  * The model is described by the generated model_io.h (see README.md and
  * ../gen_io_header.py), which includes the bundle header NAME.h.  The runner
@@ -34,7 +35,7 @@ static const uint8_t constantWeight[MODEL_CONSTANT_MEM_SIZE + 1]
     0};
 
 /* Mutable weights (inputs/outputs) and activations: zero-initialized RAM in
- * the PSRAM region (section .bss.model, see mps2_an500.ld). */
+ * the PSRAM region (section .bss.model, see mps2_sections.ld). */
 static uint8_t mutableWeight[NONZERO(MODEL_MUTABLE_MEM_SIZE)]
     __attribute__((aligned(MODEL_MEM_ALIGN), section(".bss.model.mutable")));
 static uint8_t activations[NONZERO(MODEL_ACTIVATIONS_MEM_SIZE)]

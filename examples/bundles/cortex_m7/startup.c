@@ -1,9 +1,12 @@
 /*
- * Start-up code for the Cortex-M7 bundle runner on QEMU mps2-an500.
+ * Start-up code for the Cortex-M bundle runner on QEMU's MPS2 boards
+ * (mps2-an500 Cortex-M7, mps2-an386 Cortex-M4, mps2-an385 Cortex-M3,
+ * mps2-an505 Cortex-M33; the linker script of the board gives the addresses).
  *
  * - vector table and Reset_Handler: enables the FPU, copies .data, zeroes
- *   .bss and the model region, paints the stack, sets up an MPU guard below
- *   the stack, switches thread mode to the process stack (PSP; handlers keep
+ *   .bss and the model region, paints the stack, sets up a guard below the
+ *   stack (Armv7-M: an MPU region; Armv8-M Mainline: the stack limit
+ *   registers), switches thread mode to the process stack (PSP; handlers keep
  *   their own stack on MSP, so a stack overflow can still be reported), runs
  *   main() and exits QEMU through semihosting (newlib/rdimon exit ->
  *   SYS_EXIT / SYS_EXIT_EXTENDED, so the exit status reaches QEMU's);
@@ -23,7 +26,7 @@
 #include "board.h"
 
 /* Linker script symbols. */
-extern uint32_t __StackTop[], __StackLimit[], __HandlerStackTop[];
+extern uint32_t __StackTop[], __StackLimit[], __HandlerStackTop[], __HandlerStackLimit[];
 extern uint32_t __data_start__[], __data_end__[], __data_load__[];
 extern uint32_t __bss_start__[], __bss_end__[];
 extern uint32_t __model_start__[], __model_end__[];
@@ -53,10 +56,19 @@ void initialise_monitor_handles(void);
 #define SYSTICK_RELOAD 0x00FFFFFFu
 #define CFSR_MSTKERR (1u << 4)
 #define CFSR_STKERR (1u << 12)
+#define CFSR_STKOF (1u << 20) /* Armv8-M: a stack limit register was crossed */
 
-/* No-access MPU region below the stack (the stack starts at 0x20000000). */
-#define STACK_GUARD_BASE 0x1F000000u
-#define STACK_GUARD_SIZE_LOG2 24u /* 16 MiB */
+/* Armv8-M Mainline cores check every stack access against a limit register, so
+ * an overflow is a UsageFault whatever lies below RAM.  Armv7-M cores have no
+ * such register: an MPU region forbids the 16 MiB below RAM instead (QEMU maps
+ * the space below 0x20000000 as "unimplemented": reads zero, no fault). */
+#if defined(__ARM_ARCH_8M_MAIN__) || defined(__ARM_ARCH_8_1M_MAIN__)
+#define STACK_LIMIT_REGISTERS 1
+#else
+#define STACK_LIMIT_REGISTERS 0
+#endif
+#define STACK_GUARD_SIZE_LOG2 24u /* 16 MiB; RAM starts on a 16 MiB boundary */
+#define STACK_GUARD_BASE ((uint32_t)__StackLimit - (1u << STACK_GUARD_SIZE_LOG2))
 
 static inline uint32_t get_sp(void) {
   uint32_t sp;
@@ -75,6 +87,17 @@ static int semihost(int op, const void *arg) {
 }
 
 static void sh_puts(const char *s) { semihost(0x04 /* SYS_WRITE0 */, s); }
+
+/* Exit with a status, straight through semihosting: newlib's _exit needs its
+ * semihosting feature probe, which a fault during start-up (a stack overflow
+ * in initialise_monitor_handles) interrupts, and then exits with status 0. */
+static void sh_exit(uint32_t status) __attribute__((noreturn));
+static void sh_exit(uint32_t status) {
+  const uint32_t block[2] = {0x20026u /* ADP_Stopped_ApplicationExit */, status};
+  semihost(0x20 /* SYS_EXIT_EXTENDED */, block);
+  for (;;) {
+  }
+}
 
 static void sh_hex(uint32_t v) {
   char buf[11] = "0x";
@@ -100,6 +123,11 @@ void board_early_init(void) {
   for (uint32_t *p = __model_start__; p < __model_end__;) *p++ = 0;
   for (volatile uint32_t *p = __StackLimit; p < __StackTop;) *p++ = STACK_PAINT;
 
+#if STACK_LIMIT_REGISTERS
+  /* The handler stack's limit (the process stack's is set in Reset_Handler,
+   * before thread mode switches to it). */
+  __asm__ volatile("msr msplim, %0" ::"r"(__HandlerStackLimit));
+#else
   /* MPU region 0: no access (privileged or not), execute never, over the
    * 16 MiB below RAM; the default memory map elsewhere (PRIVDEFENA). */
   MPU_RNR = 0;
@@ -107,6 +135,7 @@ void board_early_init(void) {
   MPU_RASR = (1u << 28) /* XN */ | (0u << 24) /* AP: no access */ |
              ((STACK_GUARD_SIZE_LOG2 - 1u) << 1) | 1u /* ENABLE */;
   MPU_CTRL = (1u << 2) /* PRIVDEFENA */ | 1u /* ENABLE */;
+#endif
   /* Usage, bus and memory-management faults get their own handlers. */
   SCB_SHCSR |= (1u << 16) | (1u << 17) | (1u << 18);
   __asm__ volatile("dsb\n\tisb" ::: "memory");
@@ -119,10 +148,16 @@ void board_main(void) {
   exit(main());
 }
 
+#if STACK_LIMIT_REGISTERS
+#define SET_PSPLIM "ldr r0, =__StackLimit\n\tmsr psplim, r0\n\t"
+#else
+#define SET_PSPLIM ""
+#endif
+
 void Reset_Handler(void) __attribute__((naked, noreturn));
 void Reset_Handler(void) {
   __asm__ volatile(
-      "bl board_early_init\n\t"
+      "bl board_early_init\n\t" SET_PSPLIM
       "ldr r0, =__StackTop\n\t"
       "msr psp, r0\n\t"
       "movs r0, #2\n\t" /* CONTROL.SPSEL = 1: thread mode uses PSP */
@@ -138,10 +173,11 @@ static void fault(const char *what, uint32_t *frame) {
   uint32_t cfsr = SCB_CFSR, mmfar = SCB_MMFAR;
   MPU_CTRL = 0; /* the report must not fault again */
   __asm__ volatile("dsb\n\tisb" ::: "memory");
-  /* After a stacking error the frame was never written. */
-  int frame_ok = frame && !(cfsr & (CFSR_MSTKERR | CFSR_STKERR)) &&
+  /* After a stacking error or a stack limit violation the frame was never
+   * (completely) written. */
+  int frame_ok = frame && !(cfsr & (CFSR_MSTKERR | CFSR_STKERR | CFSR_STKOF)) &&
                  !((uint32_t)frame >= STACK_GUARD_BASE && (uint32_t)frame < (uint32_t)__StackLimit);
-  int overflow = (cfsr & (CFSR_MSTKERR | CFSR_STKERR)) ||
+  int overflow = (cfsr & (CFSR_MSTKERR | CFSR_STKERR | CFSR_STKOF)) ||
                  ((cfsr & (1u << 7)) /* MMARVALID */ && mmfar >= STACK_GUARD_BASE &&
                   mmfar < (uint32_t)__StackLimit);
   sh_puts("fault ");
@@ -160,7 +196,7 @@ static void fault(const char *what, uint32_t *frame) {
   sh_hex(mmfar);
   if (overflow) sh_puts(" (stack overflow)");
   sh_puts("\n");
-  _exit(3);
+  sh_exit(3);
 }
 
 /* The exception frame is on MSP or PSP depending on EXC_RETURN bit 2. */
@@ -190,7 +226,7 @@ void Default_Handler(void) {
   sh_puts("fault unexpected exception ");
   sh_hex(ipsr & 0x1FF);
   sh_puts("\n");
-  _exit(3);
+  sh_exit(3);
 }
 
 static volatile uint32_t systick_wraps;
@@ -204,7 +240,7 @@ void PendSV_Handler(void) __attribute__((weak, alias("Default_Handler")));
 
 typedef void (*vector_t)(void);
 
-/* 16 system exceptions + 32 external interrupts (AN500 uses fewer). */
+/* 16 system exceptions + 32 external interrupts (the runner enables none). */
 __attribute__((section(".isr_vector"), used)) const vector_t vector_table[16 + 32] = {
     (vector_t)(uintptr_t)__HandlerStackTop, /* MSP: handler stack */
     Reset_Handler,

@@ -15,4 +15,4 @@ from glowpy.codegen.kernels.tensor import index, layout, movement, resize  # noq
 def post_lowering(target):
     """The backend's step between lowering and planning (lower.lower's `transform`): the
     convolution algorithm the target runs best."""
-    return lambda prog: winograd.select(prog, target)
+    return lambda prog: winograd.select(prog, target.caps)

@@ -41,7 +41,7 @@ def run_steps(k, acc, get, skip=0):
     dtype = k.out_buf().dtype
     for st in epilogue.steps(k.node)[skip:]:
         args = [acc if a is None else get(a) for a in st["args"]]
-        acc = scalar(k.b, st["op"], st["attrs"], dtype, args)
+        acc = scalar(k.b, st["op"], st["attrs"], dtype, args, k.caps)
     return acc
 
 

@@ -8,14 +8,13 @@ accumulators are loop-carried values (phis) through the reduction loops, marked 
 unrolled; they are written to the output once, through the node's fused epilogue
 (vec_epilogue.py) applied to whole vectors.
 
-The target decides the shapes, nothing else does: `simd_of(target)` gives the float lanes of a
+The target decides the shapes, nothing else does: `Simd.of(k.caps)` gives the float lanes of a
 vector register (16 for AVX-512, 8 for AVX, 4 for SSE and NEON, 1 for scalar FPUs such as the
-Cortex-M7's) and how many registers there are. With width 1 every "vector" is a plain float,
-so the same generator gives a scalar register-blocked kernel."""
+Cortex-M7's) and how many registers there are (glowpy/codegen/target/caps.py derives them).
+With width 1 every "vector" is a plain float, so the same generator gives a scalar
+register-blocked kernel."""
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -27,51 +26,17 @@ F32 = cg.F32
 
 @dataclass(frozen=True)
 class Simd:
+    """The vector shape a Vec works with: the target's own (`of`), or narrower lanes for
+    partial vectors."""
     width: int  # float lanes per vector register (1: scalar FP registers)
     registers: int  # FP / vector registers available to the allocator
     cheap_masks: bool  # a masked load costs what a plain load costs (AVX-512)
     fpu: bool = True  # False: soft float, every float operation is a library call
 
-
-_PROBE = """
-define void @probe(ptr noalias %a, ptr noalias %b) {
-  %x = load <16 x float>, ptr %a, align 64
-  %y = load <16 x float>, ptr %b, align 64
-  %z = fadd <16 x float> %x, %y
-  store <16 x float> %z, ptr %a, align 64
-  ret void
-}
-"""
-
-
-@functools.lru_cache(maxsize=32)
-def simd_of(target) -> Simd:
-    """Vector width and register count of `target`, read from what LLVM makes of a 16-float
-    addition for it (so -mcpu and -mattr count, not just the triple)."""
-    if target is None:
-        return Simd(1, 8, False)
-    from llvmlite import binding as llvm
-    from glowpy.codegen.target import soft_float
-    arch = target.arch
-    if soft_float(target):
-        return Simd(1, 12, False, fpu=False)  # floats live in core registers around libgcc calls
-    tm = target.target_machine(opt=2)
-    mod = llvm.parse_assembly(_PROBE)
-    mod.triple = target.triple
-    asm = tm.emit_assembly(mod)
-    if arch in ("x86_64", "i386"):
-        regs = 32 if "zmm" in asm else (16 if arch == "x86_64" else 8)
-        width = 16 if "zmm" in asm else 8 if "ymm" in asm else 4 if "xmm" in asm else 1
-        return Simd(width, regs, width == 16)
-    if arch.startswith("aarch64"):
-        return Simd(4, 32, False) if re.search(r"\.4s\b", asm) else Simd(1, 32, False)
-    if arch in ("arm", "armeb", "thumb", "thumbeb"):
-        if re.search(r"\bq\d+\b", asm):
-            return Simd(4, 16, False)  # NEON: 16 quad registers
-        return Simd(1, 32, False)  # VFP: 32 single-precision registers (D16)
-    if arch.startswith("riscv"):
-        return Simd(1, 32, False)
-    return Simd(1, 16, False)
+    @classmethod
+    def of(cls, caps) -> "Simd":
+        """The target's vector shape, from its TargetCaps."""
+        return cls(caps.float_lanes, caps.vector_registers, caps.cheap_masks, caps.fpu)
 
 
 def declare(module, name, fnty):

@@ -21,7 +21,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
@@ -70,7 +70,7 @@ def choose(simd, s: Shape, accumulate: bool):
 class ChanEmitter:
     def __init__(self, k, s: Shape, npx: int, nvo: int):
         self.k, self.s, self.b = k, s, k.b
-        self.simd = simd_of(k.target)
+        self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.npx, self.nvo = npx, nvo
         self.ob = nvo * self.vec.w

@@ -30,7 +30,7 @@ from glowpy.codegen import cgutils as cg
 
 from glowpy.codegen.kernels.tiles import Shape, row_runs, shape_of
 from glowpy.codegen.kernels.accumulators import Acc
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
 
@@ -89,7 +89,7 @@ def plan(s: Shape, simd):
 class DepthwiseEmitter:
     def __init__(self, k, s: Shape, choice):
         self.k, self.s, self.b = k, s, k.b
-        self.vec = Vec(k, simd_of(k.target))
+        self.vec = Vec(k, Simd.of(k.caps))
         self.choice = choice
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         self.bias = k.inp(2)
@@ -268,7 +268,7 @@ def plan_kernel(k):
     s = shape_of(k)
     if s is None:
         return None
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1:
         return None
     return plan(s, simd)

@@ -29,7 +29,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, kh_range, row_runs,
                                          shape_of, valid_taps)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
 
@@ -37,7 +37,7 @@ from glowpy.codegen.registry import variant
 class ConvEmitter:
     def __init__(self, k, s: Shape, flat: bool, tile=None):
         self.k, self.s, self.b = k, s, k.b
-        self.simd = simd_of(k.target)
+        self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.flat = flat
         lanes = s.ho * s.wo if flat else s.wo
@@ -291,7 +291,7 @@ def form(k):
     s = shape_of(k)
     if s is None:
         return None
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     pointwise = s.kh == 1 and s.kw == 1 and s.pt == 0 and s.pl == 0 and s.ho <= s.hin
     flat = s.sh == 1 and s.sw == 1 and s.wo == s.win and (simd.width > 1 or pointwise)
     if flat and not pointwise and s.cg == 1 and \

@@ -16,7 +16,7 @@ from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.epilogue import extras, immediate, run_steps
 from glowpy.codegen.kernels.tiles import Shape, _blocks, choose_tile
 from glowpy.codegen.kernels.vector_epilogue import Finisher
-from glowpy.codegen.kernels.vectors import Simd, Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 from glowpy.ir import epilogue
 
@@ -36,7 +36,7 @@ def emit_vector(k, params):
     x, y = k.in_buf(0), k.out_buf(0)
     bias = k.in_buf(2)
     b = k.b
-    simd = simd_of(k.target)
+    simd = Simd.of(k.caps)
     vec = Vec(k, simd)
     n_, c = x.shape[:2]
     m = y.shape[1]

@@ -31,7 +31,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
 from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
@@ -143,11 +143,11 @@ def _transform(w: np.ndarray, mr: int) -> np.ndarray:
     return p.reshape(nkb, mr, c, 16).transpose(0, 3, 2, 1).astype(np.float32)
 
 
-def select(prog, target):
+def select(prog, caps):
     """The backend's post-lowering step: Conv instructions Winograd serves better become
     ConvWinograd, with the transformed weights as a constant of their own (replacing the
     original when nothing else reads it) and the scratch buffer as a second output."""
-    simd = simd_of(target)
+    simd = Simd.of(caps)
     if simd.width < MIN_LANES:
         return prog
     # scratch up to what another instruction needs anyway costs no memory; beyond that, the
@@ -196,7 +196,7 @@ class _Emitter:
         self.pt, self.pl = win.pads_begin
         a = k.instr.attrs["winograd"]
         self.rows, self.tpad, self.mr, self.nv = a["rows"], a["tpad"], a["mr"], a["nv"]
-        self.vec = Vec(k, simd_of(k.target))
+        self.vec = Vec(k, Simd.of(k.caps))
         self.th, self.tw = math.ceil(self.ho / 2), math.ceil(self.wo / 2)
         self.vp = k.out(1)  # V: [16][C][tpad]
         # M: [16][MR][tpad] after V, or in V's place with V's row stride

@@ -26,7 +26,7 @@ def fmin(b, x, y):
     return b.select(b.fcmp_ordered("<=", x, y), x, b.select(b.fcmp_unordered("!=", x, x), x, y))
 
 
-def _float_unary(op, b, x, a):
+def _float_unary(op, b, x, a, caps):
     f = lambda v: cg.const(x.type, v)  # noqa: E731
     if op == "Relu":
         return b.select(b.fcmp_ordered("<", x, f(0)), f(0), x)
@@ -68,7 +68,9 @@ def _float_unary(op, b, x, a):
     if op == "Sign":  # keeps 0 and NaN, as numpy.sign
         return b.select(b.fcmp_ordered(">", x, f(0)), f(1),
                         b.select(b.fcmp_ordered("<", x, f(0)), f(-1), x))
-    fn = {"Tanh": mathfn.tanh, "Exp": mathfn.exp, "Log": mathfn.log, "Sqrt": mathfn.sqrt,
+    if op == "Sqrt":
+        return mathfn.sqrt(b, x, caps.fpu)
+    fn = {"Tanh": mathfn.tanh, "Exp": mathfn.exp, "Log": mathfn.log,
           "Erf": mathfn.erf, "Floor": mathfn.floor, "Ceil": mathfn.ceil,
           "Round": mathfn.round_half_even, "Sin": mathfn.sin, "Cos": mathfn.cos}[op]
     return fn(b, x)
@@ -115,10 +117,10 @@ def _binary(op, b, x, y, dtype):
             "Div": b.sdiv if signed else b.udiv}[op](x, y)
 
 
-def scalar(b, op, attrs, dtype, args):
-    """The value of `op` on one element of each operand."""
+def scalar(b, op, attrs, dtype, args, caps):
+    """The value of `op` on one element of each operand, on a target with TargetCaps `caps`."""
     if op in UNARY:
-        return _float_unary(op, b, args[0], attrs) if cg.is_float(dtype) else \
+        return _float_unary(op, b, args[0], attrs, caps) if cg.is_float(dtype) else \
             _int_unary(op, b, args[0], dtype)
     if op in BINARY:
         return _binary(op, b, args[0], args[1], dtype)
@@ -189,7 +191,7 @@ def emit_elementwise(k):
         ydt = k.in_buf(1).dtype
         elementwise_loop(k, lambda args: int_pow(k.b, args[0], args[1], dtype, ydt))
         return
-    elementwise_loop(k, lambda args: scalar(k.b, k.instr.op, k.attrs, dtype, args))
+    elementwise_loop(k, lambda args: scalar(k.b, k.instr.op, k.attrs, dtype, args, k.caps))
 
 
 def _ipow(b, x, e):
@@ -233,7 +235,8 @@ def emit_clip(k):
     dtype = k.out_buf().dtype
     x = k.in_buf(0)
     with k.strided_loop(x.shape, [cg.contiguous_strides(x.shape)] * 2) as (i, o):
-        k.store(scalar(k.b, "Clip", attrs, dtype, [k.load(k.inp(0), i, dtype)]), k.out(), o)
+        clipped = scalar(k.b, "Clip", attrs, dtype, [k.load(k.inp(0), i, dtype)], k.caps)
+        k.store(clipped, k.out(), o)
 
 
 @emits("Cast")

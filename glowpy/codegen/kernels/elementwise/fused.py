@@ -28,6 +28,6 @@ def emit_fused_elementwise(k):
         def get(j):
             return vals[j] if j in vals else immediate(k, j)
 
-        acc = scalar(k.b, node.op, attrs, out.dtype, [get(j) for j in base])
+        acc = scalar(k.b, node.op, attrs, out.dtype, [get(j) for j in base], k.caps)
         k.store(run_steps(k, acc, get), k.out(), offs[-1])
     k.epilogue_done = True

@@ -13,7 +13,7 @@ import numpy as np
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
 
@@ -31,7 +31,7 @@ class GemmEmitter:
 
     def __init__(self, k, m: int, kk: int, n: int, out_shape):
         self.k, self.b = k, k.b
-        self.simd = simd_of(k.target)
+        self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.m, self.kk, self.n = m, kk, n
         self.mr, self.nv, _ = choose_tile(self.simd, m, n, 1)

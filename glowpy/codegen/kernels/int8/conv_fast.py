@@ -3,9 +3,10 @@
 * Interior positions: where every tap of the window lands inside the input, the taps are
   unrolled per kernel row with no bounds arithmetic, and the input zero point is folded into a
   per-channel bias (bias - x_zp * sum(w)), so the inner code is loads and multiply-adds.
-* Armv7E-M (Cortex-M4/M7) has the DSP extension: SXTB16 sign-extends bytes 0 and 2 of a word
-  into two 16-bit lanes (with ROR #8: bytes 1 and 3), and SMLAD multiplies both lanes and adds
-  both products to an accumulator. A word of four int8 taps and a word of their four weights
+* M-profile cores with the DSP extension (TargetCaps.dsp: Armv7E-M, i.e. Cortex-M4/M7, and
+  the Armv8-M Mainline cores that have it: Cortex-M33/M35P/M55/M85): SXTB16 sign-extends
+  bytes 0 and 2 of a word into two 16-bit lanes (with ROR #8: bytes 1 and 3), and SMLAD
+  multiplies both lanes and adds both products to an accumulator. A word of four int8 taps and a word of their four weights
   therefore give four multiply-accumulates in two SMLADs (CMSIS-NN's reordered-operand trick,
   which needs no repacked weights: the same byte lanes are taken from both words).
   - kernel rows: four taps per word along the row;
@@ -46,7 +47,8 @@ def smlabb(k, a, w, acc):
 
 
 def load_word(k, ptr, off):
-    """Four bytes at ptr+off as an i32 (an unaligned LDR: Armv7-M allows it)."""
+    """Four bytes at ptr+off as an i32 (an unaligned LDR: Armv7-M and Armv8-M Mainline allow
+    it)."""
     return k.b.load(cg.gep(k.b, ptr, off, cg.I8), typ=I32, align=1)
 
 

@@ -1,5 +1,5 @@
-"""QConv on the Arm DSP extension as a matrix product (CMSIS-NN's scheme; the "im2col" variant
-of QConv, for ungrouped convolutions with int8 weights).
+"""QConv on the Arm M-profile DSP extension as a matrix product (CMSIS-NN's scheme; the "im2col"
+variant of QConv, for ungrouped convolutions with int8 weights).
 
 For each pair of output positions, their input windows are copied into two columns of 16-bit
 values (x - x_zp; 0 for taps in the padding), K = C*KH*KW long, on the stack. Then for each

@@ -10,13 +10,6 @@ import numpy as np
 from glowpy.ir.program import Buffer
 from glowpy.ir.ops.conv import Window
 
-DSP_TRIPLES = ("thumbv7em", "armv7em")
-
-
-def has_dsp(k) -> bool:
-    return str(k.module.triple).startswith(DSP_TRIPLES)
-
-
 def interior(win):
     """Per spatial dim, the output range [lo, hi) whose windows lie inside the input."""
     out = []
@@ -43,7 +36,7 @@ class QConvShape:
     zp: int  # input zero point
     requant: bool  # int8/uint8 output (False: the int32 sums themselves)
     wide: bool  # requantization rounds in the high word (quant.requantize's `wide` form)
-    dsp: bool  # SMLAD/SXTB16 available
+    dsp: bool  # SMLAD/SXTB16 available (TargetCaps.dsp)
     interior: tuple  # per spatial dim, the output range whose windows lie inside the input
     # 2-D, dilation 1, int8 weights, an interior in every dim: rows of taps read as runs
     # (conv_fast.interior_position), the zero point folded into a bias table
@@ -81,7 +74,7 @@ class QConvShape:
             word_ok = last + 1 < int(np.prod(x.shape))
         return cls(x, w, win, n_, c, w.shape[0], t["group"], int(np.prod(win.in_size)),
                    int(np.prod(win.out_size)), t["x_zp"], requant, requant and _all_wide(k),
-                   has_dsp(k), inner, use_inner, word_ok)
+                   k.caps.dsp, inner, use_inner, word_ok)
 
 
 def _all_wide(k) -> bool:

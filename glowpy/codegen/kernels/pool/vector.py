@@ -16,7 +16,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import Shape, kh_range, row_runs
 from glowpy.codegen.kernels.elementwise.arith import fmax
-from glowpy.codegen.kernels.vectors import Vec, simd_of
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 
 
@@ -63,7 +63,7 @@ def emit_pool(k, is_max: bool):
         s = Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
                   *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
     b = k.b
-    vec = Vec(k, simd_of(k.target))
+    vec = Vec(k, Simd.of(k.caps))
     w = vec.w
     nv = max(1, min(4, math.ceil(s.wo / w)))
     runs = row_runs(s, w, nv)
@@ -167,7 +167,7 @@ def whole_plane(k, planes: int, pin: int, is_max: bool, div):
     windows as large as the input): per plane, up to four vector accumulators
     over its vectors (independent chains: a single running sum would wait on every add's
     latency), the last vector masked, then one horizontal reduction."""
-    b, vec = k.b, Vec(k, simd_of(k.target))
+    b, vec = k.b, Vec(k, Simd.of(k.caps))
     w = vec.w
     full, rem = divmod(pin, w)
     nacc = max(1, min(4, full))

@@ -28,7 +28,7 @@ def _moments(k, ptr, base, count, f, sum_p):
 
 def _inv_std(k, var, eps, f):
     b = k.b
-    return b.fdiv(cg.const(f, 1.0), mathfn.sqrt(b, b.fadd(var, cg.const(f, eps))))
+    return b.fdiv(cg.const(f, 1.0), mathfn.sqrt(b, b.fadd(var, cg.const(f, eps)), k.caps.fpu))
 
 
 @emits("LayerNormalization")

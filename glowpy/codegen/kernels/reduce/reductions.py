@@ -51,8 +51,9 @@ def emit_softmax(k):
                     k.store(b.fmul(k.load(k.out(), at(j), x.dtype), inv), k.out(), at(j))
 
 
-def _reduce_steps(op, b, dtype, f):
-    """(initial value, update(acc, v), finish(acc, count)) of a reduction."""
+def _reduce_steps(op, b, dtype, f, caps):
+    """(initial value, update(acc, v), finish(acc, count)) of a reduction on a target with
+    TargetCaps `caps`."""
     floaty = cg.is_float(dtype)
     add, mul = (b.fadd, b.fmul) if floaty else (b.add, b.mul)
     if op in ("ReduceMax", "ReduceMin"):
@@ -76,7 +77,7 @@ def _reduce_steps(op, b, dtype, f):
             if cg.is_signed(dtype) else (lambda v: v)
         return cg.const(f, 0), lambda acc, v: b.add(acc, neg(v)), None
     if op in ("ReduceL2", "ReduceSumSquare"):
-        fin = (lambda r, n: mathfn.sqrt(b, r)) if op == "ReduceL2" else None
+        fin = (lambda r, n: mathfn.sqrt(b, r, caps.fpu)) if op == "ReduceL2" else None
         return cg.const(f, 0), lambda acc, v: add(acc, mul(v, v)), fin
     if op == "ReduceLogSum":
         return cg.const(f, 0), add, lambda r, n: mathfn.log(b, r)
@@ -113,7 +114,7 @@ def emit_reduce(k):
                 lambda acc, v: b.fadd(acc, mathfn.exp(b, b.fsub(v, shift)))
             finish = lambda r, n: b.fadd(mathfn.log(b, r), shift)  # noqa: E731
         else:
-            init, update, finish = _reduce_steps(op, b, x.dtype, f)
+            init, update, finish = _reduce_steps(op, b, x.dtype, f, k.caps)
         b.store(init, acc_p)
         with k.strided_loop(red_shape, [red_st], [xo], name="r") as (xi,):
             b.store(update(b.load(acc_p), k.load(k.inp(0), xi, x.dtype)), acc_p)

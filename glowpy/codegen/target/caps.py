@@ -1,0 +1,135 @@
+"""What the target offers the kernels (TargetCaps), derived here and nowhere else.
+
+Every fact is read from what LLVM makes of the resolved CPU, features and float ABI, never
+from the spelling of a triple, so -mcpu, -mattr and -float-abi count: -mcpu=cortex-m33 has the
+DSP extension whatever the triple says, -mattr=-dsp takes it away. Two probes are compiled
+with the target's machine:
+
+* the float probe (machine.PROBE_FP_IR). On ARM its build attributes, which LLVM writes from
+  the subtarget's feature bits: Tag_CPU_arch (6) and Tag_CPU_arch_profile (7), Tag_DSP_extension
+  (46, written for Armv8-M; Armv7E-M always has the DSP instructions), Tag_MVE_arch (48:
+  1 integer, 2 integer and float), and the .fpu directive (no FPU instruction: soft float).
+  On RISC-V the ISA string (.attribute 5): F or D means hardware float.
+* the vector probe (machine.PROBE_VECTOR_IR, a 16-float addition). The registers LLVM uses
+  for it give the float lanes (zmm/ymm/xmm on x86, v.4s on AArch64, q on ARM).
+
+resolve.py, arm.py and riscv.py use the same readers while they resolve the options.
+
+Adding a capability: a field of TargetCaps, its derivation in caps_of (from the probes'
+assembly or the spec), a row in tests/test_target_caps.py; kernels read it as k.caps.<field>
+(glowpy.codegen.kernel.Kernel)."""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from glowpy.codegen.target.machine import PROBE_FP_IR, PROBE_VECTOR_IR, create_tm
+from glowpy.codegen.target.triples import ARM_FAMILIES
+
+# Build attribute tags (ARM IHI 0045, "Addenda to the ARM ABI")
+TAG_CPU_ARCH, TAG_CPU_ARCH_PROFILE, TAG_DSP_EXTENSION, TAG_MVE_ARCH = 6, 7, 46, 48
+CPU_ARCH_V7EM = 13  # Tag_CPU_arch of Armv7E-M: the DSP instructions are part of it
+
+
+@dataclass(frozen=True)
+class TargetCaps:
+    """What kernels may ask about the target."""
+
+    float_lanes: int       # float32 lanes of a vector register (1: scalar FP registers)
+    vector_registers: int  # FP/vector registers the register tiles are planned for
+    cheap_masks: bool      # a masked load/store costs a plain one (AVX-512 mask registers)
+    fpu: bool              # floating point in hardware (False: soft float, library calls)
+    arm_fpu: str | None    # ARM: LLVM's name of the FPU (GCC's -mfpu); None: none used
+    neon: bool             # Advanced SIMD (AArch64, A/R-profile ARM)
+    mve: bool              # M-profile Vector Extension (Helium), integer
+    mve_float: bool        # Helium with float vectors
+    dsp: bool              # M-profile DSP extension: SMLAD, SXTB16 (Armv7E-M, Armv8-M +dsp)
+    pointer_bits: int
+
+
+@functools.lru_cache(maxsize=64)
+def probe_asm(spec) -> str:
+    """Assembly of the float probe compiled for a TargetSpec."""
+    return _compile(spec, PROBE_FP_IR)
+
+
+def _compile(spec, ir: str) -> str:
+    _, asm = create_tm(spec.triple, spec.cpu, spec.features, opt=2,
+                       reloc=spec.relocation_model, codemodel=spec.code_model,
+                       abi=spec.abi, probe_ir=ir)
+    return asm or ""
+
+
+def arm_fpu_from_asm(asm: str) -> str | None:
+    m = re.search(r"^\s*\.fpu\s+(\S+)", asm or "", re.M)
+    if not m or m.group(1) in ("softvfp", "none"):
+        return None
+    return m.group(1)
+
+
+def arm_attributes(asm: str) -> dict[int, int]:
+    """The integer-valued ARM build attributes in an assembly text: {tag: value}."""
+    return {int(t): int(v) for t, v in
+            re.findall(r"^\s*\.eabi_attribute\s+(\d+),\s*(\d+)\b", asm or "", re.M)}
+
+
+def riscv_extensions(asm: str) -> set[str]:
+    """The RISC-V extensions (i, m, f, d, c, zicsr...) of the ISA string in an assembly
+    text, version numbers dropped."""
+    isa = re.search(r'\.attribute\s+5,\s*"([^"]+)"', asm or "")
+    if not isa:
+        return set()
+    name = isa.group(1)
+    exts = {re.sub(r"\d+p\d+$", "", e) for e in name[4:].split("_")}
+    first = name[4:].split("_")[0]
+    exts.add(re.sub(r"\d+p\d+$", "", first)[:1])
+    return exts
+
+
+def _vector_shape(spec) -> tuple[int, int, bool]:
+    """(float lanes, registers, cheap masks) from what LLVM makes of a 16-float addition."""
+    arch = spec.arch
+    asm = _compile(spec, PROBE_VECTOR_IR)
+    if arch in ("x86_64", "i386"):
+        regs = 32 if "zmm" in asm else (16 if arch == "x86_64" else 8)
+        width = 16 if "zmm" in asm else 8 if "ymm" in asm else 4 if "xmm" in asm else 1
+        return width, regs, width == 16
+    if arch.startswith("aarch64"):
+        return (4 if re.search(r"\.4s\b", asm) else 1), 32, False
+    if arch in ARM_FAMILIES:
+        if re.search(r"\bq\d+\b", asm):
+            return 4, 16, False  # NEON: 16 quad registers
+        return 1, 32, False  # VFP: 32 single-precision registers (D16)
+    if arch.startswith("riscv"):
+        return 1, 32, False
+    return 1, 16, False
+
+
+@functools.lru_cache(maxsize=64)
+def caps_of(spec) -> TargetCaps:
+    """The capabilities of a TargetSpec (computed once per spec)."""
+    arch = spec.arch
+    arm = arch in ARM_FAMILIES
+    asm = probe_asm(spec) if arm or arch.startswith("riscv") else ""
+    attrs = arm_attributes(asm) if arm else {}
+    arm_fpu = arm_fpu_from_asm(asm) if arm else None
+    if arm:
+        fpu = arm_fpu is not None
+    elif arch.startswith("riscv"):
+        fpu = bool(riscv_extensions(asm) & {"f", "d"})
+    else:
+        fpu = True
+    # Without an FPU floats live in core registers around the libgcc calls.
+    lanes, regs, masks = _vector_shape(spec) if fpu else (1, 12, False)
+    # dsp names the M-profile extension the int8 kernels' SMLAD paths were written for; A/R
+    # cores have the instructions too, but their int8 code is left to LLVM's NEON vectorizer.
+    m_profile = attrs.get(TAG_CPU_ARCH_PROFILE) == ord("M")
+    return TargetCaps(
+        float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
+        arm_fpu=arm_fpu,
+        neon=(arch.startswith("aarch64") and lanes > 1) or "neon" in (arm_fpu or ""),
+        mve=attrs.get(TAG_MVE_ARCH, 0) >= 1, mve_float=attrs.get(TAG_MVE_ARCH, 0) >= 2,
+        dsp=m_profile and (attrs.get(TAG_CPU_ARCH) == CPU_ARCH_V7EM
+                           or attrs.get(TAG_DSP_EXTENSION) == 1),
+        pointer_bits=spec.pointer_bits)

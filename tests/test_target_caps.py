@@ -1,0 +1,108 @@
+"""TargetCaps (glowpy/codegen/target/caps.py): what each target offers the kernels, read from
+what LLVM makes of the CPU, features and float ABI, for explicit targets (never the host, so the
+expectations hold on every machine)."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from glowpy.codegen.target import TargetCaps, caps_of, resolve_target
+from vector_levels import LEVELS
+
+GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "glowpy")
+
+def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
+         mve_float=False, dsp=False, bits=64) -> TargetCaps:
+    return TargetCaps(float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
+                      arm_fpu=arm_fpu, neon=neon, mve=mve, mve_float=mve_float, dsp=dsp,
+                      pointer_bits=bits)
+
+
+M_SOFT = dict(fpu=False, bits=32)  # an FPU-less M-profile core: floats in core registers
+
+CAPS = {
+    "x86-64": (dict(target="x86_64", mcpu="x86-64"), caps(4, 16)),
+    "x86-64-v3": (dict(target="x86_64", mcpu="x86-64-v3"), caps(8, 16)),
+    "x86-64-v4": (dict(target="x86_64", mcpu="x86-64-v4"), caps(16, 32, masks=True)),
+    "haswell": (dict(target="x86_64", mcpu="haswell"), caps(8, 16)),
+    "skylake-avx512": (dict(target="x86_64", mcpu="skylake-avx512"), caps(16, 32, masks=True)),
+    "i686": (dict(target="x86"), caps(1, 8, bits=32)),
+    "aarch64": (dict(target="aarch64"), caps(4, 32, neon=True)),
+    "aarch64-noneon": (dict(target="aarch64", mattr="-neon"), caps(1, 32)),
+    "cortex-a7": (dict(target="arm", mcpu="cortex-a7"),
+                  caps(4, 16, arm_fpu="neon-vfpv4", neon=True, bits=32)),
+    "cortex-m7-hard": (dict(target="arm", mcpu="cortex-m7", float_abi="hard"),
+                       caps(1, 32, arm_fpu="fpv5-d16", dsp=True, bits=32)),
+    "cortex-m7-soft": (dict(target="arm", mcpu="cortex-m7", float_abi="soft"),
+                       caps(1, 12, dsp=True, **M_SOFT)),
+    "cortex-m4-hard": (dict(target="arm", mcpu="cortex-m4", float_abi="hard"),
+                       caps(1, 32, arm_fpu="fpv4-sp-d16", dsp=True, bits=32)),
+    "cortex-m33-hard": (dict(target="arm", mcpu="cortex-m33", float_abi="hard"),
+                        caps(1, 32, arm_fpu="fpv5-sp-d16", dsp=True, bits=32)),
+    # Helium: LLVM keeps 16-float vectors in q registers, so the kernels see 4 lanes
+    "cortex-m55-hard": (dict(target="arm", mcpu="cortex-m55", float_abi="hard"),
+                        caps(4, 16, arm_fpu="fpv5-d16", mve=True, mve_float=True, dsp=True,
+                             bits=32)),
+    "cortex-m85-hard": (dict(target="arm", mcpu="cortex-m85", float_abi="hard"),
+                        caps(4, 16, arm_fpu="fpv5-d16", mve=True, mve_float=True, dsp=True,
+                             bits=32)),
+    "cortex-m0": (dict(target="arm", mcpu="cortex-m0"), caps(1, 12, **M_SOFT)),
+    "cortex-m3": (dict(target="arm", mcpu="cortex-m3"), caps(1, 12, **M_SOFT)),
+    "riscv32": (dict(target="riscv32"), caps(1, 12, fpu=False, bits=32)),
+    "riscv64": (dict(target="riscv64"), caps(1, 32)),
+    # the CPU's own F/D extensions count, not only -mattr's
+    "riscv64-sifive-u74": (dict(target="riscv64", mcpu="sifive-u74"), caps(1, 32)),
+    "riscv32-f": (dict(target="riscv32", mattr="+f"), caps(1, 32, bits=32)),
+}
+
+
+@pytest.mark.parametrize("name", list(CAPS))
+def test_caps_per_target(name):
+    options, expected = CAPS[name]
+    spec = resolve_target(**options)
+    assert spec.caps == expected
+    assert caps_of(spec) is spec.caps  # derived once per spec
+    assert spec.fpu == expected.arm_fpu
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=str)
+def test_vector_levels_are_the_caps_lanes(level):
+    """tests/vector_levels.py's lanes per x86 level are what the kernels get."""
+    assert resolve_target("x86_64", level.cpu).caps.float_lanes == level.lanes
+
+
+DSP = [("cortex-m4", None, True), ("cortex-m7", None, True), ("cortex-m33", None, True),
+       ("cortex-m35p", None, True), ("cortex-m55", None, True), ("cortex-m85", None, True),
+       ("cortex-m0", None, False), ("cortex-m0plus", None, False), ("cortex-m3", None, False),
+       ("cortex-m23", None, False), ("cortex-m33", "-dsp", False), ("cortex-m4", "-dsp", False)]
+
+
+@pytest.mark.parametrize("cpu, mattr, dsp", DSP,
+                         ids=[c + (m or "") for c, m, _ in DSP])
+def test_dsp_extension_follows_the_cpu_and_features(cpu, mattr, dsp):
+    """The DSP extension (SMLAD, SXTB16: the int8 kernels' fast paths) comes from the CPU and
+    -mattr, whatever the triple: Armv7E-M cores, and Armv8-M Mainline cores whose LLVM
+    definition has +dsp (the M33's DSP is optional in silicon: -mattr=-dsp says it is not
+    there)."""
+    assert resolve_target("arm", mcpu=cpu, mattr=mattr).caps.dsp is dsp
+
+
+def test_only_the_target_package_reads_assembly_or_triples():
+    """Capabilities are derived in glowpy/codegen/target/ alone: no other module compiles a
+    probe to read its assembly or looks at a triple's spelling."""
+    target_pkg = os.path.join(GLOWPY, "codegen", "target")
+    offenders = []
+    for root, _, files in os.walk(GLOWPY):
+        for f in files:
+            path = os.path.join(root, f)
+            if not f.endswith(".py") or path.startswith(target_pkg + os.sep):
+                continue
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            if "emit_assembly" in text or re.search(
+                    r"triple\)?\.(startswith|endswith|split|partition)|triple\s*[!=]=|"
+                    r"[\"'](thumb|arm)v\d", text):
+                offenders.append(os.path.relpath(path, GLOWPY))
+    assert not offenders, offenders
