@@ -17,7 +17,9 @@ class Kernel:
     """What an emitter sees: the builder, the instruction, and one typed pointer per operand."""
     b: ir.IRBuilder
     instr: Instr
-    args: list  # ir.Argument per operand (inputs then outputs; None operands skipped)
+    # ir.Argument per operand (inputs then outputs; None operands skipped); operands at one
+    # address share one argument (module.build_module)
+    args: list
     intp: ir.IntType
     module: ir.Module
     prog: Program = None
@@ -37,6 +39,21 @@ class Kernel:
     @property
     def attrs(self):
         return self.instr.node.attrs if self.instr.node is not None else {}
+
+    @property
+    def params(self) -> list:
+        """The distinct pointer arguments (one per operand address), in order of first use;
+        a helper function the kernel calls takes these."""
+        seen = {}
+        for a in self.args:
+            seen.setdefault(id(a), a)
+        return list(seen.values())
+
+    def args_from(self, params) -> list:
+        """Per-operand arguments for another function whose leading parameters mirror
+        `self.params` (the same operand-to-address mapping)."""
+        index = {id(p): i for i, p in enumerate(self.params)}
+        return [params[index[id(a)]] for a in self.args]
 
     def _arg(self, buf):
         return self.args[[id(x) for x in self.operands].index(id(buf))]

@@ -20,14 +20,32 @@ from glowpy.ir.program import Program
 REGION_ARG = {"constant": 0, "mutable": 1, "activation": 2}
 
 
-def _operand_overlaps(bufs: list) -> list[bool]:
-    """Per operand: does its memory overlap another operand's (so it may not be noalias)?"""
-    spans = []
+def _operand_slots(bufs: list):
+    """Operands at one address share one pointer argument: an in-place output and the input
+    it overwrites, or a tensor read twice. The kernel then indexes a single base pointer, so
+    LLVM's dependence analysis sees `y[i] = f(x[i])` over the same memory and vectorizes it;
+    with two arguments it could prove nothing about them and kept the loop scalar (a fused
+    x * Sigmoid(x) in place on [1,96,112,112]: 9.8 ms, against 2.6 ms out of place).
+    Returns (slot per operand, [(region, offset, end, align) per slot])."""
+    slots, index = [], []
     for b in bufs:
         region, off = b.address
-        spans.append((region, off, off + b.nbytes))
+        align = 64 if (off % 64 == 0 and b.base is None) else np.dtype(b.dtype).itemsize
+        for i, (r, o, end, al) in enumerate(slots):
+            if (r, o) == (region, off):
+                slots[i] = (r, o, max(end, off + b.nbytes), min(al, align))
+                index.append(i)
+                break
+        else:
+            index.append(len(slots))
+            slots.append((region, off, off + b.nbytes, align))
+    return index, slots
+
+
+def _slot_overlaps(slots: list) -> list[bool]:
+    """Per slot: does its memory overlap another slot's (so it may not be noalias)?"""
     return [any(i != j and s[0] == t[0] and s[1] < t[2] and t[1] < s[2]
-                for j, t in enumerate(spans)) for i, s in enumerate(spans)]
+                for j, t in enumerate(slots)) for i, s in enumerate(slots)]
 
 
 def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
@@ -42,30 +60,28 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
     for idx, ins in enumerate(prog.instrs):
         bufs = [x for x in ins.inputs if x is not None] + list(ins.outputs)
-        # operands, then the constant region's base (tables the emitter adds live there)
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [cg.PTR] * (len(bufs) + 1)),
+        index, slots = _operand_slots(bufs)
+        # one pointer per operand address, then the constant region's base (tables the
+        # emitter adds live there)
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [cg.PTR] * (len(slots) + 1)),
                          f"k{idx}_{ins.op}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
-        for a, overlaps, buf in zip(fn.args, _operand_overlaps(bufs), bufs):
+        for a, overlaps, slot in zip(fn.args, _slot_overlaps(slots), slots):
             if not overlaps:
                 a.add_attribute("noalias")
-            region, off = buf.address
-            a.attributes.align = 64 if (off % 64 == 0 and buf.base is None) else \
-                np.dtype(buf.dtype).itemsize
+            a.attributes.align = slot[3]
         cbase = fn.args[-1]
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        kern = Kernel(kb, ins, list(fn.args[:-1]), intp, mod, prog, cbase, target=target)
+        kern = Kernel(kb, ins, [fn.args[i] for i in index], intp, mod, prog, cbase,
+                      target=target)
         registry.emit(kern)
         if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
             epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
-        ptrs = []
-        for buf in bufs:
-            region, off = buf.address
-            ptrs.append(eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)],
-                               inbounds=True, source_etype=cg.I8))
+        ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
+                       source_etype=cg.I8) for region, off, _, _ in slots]
         eb.call(fn, ptrs + [entry.args[0]])
     eb.ret(ir.Constant(cg.I32, 0))
     return mod

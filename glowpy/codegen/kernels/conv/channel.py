@@ -227,23 +227,23 @@ class ChanEmitter:
             for v in range(nvo):
                 self.vec.store(acc.value(p, v), self.tile_buf, (p * nvo + v) * w)
         oc0 = b.add(b.mul(gi, k.c(s.mg)), o0)
-        b.call(self.store_fns[key], list(k.args) + [k.cbase, self.tile_buf, n, oc0, oh, ow0])
+        b.call(self.store_fns[key], k.params + [k.cbase, self.tile_buf, n, oc0, oh, ow0])
 
     def make_store_fn(self, npx, nvo, chmask):
         k = self.k
-        nops = len(k.args)
+        nops = len(k.params)
         fnty = ir.FunctionType(ir.VoidType(), [cg.PTR] * (nops + 2) + [k.intp] * 4)
         fn = ir.Function(k.module, fnty, f"{k.b.function.name}_store{len(self.store_fns)}")
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
-        for a, src in zip(fn.args, k.args):
+        for a, src in zip(fn.args, k.params):
             for attr in src.attributes:
                 a.add_attribute(attr)
             a.attributes.align = src.attributes.align
         bb = ir.IRBuilder(fn.append_basic_block("entry"))
-        kk = Kernel(bb, k.instr, list(fn.args[:nops]), k.intp, k.module, k.prog, fn.args[nops],
-                    target=k.target)
+        kk = Kernel(bb, k.instr, k.args_from(fn.args[:nops]), k.intp, k.module, k.prog,
+                    fn.args[nops], target=k.target)
         buf = fn.args[nops + 1]
         n, oc0, oh, ow0 = fn.args[nops + 2:]
         vec = Vec(kk, self.simd)
