@@ -13,6 +13,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from glowpy import signals
 from glowpy.codegen import bundle as bw
 from glowpy.codegen.names import (RESERVED_SYMBOLS, file_stem_problem, legalize, symbol_problem,
                                   unique_legal_names)
@@ -110,7 +111,13 @@ def _warn(msg):
 
 def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = None):
     from glowpy.frontend.onnx import LoadOptions, load_onnx
-    lo = LoadOptions({s.name: s for s in opts.model_inputs}, dict(opts.symbols), max_tensor_bytes)
+    specs = {}
+    for s in opts.model_inputs:  # a repeated input would silently keep only its last shape
+        if s.name in specs:
+            raise UsageError(f"-model-input: input '{show(s.name)}' is given more than once; "
+                             "give each input's type and shape once")
+        specs[s.name] = s
+    lo = LoadOptions(specs, dict(opts.symbols), max_tensor_bytes)
     paths = list(models)
     if len(paths) == 1 and paths[0].endswith(".onnx"):
         return load_onnx(paths[0], lo, _warn)
@@ -144,6 +151,9 @@ def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
     if clash:
         raise UsageError(f"{src}: its header macro {clash[0]} would redefine the header's own "
                          "macro of that name; choose another network name")
+    if opts.main_entry_name == "":  # legalize would make it '_'
+        raise UsageError("-main-entry-name is empty; give the entry function's name, or leave "
+                         "the option out to use the network name")
     entry = legalize(opts.main_entry_name if opts.main_entry_name is not None else name)
     esrc = f"-main-entry-name={show(opts.main_entry_name)}" if opts.main_entry_name is not None \
         else src
@@ -342,40 +352,51 @@ def _publish(output_dir: str, name: str, files: dict) -> dict:
                              f"{e.strerror}") from None
         _check_replaceable(output_dir, name)  # again: something may have appeared meanwhile
         try:
-            tmp = tempfile.mkdtemp(prefix=".glowpy-", dir=output_dir)
+            with signals.deferred():  # so that `tmp` names the directory before a signal
+                tmp = tempfile.mkdtemp(prefix=".glowpy-", dir=output_dir)
             new, old = os.path.join(tmp, "new"), os.path.join(tmp, "old")
             os.mkdir(new)
             os.mkdir(old)
             bw.write_bundle(new, name, files)
             paths = {}
-            for suffix in files:
-                dest = os.path.join(output_dir, name + suffix)
-                backup = os.path.join(old, name + suffix) if os.path.lexists(dest) else None
-                if backup:
-                    os.replace(dest, backup)
-                moved.append((dest, backup))
-                os.replace(os.path.join(new, name + suffix), dest)
-                paths[suffix] = dest
+            # a signal during the moves is raised after them, before `ok`: all are taken back
+            with signals.deferred():
+                for suffix in files:
+                    dest = os.path.join(output_dir, name + suffix)
+                    backup = os.path.join(old, name + suffix) if os.path.lexists(dest) else None
+                    if backup:
+                        os.replace(dest, backup)
+                    moved.append((dest, backup))
+                    os.replace(os.path.join(new, name + suffix), dest)
+                    paths[suffix] = dest
         except OSError as e:
             raise UsageError(f"cannot write the bundle into '{show(output_dir)}': "
                              f"{e.strerror}") from None
         ok = True
         return paths
     finally:
-        if not ok:
-            for dest, backup in reversed(moved):
-                try:
-                    if backup is None or os.path.lexists(backup):
-                        if os.path.lexists(dest):
-                            os.unlink(dest)
-                        if backup is not None:
-                            os.replace(backup, dest)
-                except OSError:
-                    pass
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if not ok:
-            _remove_dirs(created)
+        # no second signal may cut the restore short; once the bundle is in place the compile
+        # has succeeded, and a signal arriving during the last clean-up is dropped
+        with signals.deferred(raise_pending=not ok):
+            _undo(moved, tmp, created, ok)
+
+
+def _undo(moved: list, tmp: str | None, created: list[str], ok: bool):
+    """_publish's clean-up: without `ok`, the previous bundle back and created directories gone."""
+    if not ok:
+        for dest, backup in reversed(moved):
+            try:
+                if backup is None or os.path.lexists(backup):
+                    if os.path.lexists(dest):
+                        os.unlink(dest)
+                    if backup is not None:
+                        os.replace(backup, dest)
+            except OSError:
+                pass
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if not ok:
+        _remove_dirs(created)
 
 
 def _remove_dirs(created: list[str]):
