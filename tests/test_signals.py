@@ -37,7 +37,7 @@ bw.write_bundle = write_bundle
 """,
     # between the moves into place (three of the previous files are already in the backup)
     "moving": """
-import glowpy.compiler as c
+import glowpy.output as c
 _r, _n = os.replace, [0]
 def replace(src, dst):
     _r(src, dst)
@@ -48,7 +48,7 @@ c.os = type(os)("os_hooked"); c.os.__dict__.update(os.__dict__); c.os.replace = 
 """,
     # a second signal while the previous bundle is put back
     "restoring": """
-import glowpy.compiler as c
+import glowpy.output as c
 _u = c._undo
 def undo(moved, *a):
     if moved:
