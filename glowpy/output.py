@@ -29,8 +29,8 @@ LOCK_WAIT = 300.0  # seconds: a publish takes seconds, so a longer hold is a hun
 
 def write_dump(option: str, path: str, text: str):
     """-dump-* output: a new regular file, or written through an existing regular file, a
-    symbolic link to one, or a FIFO; anything else (a directory, a device, a dangling link) is
-    refused before it is opened."""
+    symbolic link to one, a FIFO or a character device (/dev/null, /dev/stdout); anything else
+    (a directory, a socket, a block device, a dangling link) is refused before it is opened."""
     where = f"-{option}={show(path)}"
     try:
         st = os.stat(path)  # follows a symbolic link
@@ -41,16 +41,16 @@ def write_dump(option: str, path: str, text: str):
         st = None
     except OSError as e:
         raise UsageError(f"{where}: cannot write: {e.strerror}") from None
-    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        what = "a directory" if stat.S_ISDIR(st.st_mode) else "neither a regular file nor a FIFO"
+    if st is not None and not _writable_kind(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "neither a regular file, a FIFO nor a character device"
         raise UsageError(f"{where}: is {what}; give a file, a link to a file, a FIFO or a new path")
     flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if st is None else os.O_TRUNC)
     fd = None
     try:
         with signals.deferred():  # a file this call creates is known before a signal strikes
             fd = os.open(path, flags, 0o666)
-        if not stat.S_ISREG(os.fstat(fd).st_mode) and not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            raise UsageError(f"{where}: is neither a regular file nor a FIFO")  # swapped meanwhile
+        if not _writable_kind(os.fstat(fd).st_mode):
+            raise UsageError(f"{where}: is neither a regular file, a FIFO nor a character device")  # swapped meanwhile
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = None
             f.write(text)
@@ -60,6 +60,10 @@ def write_dump(option: str, path: str, text: str):
     except BaseException:
         _forget(path, st, fd)
         raise
+
+
+def _writable_kind(mode) -> bool:
+    return stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
 def _forget(path: str, st, fd):

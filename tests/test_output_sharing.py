@@ -46,6 +46,14 @@ def test_dump_into_a_fifo_is_read_by_its_reader(capsys, tmp_path, option):
     assert len(got) == 1 and len(got[0]) > 100
 
 
+def test_dump_to_dev_null(capsys, tmp_path):
+    """A character device is written through: -dump-llvm-ir=/dev/null stays a device."""
+    rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/out",
+                       "-dump-llvm-ir=/dev/null")
+    assert rc == 0, lines
+    assert not os.path.isfile("/dev/null") and os.path.exists("/dev/null")
+
+
 def test_dump_to_a_new_path_and_over_a_regular_file(capsys, tmp_path):
     (tmp_path / "old.ll").write_text("old")
     rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/out",
@@ -70,7 +78,7 @@ def test_dump_to_something_else_is_refused(capsys, tmp_path, kind):
     msg = one_error(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/out",
                     f"-dump-llvm-ir={p}", status=2)
     what = {"directory": "is a directory", "dangling link": "is a symbolic link to nothing",
-            "socket": "is neither a regular file nor a FIFO"}[kind]
+            "socket": "is neither a regular file, a FIFO nor a character device"}[kind]
     assert msg == f"-dump-llvm-ir={p}: {what}; {USAGE}"
     assert snapshot(tmp_path) == before
 
