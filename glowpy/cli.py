@@ -11,6 +11,7 @@ from typing import List, Optional
 
 import typer
 
+from glowpy import signals
 from glowpy.errors import GlowpyError, UsageError, one_line
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -64,6 +65,18 @@ def parse_symbol(text: str) -> tuple[str, int]:
     if not m or int(m.group(2)) <= 0:
         raise UsageError(f"-onnx-define-symbol={text}: expected name,value with a positive integer value")
     return m.group(1), int(m.group(2))
+
+
+def parse_symbols(texts) -> dict:
+    """-onnx-define-symbol values; a symbol given twice is an error, not the last one wins."""
+    out = {}
+    for t in texts or []:
+        name, value = parse_symbol(t)
+        if name in out:
+            raise UsageError(f"-onnx-define-symbol: symbol '{name}' is given more than once "
+                             f"({out[name]} and {value}); give each symbol once")
+        out[name] = value
+    return out
 
 
 def parse_bool(option: str, text: str) -> bool:
@@ -133,7 +146,7 @@ def model_compiler(
         mattr=",".join(mattr) if mattr else None, float_abi=float_abi,
         relocation_model=relocation_model, code_model=code_model,
         model_inputs=[parse_model_input(t) for t in model_input or []],
-        symbols=dict(parse_symbol(t) for t in onnx_define_symbol or []), opt_level=opt,
+        symbols=parse_symbols(onnx_define_symbol), opt_level=opt,
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),
         winograd=parse_bool("winograd", winograd),
@@ -171,8 +184,9 @@ def glow_argv(argv: list[str]) -> list[str]:
 
 
 def run(argv: list[str], prog: str, command) -> int:
-    verbose = any(a.lstrip("-").startswith("verbose") for a in argv)
-    with warnings.catch_warnings():
+    # only the option itself: "-verbose-x" or a value "verbose..." must not turn tracebacks on
+    verbose = any(a in ("-verbose", "--verbose") for a in argv)
+    with warnings.catch_warnings(), signals.handled():
         # Python warnings from libraries become one line each, like glowpy's own; IEEE
         # overflow/invalid/divide-by-zero while folding constants is the model's arithmetic
         warnings.showwarning = lambda msg, *a, **k: print(f"{prog}: warning: {one_line(msg)}",
@@ -184,8 +198,13 @@ def run(argv: list[str], prog: str, command) -> int:
 
 def _run(argv: list[str], prog: str, command, verbose: bool) -> int:
     try:
-        command.main(glow_argv(argv), prog_name=prog, standalone_mode=False)
-        return 0
+        rv = command.main(glow_argv(argv), prog_name=prog, standalone_mode=False)
+        if rv == 130:  # typer's Exit(130) for a KeyboardInterrupt it caught
+            print(f"{prog}: error: interrupted", file=sys.stderr)
+        return rv if isinstance(rv, int) else 0
+    except signals.Interrupted as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.exit_code
     except GlowpyError as e:
         if verbose:
             traceback.print_exc()

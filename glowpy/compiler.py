@@ -6,11 +6,8 @@ back), so a failed compile leaves nothing behind. Files glowpy did not write are
 an existing NAME.* file is only replaced when NAME.json says glowpy wrote that bundle."""
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 from glowpy.codegen import bundle as bw
@@ -21,10 +18,8 @@ from glowpy.ir.passes.pipeline import optimize
 from glowpy.ir.planner import build as build_program
 from glowpy.ir.program import ALIGN
 from glowpy.ir.validate import check_regions, resolve_limit
+from glowpy.output import precheck, publish, write_dump
 from glowpy.version import __version__
-
-BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".weights.txt", ".json")
-
 
 @dataclass
 class Options:
@@ -110,7 +105,13 @@ def _warn(msg):
 
 def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = None):
     from glowpy.frontend.onnx import LoadOptions, load_onnx
-    lo = LoadOptions({s.name: s for s in opts.model_inputs}, dict(opts.symbols), max_tensor_bytes)
+    specs = {}
+    for s in opts.model_inputs:  # a repeated input would silently keep only its last shape
+        if s.name in specs:
+            raise UsageError(f"-model-input: input '{show(s.name)}' is given more than once; "
+                             "give each input's type and shape once")
+        specs[s.name] = s
+    lo = LoadOptions(specs, dict(opts.symbols), max_tensor_bytes)
     paths = list(models)
     if len(paths) == 1 and paths[0].endswith(".onnx"):
         return load_onnx(paths[0], lo, _warn)
@@ -144,6 +145,9 @@ def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
     if clash:
         raise UsageError(f"{src}: its header macro {clash[0]} would redefine the header's own "
                          "macro of that name; choose another network name")
+    if opts.main_entry_name == "":  # legalize would make it '_'
+        raise UsageError("-main-entry-name is empty; give the entry function's name, or leave "
+                         "the option out to use the network name")
     entry = legalize(opts.main_entry_name if opts.main_entry_name is not None else name)
     esrc = f"-main-entry-name={show(opts.main_entry_name)}" if opts.main_entry_name is not None \
         else src
@@ -192,7 +196,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
         raise UsageError(f"-emit-bundle={show(output_dir)}: exists and is not a directory; "
                          "give a directory (it is created if missing)")
     name, entry = bundle_names(models, opts)
-    _check_replaceable(output_dir, name)
+    precheck(output_dir, name)
     try:
         target = resolve_target(opts.target, opts.mcpu, opts.march, opts.mattr, opts.float_abi,
                                 opts.relocation_model, opts.code_model)
@@ -203,10 +207,10 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     graph = load_graph(models, opts, limit)
     _setup_quantization(graph, opts)
     if opts.dump_graph_dag_before_compile:
-        _write_text(opts.dump_graph_dag_before_compile, to_dot(graph))
+        write_dump("dump-graph-DAG-before-compile", opts.dump_graph_dag_before_compile, to_dot(graph))
     graph = optimize(graph, opts.opt_level)
     if opts.dump_graph_dag:
-        _write_text(opts.dump_graph_dag, to_dot(graph))
+        write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
     _check_dtypes(graph)
     from glowpy.codegen import registry
     from glowpy.codegen.kernels.catalog import post_lowering  # (registers every kernel)
@@ -221,12 +225,12 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     check_regions(prog.sizes, limit)  # again: kernels may have added tables to the constants
     if opts.dump_memory_report:  # after codegen: kernels may add tables to the constant region
         from glowpy.ir.report import memory_report_json
-        _write_text(opts.dump_memory_report, memory_report_json(prog))
+        write_dump("dump-memory-report", opts.dump_memory_report, memory_report_json(prog))
     if opts.bundle_api == "dynamic":
         add_bundle_config(mod, f"{legalize(name)}_config", prog.sizes, ALIGN,
                           [(p.symbol, p.offset, p.elements, 1) for p in placeholders])
     if opts.dump_llvm_ir:
-        _write_text(opts.dump_llvm_ir, str(mod))
+        write_dump("dump-llvm-ir", opts.dump_llvm_ir, str(mod))
     obj = compile_module(mod, target, opts.llvm_opt)
     image = bw.weights_image(prog)
     man = bw.manifest(name, entry, opts.bundle_api, prog, placeholders, target, opts.recorded(),
@@ -235,7 +239,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
                                              __version__),
              ".weights.bin": image, ".weights.txt": bw.weights_text(image),
              ".json": bw.manifest_json(man)}
-    paths = _publish(output_dir, name, files)
+    paths = publish(output_dir, name, files)
     return BundleInfo(output_dir, name, entry, paths, man)
 
 
@@ -269,118 +273,3 @@ def _check_dtypes(graph):
                                  f"{v.dtype.name}, which bundles do not support")
         if "view" not in n.opdef.traits and not has_kernel(n.op):
             raise ModelError(f"node '{n.name}' ({n.op}): no kernel for this op")
-
-
-def _write_text(path: str, text: str):
-    """A dump file, written beside its destination and renamed into place."""
-    d = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UsageError(f"cannot write '{show(path)}': it is a directory")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".glowpy-", dir=d)
-    except OSError as e:
-        raise UsageError(f"cannot write '{show(path)}': {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UsageError(f"cannot write '{show(path)}': {e.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _glowpy_manifest(path: str, name: str) -> bool:
-    """Is `path` the manifest of a bundle named `name` that glowpy wrote?"""
-    if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 64 << 20:
-        return False
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(m, dict) and "glowpy_version" in m and m.get("network_name") == name
-
-
-def _check_replaceable(output_dir: str, name: str):
-    """Existing NAME.* files may only be replaced when they are a bundle glowpy wrote; a
-    directory, a symbolic link or a foreign file there is an error and stays untouched."""
-    if not os.path.isdir(output_dir):
-        return
-    existing = [name + sfx for sfx in BUNDLE_SUFFIXES
-                if os.path.lexists(os.path.join(output_dir, name + sfx))]
-    if not existing:
-        return
-    ours = _glowpy_manifest(os.path.join(output_dir, name + ".json"), name)
-    for f in existing:
-        p = os.path.join(output_dir, f)
-        if os.path.islink(p) or not os.path.isfile(p) or not ours:
-            what = ("a symbolic link" if os.path.islink(p) else "a directory" if os.path.isdir(p)
-                    else "not a file" if not os.path.isfile(p) else
-                    f"not part of a bundle glowpy wrote (no matching {name}.json)")
-            raise UsageError(f"-emit-bundle={show(output_dir)}: '{show(f)}' exists and is {what}; "
-                             "glowpy will not replace it: move it away, or choose another "
-                             "-emit-bundle or -network-name")
-
-
-def _publish(output_dir: str, name: str, files: dict) -> dict:
-    """Writes all files to a temporary directory inside output_dir, then moves them into
-    place. If anything fails, the files already moved are taken back, the previous bundle's
-    files restored and the directories this call created removed again."""
-    created = []
-    d = os.path.abspath(output_dir)
-    while not os.path.lexists(d):
-        created.append(d)
-        d = os.path.dirname(d)
-    tmp, moved, ok = None, [], False  # moved: (dest, backup path or None)
-    try:
-        try:
-            os.makedirs(output_dir, exist_ok=True)
-        except OSError as e:
-            raise UsageError(f"cannot create output directory '{show(output_dir)}': "
-                             f"{e.strerror}") from None
-        _check_replaceable(output_dir, name)  # again: something may have appeared meanwhile
-        try:
-            tmp = tempfile.mkdtemp(prefix=".glowpy-", dir=output_dir)
-            new, old = os.path.join(tmp, "new"), os.path.join(tmp, "old")
-            os.mkdir(new)
-            os.mkdir(old)
-            bw.write_bundle(new, name, files)
-            paths = {}
-            for suffix in files:
-                dest = os.path.join(output_dir, name + suffix)
-                backup = os.path.join(old, name + suffix) if os.path.lexists(dest) else None
-                if backup:
-                    os.replace(dest, backup)
-                moved.append((dest, backup))
-                os.replace(os.path.join(new, name + suffix), dest)
-                paths[suffix] = dest
-        except OSError as e:
-            raise UsageError(f"cannot write the bundle into '{show(output_dir)}': "
-                             f"{e.strerror}") from None
-        ok = True
-        return paths
-    finally:
-        if not ok:
-            for dest, backup in reversed(moved):
-                try:
-                    if backup is None or os.path.lexists(backup):
-                        if os.path.lexists(dest):
-                            os.unlink(dest)
-                        if backup is not None:
-                            os.replace(backup, dest)
-                except OSError:
-                    pass
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if not ok:
-            _remove_dirs(created)
-
-
-def _remove_dirs(created: list[str]):
-    for d in created:  # innermost first; only if still empty
-        try:
-            os.rmdir(d)
-        except OSError:
-            break

@@ -171,7 +171,7 @@ def model_profiler(
     onnx_define_symbol: Optional[List[str]] = typer.Option(None, "--onnx-define-symbol", help="Fix a symbolic dimension: name,value (repeatable)."),
     verbose: bool = typer.Option(False, "--verbose", help="Print progress; show internals on errors."),
 ):
-    from glowpy.cli import parse_model_input, parse_symbol
+    from glowpy.cli import parse_model_input, parse_symbols
     from glowpy.compiler import Options
     if not model:
         raise UsageError("-model is required (the float model to profile)")
@@ -180,7 +180,7 @@ def model_profiler(
     if not dump_profile:
         raise UsageError("-dump-profile is required (the profile file to write)")
     opts = Options(model_inputs=[parse_model_input(t) for t in model_input or []],
-                   symbols=dict(parse_symbol(t) for t in onnx_define_symbol or []))
+                   symbols=parse_symbols(onnx_define_symbol))
     stats = profile_model(model, input_dataset, dump_profile, opts)
     if verbose:
         print(f"model-profiler: wrote {len(stats)} tensor ranges to {dump_profile}",

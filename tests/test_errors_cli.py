@@ -36,6 +36,14 @@ from hostile import MNIST, PREFIX, cli, one_error, snapshot
                                                                 r"own symbol"),
     (["-network-name=glow"], r"GLOW_MEM_ALIGN would redefine"),
     (["-verbose=3"], r"'-verbose' does not take a value"),
+    (["-main-entry-name="], r"^-main-entry-name is empty; give the entry function's name, or "
+                            r"leave the option out to use the network name$"),
+    (["-model-input=Input3,float,[1,1,28,28]", "-model-input=Input3,float,[2,1,28,28]"],
+     r"^-model-input: input 'Input3' is given more than once; give each input's type and "
+     r"shape once$"),
+    (["-onnx-define-symbol=N,2", "-onnx-define-symbol=N,3"],
+     r"^-onnx-define-symbol: symbol 'N' is given more than once \(2 and 3\); give each "
+     r"symbol once$"),
     (["unexpected_positional"], r"unexpected extra argument"),
 ])
 def test_usage_error(capsys, tmp_path, args, expect):
@@ -67,6 +75,21 @@ def test_internal_error_is_one_line_and_traceback_only_with_verbose(capsys, tmp_
     rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/o", "-verbose")
     assert rc == 1 and "Traceback (most recent call last):" in lines
     assert lines[-1].startswith(PREFIX + "internal error: RuntimeError")
+
+
+@pytest.mark.parametrize("arg", ["-verbose-not", "-verbosely", "--verbose_x=1"])
+def test_only_the_verbose_option_turns_tracebacks_on(capsys, tmp_path, monkeypatch, arg):
+    """An unknown option that merely starts with "verbose" is a usage error without traceback."""
+    rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/o", arg)
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith(PREFIX + "No such option")
+    import glowpy.compiler
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated bug")
+    monkeypatch.setattr(glowpy.compiler, "compile_model", boom)
+    for name in (["-network-name", "verbose"], [arg.lstrip("-")]):  # a value "verbose..."
+        rc, lines, _ = cli(capsys, f"-model={MNIST}", f"-emit-bundle={tmp_path}/o", *name)
+        assert rc in (1, 2) and len(lines) == 1 and "Traceback" not in lines[0]
 
 
 def test_out_of_memory_is_a_model_error_line(capsys, tmp_path, monkeypatch):

@@ -1,0 +1,74 @@
+"""SIGINT and SIGTERM as an exception, so that an interrupted compile unwinds through the same
+`finally` blocks as a failed one (the temporary directory and created directories removed, the
+previous bundle restored) and ends with one line and status 130 / 143.
+
+Python runs a signal handler in the main thread between bytecodes: a signal that arrives while
+LLVM (or numpy) runs native code takes effect when that call returns. `deferred()` holds a
+signal back over a step that must not be cut in half (moving the bundle's files into place, and
+putting the previous ones back); the signal is raised when the step is over."""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+
+
+class Interrupted(BaseException):
+    """A BaseException, like KeyboardInterrupt: `except Exception` in the compiler must not
+    swallow it, and typer (which turns KeyboardInterrupt into a silent Exit(130)) lets it by."""
+
+    def __init__(self, signum: int):
+        verb, name = NAMES[signum]
+        super().__init__(f"{verb} ({name})")
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+_state = threading.local()
+
+
+def _depth() -> int:
+    return getattr(_state, "depth", 0)
+
+
+def _handler(signum, frame):
+    if _depth():
+        _state.pending = getattr(_state, "pending", None) or signum
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def handled():
+    """Installs the handlers for the duration (main thread only; elsewhere a no-op). A signal
+    ignored when the process started (nohup, `cmd &` in a script) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in NAMES}
+    try:
+        for s, h in old.items():
+            if h is not signal.SIG_IGN:
+                signal.signal(s, _handler)
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def deferred(raise_pending: bool = True):
+    """Holds SIGINT/SIGTERM back inside the block; on leaving it, a held signal is raised as
+    Interrupted (or, with raise_pending=False, dropped: the work it would stop is done)."""
+    _state.depth = _depth() + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+        signum = getattr(_state, "pending", None) if not _state.depth else None
+        if signum is not None:
+            _state.pending = None
+            if raise_pending:
+                raise Interrupted(signum)

@@ -1,0 +1,132 @@
+"""SIGINT and SIGTERM end a compile with one line and status 130 / 143, remove the temporary
+directory and the directories the compile created, and leave a previous bundle as it was.
+
+The real CLI runs in a child process. Signals at chosen points (while the files are written,
+between two of the moves, during the restore) come from a hook in the child that signals itself
+there: timing alone cannot hit a window of microseconds. Two more tests signal a larger model
+after a delay, from outside, while it loads and while it generates code."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hostile import MNIST, snapshot
+
+SHARED = os.path.dirname(MNIST)
+YUNET = os.path.join(SHARED, "yunet_s_320.onnx")
+STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+LINE = {signal.SIGINT: "model-compiler: error: interrupted (SIGINT)",
+        signal.SIGTERM: "model-compiler: error: terminated (SIGTERM)"}
+
+# hooks run in the child before main(): each signals the process itself at one point
+HOOKS = {
+    "none": "",
+    # the five files are complete in the temporary directory, nothing is moved yet
+    "written": """
+import glowpy.codegen.bundle as bw
+_w = bw.write_bundle
+def write_bundle(*a, **k):
+    _w(*a, **k)
+    os.kill(os.getpid(), SIG)
+bw.write_bundle = write_bundle
+""",
+    # between the moves into place (three of the previous files are already in the backup)
+    "moving": """
+import glowpy.output as c
+_r, _n = os.replace, [0]
+def replace(src, dst):
+    _r(src, dst)
+    _n[0] += 1
+    if _n[0] == 5:
+        os.kill(os.getpid(), SIG)
+c.os = type(os)("os_hooked"); c.os.__dict__.update(os.__dict__); c.os.replace = replace
+""",
+    # a second signal while the previous bundle is put back
+    "restoring": """
+import glowpy.output as c
+_u = c._undo
+def undo(moved, *a):
+    if moved:
+        os.kill(os.getpid(), SIG)
+    _u(moved, *a)
+c._undo = undo
+""",
+}
+HOOKS["restoring"] = HOOKS["moving"] + HOOKS["restoring"]
+
+
+def child(hook: str, sig: int, *args) -> subprocess.Popen:
+    code = (f"import os\nSIG = {int(sig)}\n{HOOKS[hook]}\n"
+            "from glowpy.cli import main\nmain()\n")
+    return subprocess.Popen([sys.executable, "-c", code, *[str(a) for a in args]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(p: subprocess.Popen, sig: int):
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == STATUS[sig], (p.returncode, err)
+    assert err.splitlines() == [LINE[sig]] and out == ""
+
+
+def previous_bundle(tmp_path):
+    """out/ with a compiled mnist8 bundle and a foreign file; returns (out, its snapshot)."""
+    out = tmp_path / "out"
+    p = child("none", 0, f"-model={MNIST}", f"-emit-bundle={out}")
+    assert p.wait(timeout=300) == 0
+    (out / "notes.txt").write_text("mine")
+    return out, snapshot(out)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+@pytest.mark.parametrize("hook", ["written", "moving", "restoring"])
+def test_signal_at_a_point_restores_the_previous_bundle(tmp_path, hook, sig):
+    out, before = previous_bundle(tmp_path)
+    # -O=0 changes the manifest, so a bundle that was not restored would show
+    finish(child(hook, sig, f"-model={MNIST}", f"-emit-bundle={out}", "-O=0"), sig)
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_signal_while_writing_removes_created_directories(tmp_path, sig):
+    finish(child("written", sig, f"-model={MNIST}", f"-emit-bundle={tmp_path}/new/sub"), sig)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig,delay", [(signal.SIGINT, 0.8), (signal.SIGTERM, 3.0)],
+                         ids=["INT-loading", "TERM-codegen"])
+def test_signal_from_outside_after_a_delay(tmp_path, sig, delay):
+    """yunet takes ~8 s to compile here; a signal during a native LLVM call takes effect when
+    the call returns, so the child is given time to end."""
+    out, before = previous_bundle(tmp_path)
+    p = child("none", 0, f"-model={YUNET}", f"-emit-bundle={out}", "-network-name=mnist8")
+    time.sleep(delay)
+    assert p.poll() is None, "the compile ended before the signal"
+    p.send_signal(sig)
+    finish(p, sig)
+    assert snapshot(out) == before
+
+
+def test_profiler_interrupted(tmp_path):
+    data = os.path.join(SHARED, "mnist8_data", "test_data_set_0", "input_0.pb")
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(data, "rb") as f:
+        t.ParseFromString(f.read())
+    np.save(tmp_path / "x.npy", numpy_helper.to_array(t))
+    code = ("import os, signal\nimport glowpy.profiler as p\n_r = p.profiling_graph\n"
+            "def g(*a):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return _r(*a)\n"
+            "p.profiling_graph = g\np.main()\n")
+    r = subprocess.run([sys.executable, "-c", code, f"-model={MNIST}",
+                        f"-input-dataset={t.name or 'Input3'},npy,{tmp_path / 'x.npy'}",
+                        f"-dump-profile={tmp_path / 'p.yaml'}"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 143
+    assert r.stderr.splitlines() == ["model-profiler: error: terminated (SIGTERM)"]
+    assert not os.path.exists(tmp_path / "p.yaml")
