@@ -63,6 +63,9 @@ def read_samples(name: str, fmt: str, path: str, dtype, shape) -> list[np.ndarra
         except (OSError, ValueError) as e:
             raise UsageError(f"{where}: cannot read '{show(f)}' as {fmt}: {show(str(e), 100)}") \
                 from None
+        if a.dtype.kind not in "biuf":  # strings, complex, records: no sample values
+            raise UsageError(f"{where}: '{show(f)}' holds {a.dtype} values; input '{show(name)}' "
+                             f"is {np.dtype(dtype).name}")
         if a.size != size:
             raise UsageError(f"{where}: '{show(f)}' holds {a.size} values; input '{show(name)}' "
                              f"{list(shape)} needs {size}")

@@ -84,6 +84,10 @@ def case_upsample_antialias():
     return m
 
 
+def case_logsoftmax_scalar():
+    return model([n("LogSoftmax", ["x"], ["y"], name="ls", axis=0)], [vi("x", [])], [vi("y", None)])
+
+
 @pytest.mark.parametrize("build, expect", [
     (case_reshape_without_shape, "Reshape (opset 4): missing attribute 'shape' (the target shape; "
                                  "it became an input in opset 5)"),
@@ -102,6 +106,8 @@ def case_upsample_antialias():
     (case_split_scalar, "node 'sp' (Split): input 'x' is a scalar; Split needs rank >= 1"),
     (case_conv_kernel_shape_disagrees, "node 'c' (Conv): kernel_shape [5, 65536] disagrees with "
                                        "the weights' shape [8, 1, 5, 5]"),
+    (case_logsoftmax_scalar, "node 'ls' (LogSoftmax): input 'x' is a scalar; LogSoftmax needs "
+                             "rank >= 1"),
     (case_upsample_antialias, "node 'up' (Upsample): attribute 'antialias' is not an attribute of "
                               "Upsample in any ONNX opset"),
 ])

@@ -38,6 +38,8 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import AttributeProto, TensorProto, helper, numpy_helper  # noqa: E402
 
+import fuzz_bombs  # noqa: E402  (beside this file: tools/ is sys.path[0] or the tests add it)
+
 FUZZ_LIMIT = 64 << 20  # -max-region-size for fuzz cases: keeps every case small and fast
 BUNDLE_FILES = {"fuzz.o", "fuzz.h", "fuzz.weights.bin", "fuzz.weights.txt", "fuzz.json"}
 
@@ -520,7 +522,7 @@ def mut_value_info(c, m):
 
 STRUCTURAL = [mut_rename_tensor, mut_rename_one_place, mut_strings, mut_opset, mut_domain,
               mut_op_type, mut_elem_type, mut_dims, mut_initializer, mut_attribute, mut_wiring,
-              mut_add_node, mut_value_info]
+              mut_add_node, mut_value_info] + fuzz_bombs.MUTATORS
 
 
 def mutate_bytes(c, data: bytes) -> bytes:
@@ -629,6 +631,8 @@ class Worker:
             f.write(data)
         with open(os.path.join(case, "data.bin"), "wb") as f:  # for external-data mutants
             f.write(b"\0" * 64)
+        with open(os.path.join(case, fuzz_bombs.HUGE_FILE[0]), "wb") as f:
+            f.truncate(fuzz_bombs.HUGE_FILE[1])  # sparse: costs nothing unless read
         try:
             os.symlink("/etc/hostname", os.path.join(case, "link.bin"))
         except OSError:
@@ -732,7 +736,8 @@ def main(argv=None) -> int:
                 if res["status"] not in OK_STATUSES:
                     os.makedirs(a.save, exist_ok=True)
                     dst = os.path.join(a.save, f"case{i}")
-                    shutil.copytree(res["case_dir"], dst, symlinks=True, dirs_exist_ok=True)
+                    shutil.copytree(res["case_dir"], dst, symlinks=True, dirs_exist_ok=True,
+                                    ignore=shutil.ignore_patterns(fuzz_bombs.HUGE_FILE[0]))
                     with open(os.path.join(dst, "result.json"), "w") as f:
                         json.dump(dict(res, mutations=applied), f, indent=1)
                     findings.append((i, res["status"], res["message"][:200]))

@@ -84,6 +84,9 @@ def read_net(path: str):
     if path.endswith(".pbtxt") or path.endswith(".prototxt"):
         try:
             text_format.Parse(data.decode("utf-8"), net)
+        except RecursionError:  # nested nets in arguments, thousands deep
+            raise ModelError(f"'{show(path)}' is not a usable Caffe2 NetDef: its messages are "
+                             "nested too deeply") from None
         except (text_format.ParseError, UnicodeDecodeError, ProtobufError) as e:
             raise ModelError(f"'{show(path)}' is not a Caffe2 NetDef in protobuf text format "
                              f"({show(str(e), 300)})") from None

@@ -34,6 +34,20 @@ class InputSpec:
     scale: float | None = None
     offset: int | None = None
 
+    def __post_init__(self):
+        # The quantization grid of a declared input: checked here, where every way of
+        # building a spec (command line, API) passes, before an offset of 500 reaches int8 code
+        if self.offset is None:
+            return
+        info = np.iinfo(self.dtype)
+        q = "int8q" if self.dtype == np.int8 else "uint8q"
+        where = f"-model-input={show(self.name)},{q}"
+        if not info.min <= self.offset <= info.max:
+            raise UsageError(f"{where}: offset {self.offset} is outside the {self.dtype.name} range "
+                             f"{info.min}..{info.max}")
+        if self.scale is None or not (np.isfinite(self.scale) and self.scale > 0):
+            raise UsageError(f"{where}: scale {self.scale} must be a positive finite number")
+
 
 @dataclass
 class LoadOptions:

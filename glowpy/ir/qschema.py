@@ -88,10 +88,12 @@ def read_profile(path: str) -> Profile:
             text = f.read()
     except OSError as e:
         raise UsageError(f"{where}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{where}: not a glowpy quantization profile (not UTF-8 text)") from None
     try:
         body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting: not a profile either
         try:
             import yaml
             doc = yaml.safe_load(text)
@@ -104,9 +106,13 @@ def read_profile(path: str) -> Profile:
     tensors = {}
     try:
         for t in doc["tensors"]:
+            hist = t.get("histogram") or []
+            # a flat list of numbers only: YAML aliases can nest a list in itself many times
+            # over, which np.asarray would expand
+            if not isinstance(hist, list) or not all(isinstance(h, (int, float)) for h in hist):
+                raise ValueError(f"{t['name']}: histogram must be a list of numbers")
             tp = TensorProfile(str(t["name"]), tuple(int(d) for d in t["shape"]),
-                               float(t["min"]), float(t["max"]),
-                               np.asarray(t.get("histogram") or [], np.float64))
+                               float(t["min"]), float(t["max"]), np.asarray(hist, np.float64))
             if not (math.isfinite(tp.min) and math.isfinite(tp.max)) or tp.min > tp.max:
                 raise ValueError(tp.name)
             tensors[tp.name] = tp

@@ -59,6 +59,11 @@ class Vec:
         self.ty = F32 if self.w == 1 else ir.VectorType(F32, self.w)
         self.mty = cg.I1 if self.w == 1 else ir.VectorType(cg.I1, self.w)
         self.ity = cg.I32 if self.w == 1 else ir.VectorType(cg.I32, self.w)
+        # The widest IR vector a kernel may build (window spans, strided loads): 16 registers'
+        # worth. Wider ones come only from absurd strides or dilations, and LLVM's time and
+        # memory grow with the vector (stride 2^14 aborted it); past the cap, lanes are loaded
+        # one by one. Every legitimate window of the shared models stays far below it.
+        self.cap = 16 * max(self.w, 4)
 
     def zero(self):
         return cg.const(self.ty, 0.0)
@@ -132,9 +137,23 @@ class Vec:
         if stride == 1 or self.w == 1:
             return self.load(ptr, off, mask, fill=fill)
         n = self.w * stride
+        if n > self.cap:
+            return self._load_lanes(ptr, off, stride, mask, fill)
         wide = self.load(ptr, off, mask, n=n, fill=fill)
         idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l * stride for l in range(self.w)])
         return self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
+
+    def _load_lanes(self, ptr, off, stride, mask, fill):
+        """load_strided past the cap: one scalar load per lane whose element is in the mask
+        (known at compile time: callers of strided loads pass tuples)."""
+        assert mask is None or isinstance(mask, tuple), "strided loads take compile-time masks"
+        b, v = self.b, cg.const(self.ty, fill)
+        base = self._ptr(ptr, off)
+        for lane in range(self.w):
+            if mask is None or mask[lane * stride]:
+                x = b.load(cg.gep(b, base, lane * stride, F32), typ=F32, align=4)
+                v = b.insert_element(v, x, ir.Constant(cg.I32, lane))
+        return v
 
     def store(self, val, ptr, off, mask=None):
         b = self.b

@@ -44,7 +44,10 @@ def _taps_in(win: Window, d: int, o: int, lo: int, hi: int) -> int:
     return max(0, last - first)
 
 
-def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = False) -> Window:
+def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = False,
+           weighted: bool = False) -> Window:
+    """The node's window. `weighted`: the kernel is the weights' shape (Conv), so only the
+    dilation can make it span far past the input; a pool's kernel is bounded by nothing else."""
     a = node.attrs
     n = len(spatial_in)
     if kernel is None:
@@ -58,6 +61,14 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
     if min(strides + dil + kernel) < 1:
         raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape, strides and dilations must be >= 1")
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    # A window more than twice its input wide (plus one) reads nothing but padding in most of
+    # its taps, and code generation works per tap and per lane: a 100-byte model with kernel
+    # or dilation 2^63 must not hang the compiler.
+    for d, (e, dl, i) in enumerate(zip(eff, dil, spatial_in)):
+        if e > 2 * i + 1 and (dl > 1 or not weighted):
+            raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape {list(kernel)}"
+                             f" (dilations {list(dil)}) spans more than twice the "
+                             f"input {list(spatial_in)} along spatial dim {d}")
     auto = a.get("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -71,6 +82,14 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
         if len(pads) != 2 * n:
             raise ModelError(f"node '{node.name}' ({node.op}): pads must have {2 * n} values")
         pb, pe = pads[:n], pads[n:]
+        # A pad as wide as the window adds output positions that read only padding (ONNX
+        # pools forbid it; no Conv needs it), and pads size the kernels' masks.
+        for d, (p0, p1, e) in enumerate(zip(pb, pe, eff)):
+            if max(p0, p1) >= e:
+                raise ModelError(f"node '{node.name}' ({node.op}): pads {pads} reach "
+                                 f"{max(p0, p1)} past the input along spatial dim {d}; they must "
+                                 f"be smaller than the window's extent {e} (kernel_shape "
+                                 f"{list(kernel)}, dilations {list(dil)})")
         out = []
         for i, p0, p1, e, s in zip(spatial_in, pb, pe, eff, strides):
             span = i + p0 + p1 - e
@@ -83,6 +102,13 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
             out.append(o)
     else:
         raise ModelError(f"node '{node.name}' ({node.op}): unknown auto_pad '{auto}'")
+    # A stride wider than the padded input leaves one output position along that dim, which
+    # reads the same taps whatever the stride: clamping it changes nothing in the result but
+    # keeps kernels from sizing vectors and masks by a stride of 2^14 (a 300-byte model that
+    # hung code generation for minutes). Legitimate strides never exceed the padded extent,
+    # so their code is unchanged.
+    strides = tuple(min(s, i + p0 + p1) if o == 1 else s
+                    for s, i, p0, p1, o in zip(strides, spatial_in, pb, pe, out))
     return Window(tuple(spatial_in), tuple(out), kernel, strides, dil, tuple(pb), tuple(pe))
 
 
@@ -118,7 +144,7 @@ class Conv(Op):
         if tuple(int(d) for d in k) != tuple(w.shape[2:]):
             raise ModelError(f"node '{node.name}' (Conv): kernel_shape {list(k)} disagrees with "
                              f"the weights' shape {list(w.shape)}")
-        return window(node, x.shape[2:], k)
+        return window(node, x.shape[2:], k, weighted=True)
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -155,16 +181,7 @@ class Pool(Op):
 
     def window(self, node) -> Window:
         x = node.inputs[0]
-        win = window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
-        # A pooling window more than twice its input wide (plus one) reads nothing but padding
-        # in most of its taps. No weight tensor bounds a pool's kernel, and code generation
-        # works per tap: a 100-byte model with kernel 2^63 must not hang the compiler.
-        for d, (k, dl, i) in enumerate(zip(win.kernel, win.dilations, win.in_size)):
-            if (k - 1) * dl + 1 > 2 * i + 1:
-                raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape {list(win.kernel)}"
-                                 f" (dilations {list(win.dilations)}) spans more than twice the "
-                                 f"input {list(win.in_size)} along spatial dim {d}")
-        return win
+        return window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
 
     def infer(self, node):
         x = node.inputs[0]

@@ -51,6 +51,9 @@ class Range(Op):
         if len({v.dtype for v in vals}) != 1:
             raise ModelError(f"node '{node.name}' (Range): start, limit and delta types differ")
         start, limit, delta = (v.reshape(()) for v in vals)
+        if start.dtype.kind == "f" and not all(np.isfinite(v) for v in (start, limit, delta)):
+            raise ModelError(f"node '{node.name}' (Range): start {start}, limit {limit} and delta "
+                             f"{delta} must be finite numbers")
         if delta == 0:
             raise ModelError(f"node '{node.name}' (Range): delta is 0")
         return start, limit, delta

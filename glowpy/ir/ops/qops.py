@@ -60,7 +60,7 @@ class QConv(IntOp):
 
     def window(self, node):
         x, w = node.inputs[0], node.inputs[1]
-        return window(node, x.shape[2:], node.attrs["kernel_shape"] or w.shape[2:])
+        return window(node, x.shape[2:], node.attrs["kernel_shape"] or w.shape[2:], weighted=True)
 
     def infer(self, node):
         return _conv_infer(node, node.inputs[0], node.inputs[1], np.dtype(node.attrs["out_dtype"]))

@@ -72,6 +72,9 @@ class SoftmaxBase(Op):
     def layout(self, node) -> tuple[int, int, int]:
         """(outer, reduced, inner) sizes: the op normalizes over the middle one."""
         shape = node.inputs[0].shape
+        if not shape and not node.attrs.get("_coerce2d"):  # norm_axis lets axis 0 pass rank 0
+            raise ModelError(f"node '{node.name}' ({node.op}): input '{node.inputs[0].name}' is a "
+                             f"scalar; {node.op} needs rank >= 1")
         ax = norm_axis(node.attrs["axis"], len(shape), node)
         if node.attrs.get("_coerce2d"):
             return int(np.prod(shape[:ax])), int(np.prod(shape[ax:])), 1

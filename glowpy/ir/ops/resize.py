@@ -141,8 +141,8 @@ class Resize(Resample):
         if scales is not None:
             for i, d in enumerate(axes):
                 sc[d] = F32(scales[i])
-            if min(sc) <= 0:
-                raise self._bad(node, f"scales {scales.tolist()} must be positive")
+            if not all(np.isfinite(s) and s > 0 for s in sc):  # NaN compares false: test both
+                raise self._bad(node, f"scales {scales.tolist()} must be positive finite numbers")
             out = [int(s * F32(n)) for s, n in zip(sc, x.shape)]  # float32 product, truncated
         else:
             out = list(x.shape)
@@ -161,6 +161,8 @@ class Resize(Resample):
         if roi is not None and a["coordinate_transformation_mode"] == "tf_crop_and_resize":
             if len(roi) != 2 * len(axes):
                 raise self._bad(node, f"roi has {len(roi)} values; {2 * len(axes)} expected")
+            if not np.all(np.isfinite(np.asarray(roi, np.float64))):
+                raise self._bad(node, f"roi {np.asarray(roi).tolist()} must be finite")
             for i, d in enumerate(axes):
                 full[d], full[r + d] = float(roi[i]), float(roi[len(axes) + i])
         for n, o in zip(x.shape, out):

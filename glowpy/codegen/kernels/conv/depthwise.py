@@ -211,12 +211,12 @@ class DepthwiseEmitter:
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w = vec.w
         offs = [c * s.dw - s.pl for c in range(s.kw)]
-        if s.sw == 1:
-            return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw, masks[c][j])
-                     if any(masks[c][j]) else None for j in range(nv)] for c in range(s.kw)]
         lo = min(offs)
         span = (w - 1) * s.sw + max(offs) - lo + 1
         n = math.ceil(span / w) * w
+        if s.sw == 1 or n > vec.cap:  # past the cap, strided loads go lane by lane
+            return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw, masks[c][j])
+                     if any(masks[c][j]) else None for j in range(nv)] for c in range(s.kw)]
         out = [[None] * nv for _ in range(s.kw)]
         for j in range(nv):
             ok = [False] * n

@@ -100,7 +100,7 @@ def emit_pool(k, is_max: bool):
         return list(lp.results)
 
     def tile_taps(p, oh, ow0, sig):
-        """Scalar targets: every tap of the window one load (no shuffles to save)."""
+        """Scalar targets, and spans past the vector cap: every tap of the window one load."""
         masks, store = sig
 
         def body(row, acc):
@@ -144,7 +144,7 @@ def emit_pool(k, is_max: bool):
             vals.append(cg.const(vec.ty, ninf) if out is None else out)
         finish(p, oh, ow0, store, vals)
 
-    tile = tile_taps if w == 1 else tile_span
+    tile = tile_taps if w == 1 or span > vec.cap else tile_span  # past the cap: lane loads
 
     def row(p, oh):
         for t0, t1, sig in runs:
