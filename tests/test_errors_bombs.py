@@ -70,13 +70,17 @@ def test_large_legitimate_conv_stride_matches_onnxruntime(tmp_path, group):
                               {"x": x}, tmp_path)
 
 
-def test_pads_as_wide_as_the_window(capsys, tmp_path):
+def test_pads_past_the_input_and_the_window(capsys, tmp_path):
     m = pool("AveragePool", (1, 2, 8, 8), kernel_shape=[2, 2], pads=[2 ** 20] * 4,
              strides=[2 ** 20] * 2)
     assert refused(capsys, tmp_path, m) == (
         "node 'p' (AveragePool): pads [1048576, 1048576, 1048576, 1048576] reach 1048576 past "
-        "the input along spatial dim 0; they must be smaller than the window's extent 2 "
-        "(kernel_shape [2, 2], dilations [1, 1])")
+        "the input along spatial dim 0; more than the input's extent 8 plus the window's 2 "
+        "(kernel_shape [2, 2], dilations [1, 1]) reads only padding")
+    # the bound itself: pads of input + window still compile (a Conv's border is its bias)
+    x = np.random.default_rng(2).standard_normal((1, 2, 8, 8)).astype(np.float32)
+    w = np.random.default_rng(3).standard_normal((3, 2, 1, 1)).astype(np.float32)
+    check_against_onnxruntime(conv(x.shape, w, pads=[9, 9, 9, 9]), {"x": x}, tmp_path / "ok")
 
 
 def test_conv_dilation_past_twice_the_input(capsys, tmp_path):
@@ -141,7 +145,8 @@ def test_unused_huge_external_initializer_is_not_read(tmp_path):
     res = subprocess.run([sys.executable, "-c", code, path, str(tmp_path / "out")],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert int(res.stdout.split()[-1]) < 600 * 1024  # KiB; the file alone would be 4 GiB
+    # KiB: the compiler itself takes 0.5-0.7 GB here; reading the file would add 4 GiB
+    assert int(res.stdout.split()[-1]) < 2 * 1024 * 1024
     assert (tmp_path / "out" / "m.o").exists()
 
 

@@ -82,14 +82,17 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
         if len(pads) != 2 * n:
             raise ModelError(f"node '{node.name}' ({node.op}): pads must have {2 * n} values")
         pb, pe = pads[:n], pads[n:]
-        # A pad as wide as the window adds output positions that read only padding (ONNX
-        # pools forbid it; no Conv needs it), and pads size the kernels' masks.
-        for d, (p0, p1, e) in enumerate(zip(pb, pe, eff)):
-            if max(p0, p1) >= e:
+        # A pad wider than the input and the window together only adds output positions that
+        # read nothing but padding, and pads size the kernels' masks and the output: a 300-byte
+        # model with pads 2^20 must not make the compiler build millions of them. Pads as wide
+        # as the window are legitimate (Caffe2's legacy pooling pads, a padded 1x1 Conv whose
+        # border is its bias), so only pads past that bound are refused.
+        for d, (p0, p1, e, i) in enumerate(zip(pb, pe, eff, spatial_in)):
+            if max(p0, p1) > i + e:
                 raise ModelError(f"node '{node.name}' ({node.op}): pads {pads} reach "
-                                 f"{max(p0, p1)} past the input along spatial dim {d}; they must "
-                                 f"be smaller than the window's extent {e} (kernel_shape "
-                                 f"{list(kernel)}, dilations {list(dil)})")
+                                 f"{max(p0, p1)} past the input along spatial dim {d}; more "
+                                 f"than the input's extent {i} plus the window's {e} (kernel_shape "
+                                 f"{list(kernel)}, dilations {list(dil)}) reads only padding")
         out = []
         for i, p0, p1, e, s in zip(spatial_in, pb, pe, eff, strides):
             span = i + p0 + p1 - e
