@@ -20,12 +20,6 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 _SHAPE = re.compile(r"^\[\s*(\d+(\s*,\s*\d+)*)?\s*\]$")
 
 
-def _kernel_variants(specs) -> dict:
-    from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
-    from glowpy.codegen.registry import parse_forced
-    return parse_forced(specs)
-
-
 def parse_model_input(text: str):
     """name,type,[d0,d1,...] or name,int8q,scale,offset,[d0,...]."""
     import numpy as np
@@ -134,6 +128,7 @@ def model_compiler(
         from glowpy.oplist import render_text
         print(render_text(), end="")
         return
+    from glowpy.codegen.registry import parse_forced
     from glowpy.compiler import Options, compile_model
     from glowpy.ir.validate import parse_size
     if not model:
@@ -150,7 +145,7 @@ def model_compiler(
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),
         winograd=parse_bool("winograd", winograd),
-        kernel_variants=_kernel_variants(kernel_variant),
+        kernel_variants=parse_forced(kernel_variant),
         dump_graph_dag=dump_graph_dag, dump_graph_dag_before_compile=dump_graph_dag_before_compile,
         dump_llvm_ir=dump_llvm_ir, dump_memory_report=dump_memory_report, verbose=verbose,
         load_profile=load_profile, quantization_schema=quantization_schema,

@@ -130,26 +130,19 @@ def emit(k) -> None:
 
 
 def parse_forced(specs) -> dict:
-    """-kernel-variant values ("Op:name", "Op:!name") -> forcing()'s choices; a usage error
-    names an unknown op or variant and lists the known ones."""
+    """-kernel-variant values ("Op:name", "Op:!name") -> forcing()'s choices (which checks the
+    names when the compile starts)."""
     out = {}
     for spec in specs or ():
         op, sep, name = str(spec).partition(":")
-        if not sep or not op or not name:
+        if not sep or not op or not name.lstrip("!"):
             raise UsageError(f"-kernel-variant={spec}: expected Op:variant (e.g. Conv:direct)")
-        if op not in _VARIANTS:
-            raise UsageError(f"-kernel-variant={spec}: no op '{op}' has kernels; ops with "
-                             f"several variants: {', '.join(o for o in ops() if len(_VARIANTS[o]) > 1)}")
-        names = [v.name for v in _VARIANTS[op]]
-        if name.lstrip("!") not in names:
-            raise UsageError(f"-kernel-variant={spec}: {op} has the variants {', '.join(names)}")
-        if name.startswith("!"):
-            prev = out.get(op, ("!", frozenset()))
-            if prev[0] != "!":
-                raise UsageError(f"-kernel-variant={spec}: {op} is already forced to {prev[0]}")
-            out[op] = ("!", prev[1] | {name[1:]})
-        elif op in out:
-            raise UsageError(f"-kernel-variant={spec}: {op} is given twice")
+        prev = out.get(op)
+        if name.startswith("!") and (prev is None or isinstance(prev, tuple)):
+            out[op] = ("!", (prev or ("!", frozenset()))[1] | {name[1:]})
+        elif prev is not None:
+            raise UsageError(f"-kernel-variant={spec}: {op} is given more than once; force one "
+                             "variant, or pass over several with Op:!name")
         else:
             out[op] = name
     return out
@@ -164,9 +157,15 @@ def forcing(choices: dict):
         if isinstance(choice, str) and choice.startswith("!"):
             choice = ("!", frozenset({choice[1:]}))
         name, params = (choice, _NO_PARAMS) if isinstance(choice, str) else choice
-        known = [v.name for v in _VARIANTS.get(op, ())]
-        if op not in _VARIANTS or not (set(params) <= set(known) if name == "!" else name in known):
-            raise UsageError(f"no variant {choice!r} of {op}; known: {known}")
+        if op not in _VARIANTS:
+            several = ", ".join(o for o in ops() if len(_VARIANTS[o]) > 1)
+            raise UsageError(f"-kernel-variant: no op '{op}' has kernels; ops with several "
+                             f"variants: {several}")
+        known = [v.name for v in _VARIANTS[op]]
+        bad = sorted(set(params) - set(known)) if name == "!" else [] if name in known else [name]
+        if bad:
+            raise UsageError(f"-kernel-variant={op}:{bad[0]}: {op} has the variants "
+                             f"{', '.join(known)}")
         forced[op] = (name, params)
     token = _FORCED.set(forced)
     try:
