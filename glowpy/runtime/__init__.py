@@ -22,12 +22,15 @@ __all__ = ["Bundle", "Session", "RuntimeError_", "find_cc"]
 
 
 class Bundle:
-    """A compiled bundle in `directory` named `name` (default: the only NAME.json there)."""
+    """A compiled bundle in `directory` named `name` (default: the only NAME.json beside a NAME.o).
+    harness=True (implied by cflags or a runner) links and runs the C harness instead."""
 
-    def __init__(self, directory: str, name: str | None = None, cflags=(), runner=()):
+    def __init__(self, directory: str, name: str | None = None, cflags=(), runner=(),
+                 harness: bool = False):
         self.directory = directory
         if name is None:
-            names = [f[:-5] for f in os.listdir(directory) if f.endswith(".json")]
+            files = set(os.listdir(directory))
+            names = sorted(f[:-5] for f in files if f.endswith(".json") and f[:-5] + ".o" in files)
             if len(names) != 1:
                 raise RuntimeError_(f"{directory}: expected exactly one bundle, found {names}")
             name = names[0]
@@ -40,7 +43,7 @@ class Bundle:
         self.best_ns = None
         self.last_stderr = ""
         self._local = threading.local()
-        if cflags or runner:
+        if cflags or runner or harness:
             self.mode = "harness"
             self._harness = Harness(directory, name, self.manifest, cflags, runner)
             self.exe, self.runner = self._harness.exe, self._harness.runner
