@@ -235,6 +235,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     image = bw.weights_image(prog)
     man = bw.manifest(name, entry, opts.bundle_api, prog, placeholders, target, opts.recorded(),
                       __version__)
+    man["integrity"] = bw.integrity({".o": obj, ".weights.bin": image})
     files = {".o": obj, ".h": bw.header_text(name, entry, opts.bundle_api, prog, placeholders,
                                              __version__),
              ".weights.bin": image, ".weights.txt": bw.weights_text(image),

@@ -2,6 +2,7 @@
 NAME.weights.txt and NAME.json. Everything is computed here; the templates only format."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -93,6 +94,36 @@ def header_text(name: str, entry: str, api: str, prog, placeholders, version: st
     return _ENV.get_template(f"bundle_{api}.h.j2").render(**ctx)
 
 
+def constant_entry(c, prog) -> dict:
+    """A constant's manifest entry; `layout` is "plain" for row-major bytes of the shape
+    given (the model's layout; also the int8 passes' tables), else how the
+    compiler stored them, for which instruction, its kernel function (module.py's
+    k<index>_<op>) and its kernel variant."""
+    d = {"name": c.name, "dtype": np.dtype(c.dtype).name, "shape": list(c.shape),
+         "offset": c.offset, "bytes": c.nbytes, "layout": "plain"}
+    if c.layout:
+        d.update(c.layout)
+        for idx, ins in enumerate(prog.instrs):
+            if ins.name == c.layout["for"]:
+                d["kernel"] = f"k{idx}_{ins.op}"
+                if "variant" in ins.attrs:
+                    d["variant"] = ins.attrs["variant"]["name"]
+                break
+    return d
+
+
+def integrity(files: dict) -> dict:
+    """{suffix: {"bytes", "sha256"}} of the bundle's binary files: bundle-info checks them."""
+    out = {}
+    for suffix, content in files.items():
+        h, n = hashlib.sha256(), 0
+        for chunk in ([content] if isinstance(content, (bytes, bytearray, memoryview)) else content):
+            h.update(chunk)
+            n += len(chunk)
+        out[suffix] = {"bytes": n, "sha256": h.hexdigest()}
+    return out
+
+
 def manifest(name, entry, api, prog, placeholders, target, options, version) -> dict:
     def ph(p):
         d = {"name": p.name, "symbol": p.symbol, "dtype": np.dtype(p.dtype).name,
@@ -104,8 +135,7 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
         "glowpy_version": version, "network_name": name, "entry": entry, "bundle_api": api,
         "inputs": [ph(p) for p in placeholders if p.kind in ("input", "inout")],
         "outputs": [ph(p) for p in placeholders if p.kind in ("output", "inout")],
-        "constants": [{"name": c.name, "dtype": np.dtype(c.dtype).name, "shape": list(c.shape),
-                       "offset": c.offset, "bytes": c.nbytes} for c in prog.constants],
+        "constants": [constant_entry(c, prog) for c in prog.constants],
         "memory": {"constant": prog.sizes["constant"], "mutable": prog.sizes["mutable"],
                    "activations": prog.sizes["activation"],
                    "activations_lower_bound": prog.plan_info.get("lower_bound", 0),

@@ -84,7 +84,8 @@ class Kernel:
         It is appended to the constant region, so the object keeps no data and needs no
         relocations; returns a pointer to it."""
         array = np.ascontiguousarray(array)
-        buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array)
+        buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array,
+                     layout={"layout": name, "for": self.instr.name})
         buf.offset = align(self.prog.sizes["constant"])
         self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
         self.prog.constants.append(buf)

@@ -45,6 +45,10 @@ class Buffer:
     value: Value | None = None
     view_offset: int = 0  # bytes from the base's start
     relation: str = "view"  # view | slice | part | reuse (meaningful when base is set)
+    # constants whose bytes are not the model's: {"layout": how they are stored, "for": the
+    # instruction that reads them} (packed panels, Winograd-transformed weights, kernel
+    # tables); the manifest records it for bundle-info
+    layout: dict | None = None
 
     @property
     def nbytes(self) -> int:

@@ -100,6 +100,7 @@ def pack_constant(k, i: int, array: np.ndarray, name: str):
     readers = sum(1 for ins in k.prog.instrs for x in ins.inputs if x is buf)
     if buf.region == "constant" and buf.base is None and readers == 1 and array.nbytes == buf.nbytes:
         buf.data = array.reshape(-1)
+        buf.layout = {"layout": name, "for": k.instr.name}
         return k.inp(i)
     return k.add_table(array.reshape(-1), name)
 

@@ -171,7 +171,8 @@ def select(prog, caps):
         wbuf = ins.inputs[1]
         u = _weights(wbuf.value.const, mr)
         ubuf = Buffer(f"{ins.name}_winograd_weights", np.dtype(np.float32), u.shape, CONSTANT,
-                      data=u)
+                      data=u, layout={"layout": f"winograd F(2x2,3x3) [K/{mr}][16][C][{mr}]",
+                                      "for": ins.name})
         readers = sum(1 for i in prog.instrs for x in i.inputs if x is wbuf)
         if readers == 1 and wbuf in prog.constants and \
                 not any(b.base is wbuf for b in prog.constants):
