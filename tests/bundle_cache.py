@@ -9,13 +9,13 @@ import glob
 import os
 import re
 import shutil
-import struct
 import tempfile
 
 import onnx
 from onnx import numpy_helper
 
 import glowpy
+from glowpy import elf
 from util import MODELS, model_path
 
 _ROOT = tempfile.mkdtemp(prefix="glowpy-test-bundles-")
@@ -52,26 +52,4 @@ def reference(name: str, index: int = 0):
 def writable_section_bytes(path: str) -> dict:
     """{section name: size} of the allocated, writable sections of an ELF object (.data,
     .bss, .sdata, ...): the memory the object itself would take in RAM."""
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:4] == b"\x7fELF", f"{path} is not an ELF file"
-    is64, end = data[4] == 2, "<" if data[5] == 1 else ">"
-    if is64:
-        shoff, = struct.unpack_from(end + "Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
-        fmt, fields = end + "IIQQQQIIQQ", ("name", "type", "flags", "addr", "offset", "size")
-    else:
-        shoff, = struct.unpack_from(end + "I", data, 0x20)
-        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
-        fmt, fields = end + "IIIIIIIIII", ("name", "type", "flags", "addr", "offset", "size")
-    secs = [dict(zip(fields, struct.unpack_from(fmt, data, shoff + i * shentsize)))
-            for i in range(shnum)]
-    strtab = secs[shstrndx]
-    names = data[strtab["offset"]:strtab["offset"] + strtab["size"]]
-
-    def name(s):
-        return names[s["name"]:names.index(b"\0", s["name"])].decode()
-
-    SHF_WRITE, SHF_ALLOC = 1, 2
-    return {name(s): s["size"] for s in secs
-            if s["flags"] & SHF_WRITE and s["flags"] & SHF_ALLOC}
+    return elf.read(path).section_bytes(elf.SHF_WRITE)

@@ -18,7 +18,11 @@ Usage::
 
 or from a bundle's JSON manifest: ``write_io_header_from_manifest(path,
 manifest_dict, {input_name_or_symbol: ndarray})``.  Run as a script:
-``python gen_io_header.py BUNDLE_DIR/NAME.json OUT.h [input.npy ...]``.
+``python gen_io_header.py BUNDLE_DIR/NAME.json OUT.h [input0.npy|input0.pb ...]``
+(inputs in manifest order: ``.npy`` arrays or ONNX TensorProto files such as
+``../shared/models/NAME_data/test_data_set_0/input_0.pb``; inputs not given are
+zeros).  The runners' Makefiles run it when ``model_io.h`` is missing or older
+than the bundle's JSON, with their ``INPUT_DATA`` files.
 """
 from __future__ import annotations
 
@@ -203,6 +207,15 @@ def parse_run_output(text: str) -> dict:
     return res
 
 
+def load_array(path: str) -> np.ndarray:
+    """A .npy file, or an ONNX TensorProto (.pb, as in the shared models' test data)."""
+    if path.endswith(".pb"):
+        import onnx
+        from onnx import numpy_helper
+        return numpy_helper.to_array(onnx.load_tensor(path))
+    return np.load(path)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         print("usage: gen_io_header.py NAME.json OUT.h [input0.npy ...]", file=sys.stderr)
@@ -210,8 +223,8 @@ if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         man = json.load(f)
     arrays = {}
-    for p, npy in zip(man["inputs"], sys.argv[3:]):
-        arrays[p["name"]] = np.load(npy)
+    for p, path in zip(man["inputs"], sys.argv[3:]):
+        arrays[p["name"]] = load_array(path)
     for p in man["inputs"][len(sys.argv) - 3:]:
         arrays[p["name"]] = np.zeros(p["shape"], dtype=p["dtype"])
     write_io_header_from_manifest(sys.argv[2], man, arrays)
