@@ -5,6 +5,7 @@ another target are refused with one line."""
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from bundle_cache import compiled
 from glowpy.runtime import Bundle, RuntimeError_
 from glowpy.runtime.inprocess import host_refusal
 from toolchains import require_tool
+from vector_levels import HOST, LEVELS, RUNNABLE
 from util import REPO, assert_close_to_reference, is_tflite_reference, model_path, reference_data
 
 MODELS = ["mnist8", "mnist_onnx2c_atmega14x14", "mlperf_tiny_ad_autoencoder",
@@ -157,9 +159,11 @@ def test_missing_cpu_feature_is_refused():
     have = llvm.get_host_cpu_features()
     lacking = sorted(f for f, on in have.items() if not on)
     assert lacking, "this host has every CPU feature LLVM knows"
-    target = {"triple": llvm.get_process_triple(), "cpu": "x", "features": f"+{lacking[0]}"}
-    assert lacking[0] in host_refusal(target)
-    assert host_refusal({**target, "features": ""}) is None
+    info, _, _ = compiled("mnist8")  # the host's own target
+    target = info.manifest["target"]
+    assert host_refusal(target) is None
+    refusal = host_refusal({**target, "features": target["features"] + f",+{lacking[0]}"})
+    assert lacking[0] in refusal and "\n" not in refusal
 
 
 def test_truncated_weights_refused(tmp_path):
@@ -170,3 +174,25 @@ def test_truncated_weights_refused(tmp_path):
     w.write_bytes(w.read_bytes()[:-100])
     with pytest.raises(RuntimeError_, match="weights.bin has .* bytes, the manifest's constant region"):
         Bundle(str(bad), "mnist8")
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=str)
+def test_vector_levels_run_where_the_host_executes_them(level, tmp_path):
+    """A bundle for an x86 level this host executes runs in process (the same bits as the
+    harness); one for a wider level is refused in one line instead of faulting the process."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        level = HOST
+    d = str(tmp_path / level.name)
+    info = glowpy.compile(model_path("mnist_onnx2c_atmega14x14"), d, **level.options)
+    x = reference_data("mnist_onnx2c_atmega14x14")[0][0]
+    feeds = {info.inputs[0]["name"]: x}
+    if level in RUNNABLE or level is HOST:
+        got = Bundle(d).run(feeds)
+        require_tool("cc")
+        ref = Bundle(d, harness=True).run(feeds)
+        for k in ref:
+            np.testing.assert_array_equal(got[k], ref[k])
+    else:
+        with pytest.raises(RuntimeError_) as e:
+            Bundle(d)
+        assert "\n" not in str(e.value) and f"-mcpu={level.cpu}" in str(e.value)

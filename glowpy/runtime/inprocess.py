@@ -43,6 +43,18 @@ def host_refusal(target: dict) -> str | None:
     if missing:
         return (f"is built for -mcpu={target.get('cpu')} and needs CPU features this host "
                 f"({llvm.get_host_cpu_name()}) lacks: {', '.join(missing)}")
+    if target.get("cpu") == llvm.get_host_cpu_name():
+        return None
+    # another CPU (-mcpu=x86-64-v4, ...) implies features the feature string does not list:
+    # compare the vectors LLVM generates for it (TargetCaps) with the host's
+    from glowpy.codegen.target import TargetSpec, host_target
+    fields = ("triple", "cpu", "features", "float_abi", "relocation_model", "code_model", "abi")
+    mine = TargetSpec(**{k: target[k] for k in fields if k in target}).caps
+    have = host_target().caps
+    if mine.float_lanes > have.float_lanes or mine.cheap_masks > have.cheap_masks:
+        return (f"is built for -mcpu={target.get('cpu')} ({mine.float_lanes}-lane float "
+                f"vectors{', mask registers' if mine.cheap_masks else ''}), more than this "
+                f"host ({llvm.get_host_cpu_name()}, {have.float_lanes} lanes) executes")
     return None
 
 
