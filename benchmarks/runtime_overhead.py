@@ -8,8 +8,9 @@ Prints the mean time per call of `calls` back-to-back calls of
   - Session.invoke() (the raw entry through ctypes),
 against the bundle's own inference time: the mean per call of a loop in C
 (benchmarks/perf.py's harness, linked with the system C compiler; the best of several batches).
-Each figure is the best of `rounds` interleaved rounds (the machine is shared; the best round
-is the one least disturbed). The issue's target: Bundle.run at most 20 us above C."""
+Times are CPU time of the calling thread (Python's thread_time, the C loop's
+CLOCK_THREAD_CPUTIME_ID), so other processes on a shared machine do not count; each figure is
+the best of `rounds` interleaved rounds (the one least disturbed by cache pollution). The issue's target: Bundle.run at most 20 us above C."""
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,10 @@ from util import model_path, reference_data  # noqa: E402
 
 
 def mean_us(fn, calls: int) -> float:
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - t0) / calls * 1e6
+    return (time.thread_time() - t0) / calls * 1e6
 
 
 def main():
@@ -51,7 +52,7 @@ def main():
         harness = Harness(d, info, work)
         b = Bundle(d, info.name)
         s = b.session()
-        paths = {"C loop (perf.py harness)": lambda: harness.run(feeds, 0.1, 3)[0] * 1e3,
+        paths = {"C loop (perf.py harness)": lambda: harness.run(feeds, 0.1, 3, "thread")[0] * 1e3,
                  "Session.invoke (raw entry)": lambda: mean_us(s.invoke, args.calls),
                  "Session.run(copy=False)": lambda: mean_us(lambda: s.run(feeds, copy=False),
                                                             args.calls),
