@@ -156,3 +156,15 @@ def test_command_line_entry(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("bundle mnist8 in ") and "Input3" in r.stdout
+
+
+def test_bundle_without_hashes_is_described(tmp_path, capsys):
+    """A manifest from before the integrity hashes: described, integrity "not recorded"."""
+    info, bad = _broken(tmp_path)
+    man = json.loads((bad / "mnist8.json").read_text())
+    del man["integrity"]
+    (bad / "mnist8.json").write_text(json.dumps(man))
+    rc, out, err = bundle_info([str(bad), "-json"], capsys)
+    assert rc == 0, err
+    assert set(json.loads(out)["integrity"].values()) == {
+        "not recorded (a bundle from a glowpy before integrity hashes)"}

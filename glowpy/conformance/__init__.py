@@ -2,7 +2,7 @@
 
 Each case of `onnx.backend.test.case.node.collect_testcases()` (built from the installed onnx:
 a one-node model, its inputs and its expected outputs) is compiled into a bundle with
-`glowpy.compile`, linked into the C harness by `glowpy.runtime.Bundle` and run; its outputs are
+`glowpy.compile`, loaded into this process by `glowpy.runtime.Bundle` and run; its outputs are
 compared with the expected ones as onnx's own backend runner does (same shape, same dtype,
 `assert_allclose` with the case's rtol/atol, 1e-3/1e-7).
 
