@@ -191,22 +191,56 @@ def _out(n, k: int, name: str) -> str:
 
 
 def _scan(ctx, n, name, where, inputs, values):
-    if ctx.opset < 9:
-        raise ModelError(f"{where}: Scan of opset 8 (with sequence_lens and a batch axis) is not "
-                         "supported; convert the model to opset 9 or later")
     body = _graph_attr(n, "body", where)
     a = _plain_attrs(ctx, n, where)
     m = int(a["num_scan_inputs"])
+    if ctx.opset < 9:
+        return _scan8(ctx, n, body, a, m, name, where, inputs, values)
     n_state = len(inputs) - m
     if not 0 < m <= len(inputs):
         raise ModelError(f"{where}: num_scan_inputs={m} but the node has {len(inputs)} inputs")
-    xs = inputs[n_state:]
-    in_dirs = list(a.get("scan_input_directions") or [0] * m)
-    in_axes = list(a.get("scan_input_axes") or [0] * m)
     k_out = len(body.output) - n_state
-    out_dirs = list(a.get("scan_output_directions") or [0] * k_out)
-    out_axes = list(a.get("scan_output_axes") or [0] * k_out)
-    if len(in_dirs) != m or len(in_axes) != m or len(out_dirs) != k_out or len(out_axes) != k_out:
+    spec = [list(a.get(key) or [0] * count) for key, count in
+            (("scan_input_directions", m), ("scan_input_axes", m),
+             ("scan_output_directions", k_out), ("scan_output_axes", k_out))]
+    return _scan_steps(ctx, body, inputs[:n_state], inputs[n_state:], *spec, _names(n, name),
+                       name, where, values)
+
+
+def _names(n, name):
+    return [_out(n, k, name) for k in range(len(n.output))]
+
+
+def _scan8(ctx, n, body, a, m, name, where, inputs, values):
+    """Opset 8: a batch axis 0 in front of every state and scan input (the scan axis is 1),
+    and optional sequence_lens, supported when it is absent or equals the full length."""
+    lens, rest = inputs[0], inputs[1:]
+    n_state = len(rest) - m
+    if not 0 < m <= len(rest):
+        raise ModelError(f"{where}: num_scan_inputs={m} but the node has {len(rest)} data inputs")
+    batch, steps = rest[n_state].shape[:2] if len(rest[n_state].shape) >= 2 else (0, 0)
+    if lens is not None and not (lens.is_const and (np.asarray(lens.const) == steps).all()):
+        raise ModelError(f"{where}: sequence_lens shorter than the scan inputs are not supported "
+                         "(give every sequence its full length)")
+    dirs = list(a.get("directions") or [0] * m)
+    k_out = len(body.output) - n_state
+    graph, per_batch = ctx.graph, []
+    for i in range(batch):
+        pick = [graph.add("Gather", [v, graph.constant(np.array(i, np.int64), "batch")], {"axis": 0},
+                          name=f"{name}/b{i}/pick{j}")[0] for j, v in enumerate(rest)]
+        per_batch.append(_scan_steps(ctx, body, pick[:n_state], pick[n_state:], dirs, [0] * m,
+                                     [0] * k_out, [0] * k_out, _names(n, f"{name}/b{i}"),
+                                     f"{name}/b{i}", where, values))
+    return [_stack(ctx, [outs[k] for outs in per_batch], 0, f"{name}/batch{k}", out)
+            for k, out in enumerate(_names(n, name))]
+
+
+def _scan_steps(ctx, body, state, xs, in_dirs, in_axes, out_dirs, out_axes, out_names, name,
+                where, values):
+    """Unrolls a Scan-9 over its scan inputs `xs`; returns the final states, then the scan
+    outputs."""
+    m, k_out = len(xs), len(out_dirs)
+    if len(in_dirs) != m or len(in_axes) != m or len(out_axes) != k_out:
         raise ModelError(f"{where}: scan_input_*/scan_output_* attributes must have one entry "
                          f"per scan input ({m}) and scan output ({k_out})")
     axes = []
@@ -223,14 +257,14 @@ def _scan(ctx, n, name, where, inputs, values):
     if length > MAX_ITERATIONS:
         _check_growth(ctx, len(ctx.graph.nodes), length, where)
     graph, start = ctx.graph, len(ctx.graph.nodes)
-    state = list(inputs[:n_state])
+    n_state = len(state)
     per_step: list[list] = [[] for _ in range(k_out)]
     for t in range(length):
         slices = [graph.add("Gather", [x, graph.constant(np.array(t if d == 0 else length - 1 - t,
                                                                   np.int64), "step")],
                             {"axis": ax}, name=f"{name}/{t}/in{j}")[0]
                   for j, (x, ax, d) in enumerate(zip(xs, axes, in_dirs))]
-        outs = run_subgraph(ctx, body, state + slices, values, f"{name}/{t}", where)
+        outs = run_subgraph(ctx, body, list(state) + slices, values, f"{name}/{t}", where)
         state = outs[:n_state]
         for acc, v in zip(per_step, outs[n_state:]):
             acc.append(v)
@@ -238,5 +272,5 @@ def _scan(ctx, n, name, where, inputs, values):
     result = list(state)
     for k, (acc, d, ax) in enumerate(zip(per_step, out_dirs, out_axes)):
         result.append(_stack(ctx, acc[::-1] if d else acc, ax, f"{name}/scan{k}",
-                             _out(n, n_state + k, name)))
+                             out_names[n_state + k]))
     return result
