@@ -37,8 +37,15 @@ class Mod(Op):
     traits = frozenset({"elementwise"})
     since = 10
 
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        attrs["_float_floor"] = opset >= 28  # as onnxruntime: floor-mod of floats from opset 28
+        return attrs, inputs
+
     def infer(self, node):
         a = _check_same(node)
+        if a.dtype.kind == "f" and not node.attrs["fmod"] and not node.attrs.get("_float_floor", 1):
+            raise ModelError(f"node '{node.name}' (Mod): fmod=0 is defined for floats from opset "
+                             f"28 on; give {a.dtype.name} inputs fmod=1 (or use opset 28)")
         return [(a.dtype, broadcast_shapes(node, a.shape, node.inputs[1].shape))]
 
     def reference(self, node, a, b):
