@@ -266,6 +266,16 @@ class Context:
     limit: int | None
     sub_constants: dict = field(default_factory=dict)
 
+    # what onnx_control needs of this module (it cannot import it: onnx imports it)
+    def translate(self, n, name: str, values):
+        translate_node(self, n, name, values)
+
+    def tensor(self, t, where: str):
+        return tensor_value(t, where, self.limit)
+
+    def attribute(self, a, where: str):
+        return attribute_value(a, where, self.limit)
+
 
 def translate_node(ctx: Context, n, name: str, values):
     """Adds one ONNX node to ctx.graph; `values` maps the ONNX names in scope to Values (a

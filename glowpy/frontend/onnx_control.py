@@ -47,22 +47,20 @@ def _graph_attr(n, key: str, where: str):
 
 
 def _plain_attrs(ctx, n, where: str) -> dict:
-    from glowpy.frontend.onnx import attribute_value
-    return {a.name: attribute_value(a, where, ctx.limit) for a in n.attribute
+    return {a.name: ctx.attribute(a, where) for a in n.attribute
             if a.type not in (a.GRAPH, a.GRAPHS)}
 
 
 def run_subgraph(ctx, sub, bindings: list, values, prefix: str, where: str) -> list:
     """Translates subgraph `sub` with its formal inputs bound to `bindings` (Values) in a scope
     over `values`; returns the Values of its outputs."""
-    from glowpy.frontend.onnx import tensor_value, translate_node
     if len(bindings) != len(sub.input):
         raise ModelError(f"{where}: its subgraph '{show(sub.name)}' has {len(sub.input)} inputs, "
                          f"the op gives it {len(bindings)}")
     key = id(sub)
     if key not in ctx.sub_constants:  # read once, whatever the number of iterations
-        ctx.sub_constants[key] = {t.name: ctx.graph.constant(tensor_value(
-            t, f"{where}: initializer '{show(t.name)}'", ctx.limit), t.name) for t in sub.initializer}
+        ctx.sub_constants[key] = {t.name: ctx.graph.constant(ctx.tensor(
+            t, f"{where}: initializer '{show(t.name)}'"), t.name) for t in sub.initializer}
         produced = {o for m in sub.node for o in m.output}
         own = {vi.name for vi in sub.input} | {t.name for t in sub.initializer}
         # outer names a node of the subgraph redefines are shadowed, not duplicated
@@ -75,7 +73,7 @@ def run_subgraph(ctx, sub, bindings: list, values, prefix: str, where: str) -> l
         scope[vi.name] = v
     for i in ctx.sub_constants[(key, "order")]:
         m = sub.node[i]
-        translate_node(ctx, m, f"{prefix}/{node_label(m, i)}", scope)
+        ctx.translate(m, f"{prefix}/{node_label(m, i)}", scope)
     return [scope[vi.name] for vi in sub.output]
 
 

@@ -34,4 +34,3 @@ class Scan(Control):
     inputs = ("initial_state_and_scan_inputs*",)
     attrs = {"body": None, "num_scan_inputs": None, "scan_input_directions": None,
              "scan_output_directions": None, "scan_input_axes": None, "scan_output_axes": None}
-    since = 9
