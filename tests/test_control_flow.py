@@ -194,3 +194,21 @@ def test_scan_unrolls_with_axes_and_directions(tmp_path):
              "z": rng.standard_normal((3, 5)).astype(np.float32)}
     got, _ = check_against_onnxruntime(m, feeds, tmp_path, rtol=1e-6, atol=1e-6)
     assert got[1].shape == (5, 2, 3) and got[2].shape == (2, 3, 5)
+
+
+def test_nested_loops_that_fold_are_bounded(tmp_path):
+    """Loops nested three deep whose bodies fold (no node reaches the graph) would be 4096**3
+    translations; the total translation budget refuses them quickly."""
+    def body(d, nodes):
+        return helper.make_graph(
+            nodes, f"b{d}", [helper.make_tensor_value_info(f"i{d}", TensorProto.INT64, []),
+                             helper.make_tensor_value_info(f"c{d}", TensorProto.BOOL, []),
+                             helper.make_tensor_value_info(f"v{d}", TensorProto.INT64, [])],
+            [helper.make_empty_tensor_value_info(o) for o in (f"c{d}", f"w{d}")])
+    b3 = body(3, [helper.make_node("Add", ["v3", "i3"], ["w3"])])
+    b2 = body(2, [helper.make_node("Loop", ["big", "", "v2"], ["w2"], body=b3)])
+    b1 = body(1, [helper.make_node("Loop", ["big", "", "v1"], ["w1"], body=b2)])
+    m = _model([helper.make_node("Loop", ["big", "", "zero"], ["out"], body=b1)], [], ["out"],
+               [_const("big", np.int64(4096)), _const("zero", np.int64(0))])
+    with pytest.raises(ModelError, match=r"unroll to more than 50000 nodes in all"):
+        _load(m, tmp_path)

@@ -4,6 +4,8 @@ input types; after translation, the declared output and value_info types. Each f
 ModelError line naming the node, op, tensor or attribute."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from glowpy.errors import ModelError, show
@@ -133,6 +135,7 @@ _ONNX_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
               np.dtype(np.float16): "float16", np.dtype(np.bool_): "bool"}
 
 
+@functools.lru_cache(maxsize=None)  # per node otherwise: unrolled loop bodies ask again and again
 def _schema(op_type: str, opset: int):
     from onnx import defs
     try:

@@ -24,6 +24,10 @@ CONTROL_OPS = ("If", "Loop", "Scan")
 # models' loops run 1..64 times); beyond these the bundle's code would grow without end.
 MAX_ITERATIONS = 4096
 MAX_UNROLLED_NODES = 20000
+# All subgraph nodes translated for one model, folded ones included: nested loops whose bodies
+# fold away add no node to the graph but still cost translation time (3 nested loops of 4096
+# would be 7e10 translations); a 4096-step loop of a 12-node body stays below.
+MAX_TRANSLATED = 50000
 # A run-time If computes both branches; the If nodes of the models in the issue are a few
 # shape or constant checks, so a branch adding more nodes than this is not "cheap".
 MAX_SELECT_NODES = 16
@@ -71,7 +75,12 @@ def run_subgraph(ctx, sub, bindings: list, values, prefix: str, where: str) -> l
     scope.update(ctx.sub_constants[key])
     for vi, v in zip(sub.input, bindings):
         scope[vi.name] = v
-    for i in ctx.sub_constants[(key, "order")]:
+    order = ctx.sub_constants[(key, "order")]
+    ctx.sub_constants["translated"] = ctx.sub_constants.get("translated", 0) + len(order)
+    if ctx.sub_constants["translated"] > MAX_TRANSLATED:
+        raise ModelError(f"{where}: its subgraphs unroll to more than {MAX_TRANSLATED} nodes in "
+                         "all; the control flow is too large to unroll ahead of time")
+    for i in order:
         m = sub.node[i]
         ctx.translate(m, f"{prefix}/{node_label(m, i)}", scope)
     return [scope[vi.name] for vi in sub.output]
@@ -216,7 +225,9 @@ def _scan8(ctx, n, body, a, m, name, where, inputs, values):
     n_state = len(rest) - m
     if not 0 < m <= len(rest):
         raise ModelError(f"{where}: num_scan_inputs={m} but the node has {len(rest)} data inputs")
-    batch, steps = rest[n_state].shape[:2] if len(rest[n_state].shape) >= 2 else (0, 0)
+    if len(rest[n_state].shape) < 2:
+        raise ModelError(f"{where}: opset-8 scan inputs need a batch and a sequence axis")
+    batch, steps = rest[n_state].shape[:2]
     if lens is not None and not (lens.is_const and (np.asarray(lens.const) == steps).all()):
         raise ModelError(f"{where}: sequence_lens shorter than the scan inputs are not supported "
                          "(give every sequence its full length)")

@@ -18,12 +18,12 @@ def _err(node, msg):
     return ModelError(f"node '{node.name}' ({node.op}): {msg}")
 
 
-def _check_range(node, idx, size, what="index"):
-    if idx is not None and idx.is_const and idx.size:
-        c = idx.const
+def _check_range(node, c, size):
+    """Refuses constant indices (c: an array, None when known only at run time) outside -size..size-1."""
+    if c is not None and c.size:
         bad = (c < -size) | (c >= size)
         if bad.any():
-            raise _err(node, f"{what} {int(c[bad].flat[0])} is out of range for a dimension of size {size}")
+            raise _err(node, f"index {int(c[bad].flat[0])} is out of range for a dimension of size {size}")
 
 
 def _reduction(node):
@@ -44,7 +44,7 @@ class GatherElements(Op):
         ax = norm_axis(node.attrs["axis"], len(x.shape), node)
         if len(idx.shape) != len(x.shape):
             raise _err(node, f"indices of rank {len(idx.shape)} for data of rank {len(x.shape)}")
-        _check_range(node, idx, x.shape[ax])
+        _check_range(node, idx.const, x.shape[ax])
         return [(x.dtype, idx.shape)]
 
     def reference(self, node, x, idx):
@@ -67,13 +67,8 @@ def _nd_layout(node, x, idx, b):
         raise _err(node, f"index tuples of length {k} for data of rank {len(x.shape)}")
     if idx.is_const:
         for j in range(k):
-            _check_range(node, _Slice(idx.const[..., j]), x.shape[b + j])
+            _check_range(node, idx.const[..., j], x.shape[b + j])
     return k, idx.shape[:-1] + x.shape[b + k:]
-
-
-class _Slice:  # a constant standing in for a Value in _check_range
-    def __init__(self, c):
-        self.const, self.size, self.is_const = c, c.size, True
 
 
 @register
@@ -110,7 +105,7 @@ class ScatterElements(Op):
         if idx.shape != upd.shape or len(idx.shape) != len(x.shape):
             raise _err(node, f"indices {list(idx.shape)} and updates {list(upd.shape)} must have "
                              f"one shape, of data's rank {len(x.shape)}")
-        _check_range(node, idx, x.shape[ax])
+        _check_range(node, idx.const, x.shape[ax])
         return [(x.dtype, x.shape)]
 
     def reference(self, node, x, idx, upd):
