@@ -164,6 +164,9 @@ EXCLUSIONS = {
     'test_mod_uint16': (DTYPE, 'uint16 tensors'),
     'test_mod_uint32': (DTYPE, 'uint32 tensors'),
     'test_mod_uint64': (DTYPE, 'uint64 tensors'),
+    'test_isinf_float16': (DTYPE, 'float16 tensors'),
+    'test_isnan_float16': (DTYPE, 'float16 tensors'),
+    'test_onehot_with_bfloat16_values': (DTYPE, 'bfloat16 tensors'),
 
     # -- sequence and optional values ---------------------------------------------------------
     'test_identity_sequence': (TYPES, 'a sequence input and output'),

@@ -196,3 +196,24 @@ def test_transformer_shape_arithmetic_folds(tmp_path):
     reshapes = [n for n in graph.nodes if n.op == "Reshape"]
     assert len(reshapes) == 4 and all(n.inputs[1].is_const for n in reshapes)
     check_op(m, g.feeds, tmp_path, rtol=1e-4, atol=1e-5)
+
+
+def test_onehot_eyelike_isnan_isinf(tmp_path):
+    idx = np.array([[0, 3, -1], [5, -4, 2]], np.int64)  # 5 is out of range: all off
+    x = np.array([[1.0, np.nan, np.inf], [-np.inf, 0.0, -2.0]], np.float32)
+    g = GraphBuilder(idx=idx, fidx=np.array([1.7, -1.2, 9.0], np.float32), x=x,
+                     vals=np.array([-1, 4], np.int64))
+    # (indices, depth, values) types onnxruntime implements
+    g.node("OneHot", ["idx", np.array(4, np.int64), "vals"])
+    g.node("OneHot", ["idx", np.array([4.0], np.float32), np.array([0.5, 2.0], np.float32)], axis=0)
+    g.node("OneHot", ["idx", np.array(4, np.int64), "vals"], axis=1)
+    g.node("OneHot", ["fidx", np.array(3, np.float32), np.array([0, 1], np.float32)])
+    g.node("IsNaN", ["x"])
+    g.node("IsInf", ["x"])
+    g.node("IsInf", ["x"], detect_negative=0)
+    g.node("IsInf", ["x"], detect_positive=0)
+    g.node("Add", ["x", g.node("EyeLike", ["x"], k=1, output=False)])
+    g.node("EyeLike", ["x"], dtype=onnx.TensorProto.INT32, k=-1)
+    m = g.model(opset=13)
+    assert "EyeLike" not in _load(m, tmp_path).op_counts()
+    check_op(m, g.feeds, tmp_path)

@@ -51,7 +51,7 @@ EXTENDED_OPS = (
 # control flow and the integer / index ops of shape arithmetic (issue 18)
 CONTROL_OPS = (
     "If Loop Scan Mod BitShift ScatterND ScatterElements GatherElements GatherND Trilu Size "
-    "NonZero BitwiseAnd BitwiseOr BitwiseXor BitwiseNot").split()
+    "NonZero BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsNaN IsInf OneHot EyeLike").split()
 SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS + CONTROL_OPS)
 
 # Exclusion categories: the only reasons a case of an in-scope op may be left failing.

@@ -1,6 +1,7 @@
 """Integer arithmetic that PyTorch exports put into shape computations: Mod, BitShift and the
-Bitwise* ops. Broadcasting elementwise ops: they fold when their inputs are constants (the
-usual case, Graph.add) and have kernels (kernels/elementwise/integer.py) otherwise."""
+Bitwise* ops, and the float tests IsNaN/IsInf. Elementwise ops: they fold when their inputs
+are constants (the usual case, Graph.add) and have kernels (kernels/elementwise/integer.py)
+otherwise."""
 from __future__ import annotations
 
 import numpy as np
@@ -115,3 +116,30 @@ class BitwiseNot(Op):
 
     def reference(self, node, x):
         return [np.invert(x)]
+
+
+class FloatTest(Op):
+    """IsNaN and IsInf: the bool masks nan_to_num-style exports compute."""
+    inputs = ("X",)
+    traits = frozenset({"elementwise"})
+
+    def infer(self, node):
+        return [(np.bool_, node.inputs[0].shape)]
+
+
+@register
+class IsNaN(FloatTest):
+    since = 9
+
+    def reference(self, node, x):
+        return [np.isnan(x)]
+
+
+@register
+class IsInf(FloatTest):
+    attrs = {"detect_negative": 1, "detect_positive": 1}
+    since = 10
+
+    def reference(self, node, x):
+        a = node.attrs
+        return [(np.isposinf(x) & bool(a["detect_positive"])) | (np.isneginf(x) & bool(a["detect_negative"]))]

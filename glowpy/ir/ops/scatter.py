@@ -1,8 +1,8 @@
 """Index-driven ops of shape arithmetic and masks: GatherElements, GatherND, ScatterElements,
-ScatterND, Trilu, plus Size and NonZero (always folded). Each folds when its inputs are
-constants (Graph.add); the others have kernels (kernels/tensor/scatter.py) that read their
-indices at run time, so indices need not be constants. Out-of-range indices known at compile
-time are refused here; at run time a gather reads 0 and a scatter skips the element."""
+ScatterND, Trilu, OneHot, plus Size, EyeLike and NonZero (always folded). Each folds when its
+inputs are constants (Graph.add); the others have kernels (kernels/tensor/scatter.py) that read
+their indices at run time, so indices need not be constants. Out-of-range indices known at
+compile time are refused here; at run time a gather reads 0 and a scatter skips the element."""
 from __future__ import annotations
 
 import numpy as np
@@ -202,3 +202,65 @@ class NonZero(Op):
         if x.ndim == 0:
             return [np.zeros((1, int(x != 0)), np.int64)]
         return [np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)]
+
+
+@register
+class OneHot(Op):
+    inputs = ("indices", "depth", "values")
+    attrs = {"axis": -1}
+    const_inputs = (1,)  # the depth is the size of the new axis
+    since = 9
+
+    def layout(self, node):
+        """(depth, axis of the new dimension in the output)."""
+        idx = node.inputs[0]
+        depth = float(np.asarray(node.const_input(1, "depth")).reshape(-1)[0])
+        if not 1 <= depth <= 2 ** 31:
+            raise _err(node, f"depth {depth} must be a positive size")
+        ax = node.attrs["axis"]
+        r = len(idx.shape) + 1
+        if not -r <= ax < r:
+            raise _err(node, f"axis {ax} is out of range for an output of rank {r}")
+        return int(depth), ax % r
+
+    def infer(self, node):
+        idx, _, values = node.inputs
+        if values.size != 2:
+            raise _err(node, f"values must hold [off, on], got shape {list(values.shape)}")
+        depth, ax = self.layout(node)
+        return [(values.dtype, idx.shape[:ax] + (depth,) + idx.shape[ax:])]
+
+    def reference(self, node, idx, _depth, values):
+        depth, ax = self.layout(node)
+        i = idx.astype(np.int64)
+        i = np.where(i < 0, i + depth, i)
+        hot = np.expand_dims(i, ax) == np.arange(depth).reshape((-1,) + (1,) * (idx.ndim - ax))
+        v = values.reshape(-1)
+        return [np.where(hot, v[1], v[0]).astype(values.dtype)]
+
+
+@register
+class EyeLike(Op):
+    """Depends on its input's shape only, so it is always a constant."""
+    inputs = ("input",)
+    attrs = {"dtype": None, "k": 0}
+    since = 9
+
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        if isinstance(attrs.get("dtype"), int):
+            from glowpy.ir.dtypes import from_onnx
+            attrs["dtype"] = from_onnx(attrs["dtype"], "EyeLike 'dtype'")
+        return attrs, inputs
+
+    def infer(self, node):
+        x = node.inputs[0]
+        if len(x.shape) != 2:
+            raise _err(node, f"input of rank {len(x.shape)}; EyeLike needs rank 2")
+        return [(node.attrs["dtype"] or x.dtype, x.shape)]
+
+    def reference(self, node, x=None):
+        rows, cols = node.inputs[0].shape
+        return [np.eye(rows, cols, node.attrs["k"], dtype=node.attrs["dtype"] or node.inputs[0].dtype)]
+
+    def try_fold(self, node, types):
+        return self.reference(node)

@@ -1,7 +1,9 @@
-"""Kernels of Mod, BitShift and the Bitwise ops (glowpy/ir/ops/integer.py): one broadcasting
+"""Kernels of Mod, BitShift, the Bitwise ops, IsNaN and IsInf (glowpy/ir/ops/integer.py): one broadcasting
 loop each. Division by zero, INT_MIN % -1 and over-wide shifts are guarded so that they give
 what the op references give (0) instead of a trap or undefined behaviour."""
 from __future__ import annotations
+
+from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.registry import emits
@@ -83,3 +85,22 @@ def emit_bitwise(k):
 @emits("BitwiseNot")
 def emit_bitwise_not(k):
     elementwise_loop(k, lambda a: k.b.not_(a[0]))
+
+
+@emits("IsNaN", "IsInf")
+def emit_float_test(k):
+    b = k.b
+
+    def one(a):
+        x = a[0]
+        if k.instr.op == "IsNaN":
+            hit = b.fcmp_unordered("uno", x, x)
+        else:
+            inf = cg.const(x.type, float("inf"))
+            hit = ir.Constant(cg.I1, 0)
+            if k.attrs["detect_positive"]:
+                hit = b.or_(hit, b.fcmp_ordered("==", x, inf))
+            if k.attrs["detect_negative"]:
+                hit = b.or_(hit, b.fcmp_ordered("==", x, b.fneg(inf)))
+        return b.zext(hit, cg.I8)
+    elementwise_loop(k, one)

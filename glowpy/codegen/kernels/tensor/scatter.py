@@ -1,4 +1,4 @@
-"""Kernels of GatherElements, GatherND, ScatterElements, ScatterND and Trilu
+"""Kernels of GatherElements, GatherND, ScatterElements, ScatterND, Trilu and OneHot
 (glowpy/ir/ops/scatter.py). Indices are read at run time (constant ones come from the
 constant region like any operand); an index outside its dimension gathers 0 and scatters
 nothing, so model data never addresses memory outside a buffer. Scatters copy the data, then
@@ -122,3 +122,27 @@ def emit_trilu(k):
         diff = b.sub(j, i)  # keep j - i >= d (upper) or <= d (lower)
         keep = b.icmp_signed(">=" if upper else "<=", diff, k.c(d))
         k.store(b.select(keep, k.load(k.inp(0), o, x.dtype), _zero(x.dtype)), k.out(), o)
+
+
+@emits("OneHot")
+def emit_one_hot(k):
+    b = k.b
+    idx, vals = k.in_buf(0), k.in_buf(2)
+    depth, ax = k.node.opdef.layout(k.node)
+    pre = int(np.prod(idx.shape[:ax], dtype=np.int64))
+    post = int(np.prod(idx.shape[ax:], dtype=np.int64))
+    off, on = k.load(k.inp(2), 0, vals.dtype), k.load(k.inp(2), 1, vals.dtype)
+    with k.loop_nest((pre, depth, post)) as (o, d, p):
+        src = b.add(b.mul(o, k.c(post)), p)
+        if cg.is_float(idx.dtype):  # truncated, as numpy's astype; NaN and far values hit nothing
+            x = k.load(k.inp(0), src, idx.dtype)
+            fits = b.and_(b.fcmp_ordered(">", x, cg.const(x.type, -depth - 1)),
+                          b.fcmp_ordered("<", x, cg.const(x.type, depth)))
+            iv = b.fptosi(b.select(fits, x, cg.const(x.type, 0)), k.intp)
+            iv = b.select(b.icmp_signed("<", iv, k.c(0)), b.add(iv, k.c(depth)), iv)
+            iv = b.select(fits, iv, k.c(-1))
+        else:
+            iv, ok = _index(k, k.inp(0), src, idx.dtype, depth)
+            iv = b.select(ok, iv, k.c(-1))
+        hot = b.icmp_signed("==", iv, d)
+        k.store(b.select(hot, on, off), k.out(), cg.linear(b, [o, d, p], [depth * post, post, 1], 0, k.intp))
