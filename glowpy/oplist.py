@@ -82,7 +82,11 @@ at its first ONNX version that glowpy implements and ends where ONNX deprecated 
 folding runs while importing): they fix shapes, axes or counts of an ahead-of-time build.
 Element types: float32 for every op; int8, uint8, int32, int64 and bool for elementwise
 arithmetic, comparisons and logic, Where, data movement (reshape, transpose, concat, slice,
-gather, tile, expand, ...), the Reduce* family, ArgMax/ArgMin, TopK, CumSum and Einsum.
+gather, tile, expand, ...), the Reduce* family, ArgMax/ArgMin, TopK, CumSum and Einsum;
+integers only for BitShift and Bitwise*. Control flow has no kernel: an `If` whose condition
+is known at compile time becomes its branch, one with a run-time condition computes both
+(small, same-shaped) branches and selects; `Loop` (compile-time trip count) and `Scan` are
+unrolled.
 [conformance.md](conformance.md) shows what the ONNX node tests verify.
 
 {count} ops:

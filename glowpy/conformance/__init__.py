@@ -10,7 +10,8 @@ An ahead-of-time compiler fixes every shape at compile time, so operands that de
 axes or counts must be compile-time constants. The node tests feed some of them as graph inputs
 (Reshape's shape, Slice's starts/ends/axes/steps, Pad's pads, Resize's roi/scales/sizes,
 Split's split, Squeeze/Unsqueeze/Reduce* axes, Expand's shape, Tile's repeats, TopK's k,
-Range's and ConstantOfShape's operands, Clip's bounds, BatchNormalization's statistics). The
+Range's and ConstantOfShape's operands, Loop's trip count and first condition,
+BatchNormalization's statistics). The
 runner gives exactly the inputs an op declares in `Op.const_inputs` (the op registry's list of
 compile-time operands) to the compiler as initializers with the case's values, and feeds the
 rest at run time. Nothing else about a case is changed.
@@ -47,7 +48,11 @@ EXTENDED_OPS = (
     "Floor Ceil Round Sign Sin Cos ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Tile Expand Where "
     "Equal Less Greater Not And Or ConstantOfShape Range DepthToSpace SpaceToDepth CumSum TopK "
     "Einsum").split()
-SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS)
+# control flow and the integer / index ops of shape arithmetic (issue 18)
+CONTROL_OPS = (
+    "If Loop Scan Mod BitShift ScatterND ScatterElements GatherElements GatherND Trilu Size "
+    "NonZero BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsNaN IsInf OneHot EyeLike").split()
+SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS + CONTROL_OPS)
 
 # Exclusion categories: the only reasons a case of an in-scope op may be left failing.
 CATEGORIES = {

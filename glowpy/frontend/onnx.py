@@ -12,9 +12,10 @@ from glowpy.errors import ModelError, UsageError, show
 from glowpy.ir import dtypes
 from glowpy.ir.graph import Graph
 from glowpy.ir.ops import get_op
+from glowpy.frontend import onnx_control as control
 from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_declared_types,
                                          check_domains, check_node_schema, check_ops,
-                                         check_structure, node_label)
+                                         check_structure, free_names, node_label)
 from glowpy.ir.validate import check_dims, check_size, tensor_bytes
 
 # Opsets 1..28: older forms are mapped by each op's `upgrade`, and an attribute an op does not
@@ -205,7 +206,8 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
     g = model.graph
     graph = Graph(g.name or os.path.splitext(os.path.basename(path))[0])
     graph.max_tensor_bytes = limit
-    used = {x for n in g.node for x in n.input} | {vi.name for vi in g.output}
+    used = {x for n in g.node for x in list(n.input) + free_names(n)} | \
+        {vi.name for vi in g.output}
     values: dict[str, object] = {}
     for t in g.initializer:
         if t.name in used:  # unused initializers are never read
@@ -240,12 +242,51 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
         raise UsageError(f"-model-input names {names}, which "
                          f"the model does not have as inputs (inputs: "
                          f"{', '.join(show(x) for x in sorted(known_inputs)) or 'none'})")
+    ctx = Context(graph, opset, limit)
     for i in order:
-        n = g.node[i]
-        name = node_label(n, i)
-        where = f"node '{show(name)}' ({show(n.op_type, 60)})"
-        inputs = [None if x == "" else values[x] for x in n.input]
-        check_node_schema(n, opset, inputs, where)
+        translate_node(ctx, g.node[i], node_label(g.node[i], i), values)
+    for vi in g.output:
+        v = values[vi.name]
+        where = f"graph output '{show(vi.name)}' {v.dtype.name}{list(v.shape)}"
+        check_dims(v.shape, where)
+        graph.outputs.append(v)
+    check_declared_types(g, values, bool(opts.inputs or opts.symbols))
+    graph.output_names = [vi.name for vi in g.output]
+    graph.input_names = [v.name for v in graph.inputs]
+    return graph
+
+
+@dataclass
+class Context:
+    """What translating a node needs besides its scope: the graph being built, the model's
+    opset and size limit, and the constants of subgraphs already read (a Loop body is
+    translated once per iteration; its initializers are read once)."""
+    graph: Graph
+    opset: int
+    limit: int | None
+    sub_constants: dict = field(default_factory=dict)
+
+    # what onnx_control needs of this module (it cannot import it: onnx imports it)
+    def translate(self, n, name: str, values):
+        translate_node(self, n, name, values)
+
+    def tensor(self, t, where: str):
+        return tensor_value(t, where, self.limit)
+
+    def attribute(self, a, where: str):
+        return attribute_value(a, where, self.limit)
+
+
+def translate_node(ctx: Context, n, name: str, values):
+    """Adds one ONNX node to ctx.graph; `values` maps the ONNX names in scope to Values (a
+    ChainMap inside subgraphs) and receives the node's outputs."""
+    graph, opset, limit = ctx.graph, ctx.opset, ctx.limit
+    where = f"node '{show(name)}' ({show(n.op_type, 60)})"
+    inputs = [None if x == "" else values[x] for x in n.input]
+    check_node_schema(n, opset, inputs, where)
+    if n.op_type in control.CONTROL_OPS:
+        outs = control.translate(ctx, n, name, where, inputs, values)
+    else:
         attrs = {a.name: attribute_value(a, where, limit) for a in n.attribute}
         opdef = get_op(n.op_type)
         if n.op_type == "Constant":
@@ -259,19 +300,10 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
             inputs.pop()
         outs = graph.add(n.op_type, inputs, attrs, name=name, out_names=list(n.output),
                          num_outputs=len(n.output))
-        named = [k for k, o in enumerate(n.output) if o]
-        if named and named[-1] >= len(outs):
-            raise ModelError(f"{where}: the node names {len(n.output)} outputs but the op "
-                             f"has {len(outs)}")
-        for oname, v in zip(n.output, outs):
-            if oname:
-                values[oname] = v
-    for vi in g.output:
-        v = values[vi.name]
-        where = f"graph output '{show(vi.name)}' {v.dtype.name}{list(v.shape)}"
-        check_dims(v.shape, where)
-        graph.outputs.append(v)
-    check_declared_types(g, values, bool(opts.inputs or opts.symbols))
-    graph.output_names = [vi.name for vi in g.output]
-    graph.input_names = [v.name for v in graph.inputs]
-    return graph
+    named = [k for k, o in enumerate(n.output) if o]
+    if named and named[-1] >= len(outs):
+        raise ModelError(f"{where}: the node names {len(n.output)} outputs but the op "
+                         f"has {len(outs)}")
+    for oname, v in zip(n.output, outs):
+        if oname:
+            values[oname] = v

@@ -4,6 +4,8 @@ input types; after translation, the declared output and value_info types. Each f
 ModelError line naming the node, op, tensor or attribute."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from glowpy.errors import ModelError, show
@@ -23,7 +25,7 @@ def _non_text(model) -> str | None:
                for x in g.initializer for e in x.external_data for v in (e.key, e.value)]
     fields += [(f"shape symbol of {show(vi.name, 60)}", d.dim_param)
                for vi in list(g.input) + list(g.output) for d in vi.type.tensor_type.shape.dim]
-    for i, n in enumerate(g.node):
+    for i, n in enumerate(all_nodes(g)):
         fields += [(f"node {i} {what}", x) for what, x in
                    [("name", n.name), ("op_type", n.op_type), ("domain", n.domain)]
                    + [("input name", x) for x in n.input] + [("output name", x) for x in n.output]
@@ -34,10 +36,44 @@ def _non_text(model) -> str | None:
     return None
 
 
+def subgraphs(n) -> list:
+    """The GraphProto attributes of a node (If's branches, Loop's and Scan's body)."""
+    out = []
+    for a in n.attribute:
+        if a.type == a.GRAPH:
+            out.append(a.g)
+        elif a.type == a.GRAPHS:
+            out.extend(a.graphs)
+    return out
+
+
+def all_nodes(g) -> list:
+    """The nodes of a graph and of every subgraph inside it, depth first."""
+    out = []
+    for n in g.node:
+        out.append(n)
+        for sub in subgraphs(n):
+            out.extend(all_nodes(sub))
+    return out
+
+
+def free_names(n) -> list[str]:
+    """The outer-scope tensors a node's subgraphs read (ONNX: implicit inputs), sorted; a
+    node reading them must come after their producers."""
+    free: set[str] = set()
+    for sub in subgraphs(n):
+        defined = {t.name for t in sub.initializer} | {vi.name for vi in sub.input}
+        for m in sub.node:
+            free |= {x for x in list(m.input) + free_names(m) if x and x not in defined}
+            defined |= set(m.output)
+        free |= {vi.name for vi in sub.output if vi.name not in defined}
+    return sorted(free)
+
+
 def check_domains(model):
     """Refuses nodes of domains other than ai.onnx, listing every such domain at once."""
     used: dict[str, int] = {}
-    for n in model.graph.node:
+    for n in all_nodes(model.graph):
         if n.domain not in ("", "ai.onnx"):
             used[n.domain] = used.get(n.domain, 0) + 1
     if used:
@@ -50,9 +86,10 @@ def check_domains(model):
 
 
 def check_ops(model):
-    """Refuses a model with unknown ops, listing them all at once."""
+    """Refuses a model with unknown ops, listing them all at once (those inside If, Loop and
+    Scan subgraphs too)."""
     missing: dict[str, list[str]] = {}
-    for i, n in enumerate(model.graph.node):
+    for i, n in enumerate(all_nodes(model.graph)):
         key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
         if n.domain not in ("", "ai.onnx") or not has_op(n.op_type) or \
                 "internal" in get_op(n.op_type).traits:
@@ -83,14 +120,22 @@ def check_structure(model) -> list[int]:
                 raise ModelError(f"{what} '{show(n)}' is declared more than once")
             seen.add(n)
     available = {t.name for t in g.initializer} | {vi.name for vi in g.input}
-    nodes = [(node_label(n, i), list(n.input), list(n.output)) for i, n in enumerate(g.node)]
-    return order_nodes(nodes, available, [vi.name for vi in g.output], "model")
+    return order_graph(g, available, "model")
+
+
+def order_graph(g, available: set, what: str) -> list[int]:
+    """validate.order_nodes for a graph or subgraph: a node's subgraphs' outer-scope reads
+    count as its inputs."""
+    nodes = [(node_label(n, i), list(n.input) + free_names(n), list(n.output))
+             for i, n in enumerate(g.node)]
+    return order_nodes(nodes, available, [vi.name for vi in g.output], what)
 
 
 _ONNX_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
               np.dtype(np.float16): "float16", np.dtype(np.bool_): "bool"}
 
 
+@functools.lru_cache(maxsize=None)  # per node otherwise: unrolled loop bodies ask again and again
 def _schema(op_type: str, opset: int):
     from onnx import defs
     try:

@@ -3,13 +3,13 @@ the driver (codegen/module.py) and the tools that list what has a kernel import 
 Order does not matter: variants of one op are ranked, not ordered by import."""
 from glowpy.codegen.kernels.conv import channel, depthwise, direct, pixel  # noqa: F401
 from glowpy.codegen.kernels.conv import pointwise_inplace, transpose, winograd  # noqa: F401
-from glowpy.codegen.kernels.elementwise import arith, fused, logical, softplus  # noqa: F401
+from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import conv as int8_conv, matmul, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions  # noqa: F401
-from glowpy.codegen.kernels.tensor import index, layout, movement, resize  # noqa: F401
+from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatter  # noqa: F401
 
 
 def post_lowering(target):

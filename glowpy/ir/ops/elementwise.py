@@ -128,13 +128,28 @@ class Dropout(Op):
 class Clip(Op):
     inputs = ("input", "min?", "max?")
     traits = frozenset({"elementwise"})
-    const_inputs = (1, 2)
 
     def upgrade(self, op, attrs, inputs, opset, graph):
         if opset < 11:
             lo, hi = attrs.pop("min", -np.inf), attrs.pop("max", np.inf)
             inputs = [inputs[0], graph.constant(np.float32(lo), "clip_min"),
                       graph.constant(np.float32(hi), "clip_max")]
+        # A bound computed at run time (a log-mel front end's Clip(x, min=ReduceMax(x) - 80))
+        # becomes Max/Min with the scalar bound broadcast: the Clip kernel and the fused
+        # epilogues take constant bounds as immediates.
+        inputs = list(inputs) + [None] * (3 - len(inputs))
+        for i, fn in ((1, "Max"), (2, "Min")):
+            b = inputs[i]
+            if b is not None and not b.is_const:
+                if b.size != 1:
+                    raise ModelError(f"Clip: {('min', 'max')[i - 1]} '{b.name}' must be a scalar, "
+                                     f"got shape {list(b.shape)}")
+                if b.dtype != inputs[0].dtype:
+                    break  # the schema check names the mismatch
+                scalar = graph.add("Reshape", [b, graph.constant(np.zeros(0, np.int64), "scalar")],
+                                   name=f"{b.name}_scalar")[0]
+                inputs[0] = graph.add(fn, [inputs[0], scalar], name=f"{b.name}_{fn.lower()}")[0]
+                inputs[i] = None
         return attrs, inputs
 
     def bounds(self, node):
