@@ -125,12 +125,24 @@ def test_skip_layer_normalization(tmp_path):
 
 
 def test_layer_normalization_contrib(tmp_path):
+    """onnxruntime registers its contrib LayerNormalization in the default domain (opsets before
+    17, where ONNX adopted it); tools also write it as com.microsoft.LayerNormalization, which
+    onnxruntime itself does not load: that form is compared with the default-domain node."""
     x = f32(2, 4, 10)
-    nodes = [ms("LayerNormalization", ["x", "scale", "b"], ["y", "mean", "inv"], axis=-1,
-                epsilon=1e-5),
-             ms("LayerNormalization", ["x", "scale2"], ["y2"], axis=1, epsilon=1e-3)]
-    check(model(nodes, {"x": x}, ["y", "mean", "inv", "y2"],
-                {"scale": f32(10), "b": f32(10), "scale2": f32(4, 10)}), {"x": x}, tmp_path)
+    inits = {"scale": f32(10), "b": f32(10), "scale2": f32(4, 10)}
+
+    def nodes(domain):
+        return [helper.make_node("LayerNormalization", ["x", "scale", "b"], ["y", "mean", "inv"],
+                                 axis=-1, epsilon=1e-5, domain=domain),
+                helper.make_node("LayerNormalization", ["x", "scale2"], ["y2"], axis=1,
+                                 epsilon=1e-3, domain=domain)]
+    outs = ["y", "mean", "inv", "y2"]
+    check(model(nodes(""), {"x": x}, outs, inits, opset=13), {"x": x}, tmp_path / "opset13")
+    expected = run_onnxruntime(model(nodes(""), {"x": x}, outs, inits), {"x": x})
+    m = model(nodes(MS), {"x": x}, outs, inits)
+    for got in (compile_and_run(m, {"x": x}, tmp_path / "ms"), reference_of(m, {"x": x})):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
 
 
 # -- quantized contrib ops -------------------------------------------------------------------------
@@ -238,3 +250,46 @@ def test_fused_conv_unknown_activation_refused(tmp_path):
     onnx.save(m, tmp_path / "m.onnx")
     with pytest.raises(ModelError, match=r"activation 'Swish' is not supported"):
         glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "out"))
+
+
+# -- a model written by onnxruntime's quantize_dynamic ------------------------------------------
+
+@pytest.mark.parametrize("weight_type,reduce_range", [("QUInt8", False), ("QInt8", True),
+                                                      ("QInt8", False)])
+def test_quantize_dynamic_model(tmp_path, weight_type, reduce_range):
+    """Conv (padded) -> Relu -> MatMul + bias -> Tanh -> MatMul, quantized by onnxruntime's
+    quantize_dynamic: DynamicQuantizeLinear -> ConvInteger / MatMulInteger with run-time zero
+    points -> Cast -> Mul by run-time scales. Every integer step is exact, so the bundle
+    matches to float rounding, except where Tanh's last-ulp difference moves a value across a
+    quantization step of the next DynamicQuantizeLinear (one step of its scale, times the
+    weights): within 1e-3 * max|ref| + 1e-4. Full-range int8 weights (QInt8 without
+    reduce_range) are compared with glowpy's exact int64 op references instead where
+    onnxruntime's VNNI-free x86 u8s8 kernels saturate 16-bit sums (off by thousands of LSB:
+    the reason quantize_dynamic offers reduce_range)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from tests.test_int8 import _vnni_free_x86
+    rng = np.random.default_rng(7)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+    inits = {"w1": w(8, 3, 3, 3), "b1": w(8), "w2": w(8 * 4 * 4, 16), "b2": w(16),
+             "w3": w(16, 10)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["fl"]),
+             helper.make_node("MatMul", ["fl", "w2"], ["m"]), helper.make_node("Add", ["m", "b2"], ["a"]),
+             helper.make_node("Tanh", ["a"], ["t"]), helper.make_node("MatMul", ["t", "w3"], ["y"])]
+    x = f32(1, 3, 8, 8)
+    m = model(nodes, {"x": x}, ["y"], inits, opset=13)
+    onnx.save(m, tmp_path / "float.onnx")
+    quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "quant.onnx"),
+                     weight_type=QuantType[weight_type], reduce_range=reduce_range)
+    q = onnx.load(tmp_path / "quant.onnx")
+    ops = {n.op_type for n in q.graph.node}
+    assert {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"} <= ops, ops
+    exact_oracle = weight_type == "QInt8" and not reduce_range and _vnni_free_x86()
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 3, 8, 8)).astype(np.float32)
+        expected = (reference_of if exact_oracle else run_onnxruntime)(q, {"x": x})[0]
+        got = compile_and_run(str(tmp_path / "quant.onnx"), {"x": x}, tmp_path / f"out{seed}")[0]
+        err = np.abs(got - expected).max()
+        assert err <= 1e-3 * np.abs(expected).max() + 1e-4, (seed, err)

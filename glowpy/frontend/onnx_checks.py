@@ -113,6 +113,12 @@ def latest_since(op_type: str) -> int:
                if s.name == op_type and s.domain == "")
 
 
+# Ops onnxruntime defined in the default domain before ONNX did: its transformer optimizer
+# writes them into opset 12-16 models. They load at every opset, checked against the ONNX
+# schema that later adopted them unchanged.
+EARLY_OPS = frozenset({"LayerNormalization"})
+
+
 def check_node_schema(n, opset: int, inputs: list, where: str):
     """What the ONNX schema of the node's op at this opset says, checked before the op's code
     sees the node: each attribute once and of its declared type, required attributes present,
@@ -125,6 +131,8 @@ def check_node_schema(n, opset: int, inputs: list, where: str):
             raise ModelError(f"{where}: attribute '{show(a.name)}' is given more than once")
         seen.add(a.name)
     schema = _schema(n.op_type, opset)
+    if schema is None and n.op_type in EARLY_OPS:
+        schema = _schema(n.op_type, 10 ** 6)
     names = AttributeProto.AttributeType
     for a in n.attribute:
         spec = _attr_spec(n.op_type, a.name, schema)
