@@ -56,10 +56,16 @@ class Composite(Op):
         return [(o.dtype, o.shape) for o in self.expand(g, node, ins, self.wanted(node))]
 
     def reference(self, node, *arrays):
-        from glowpy.ir.evaluate import evaluate
         g, ins = self._scratch(node, list(arrays) + [None] * (len(node.inputs) - len(arrays)))
-        g.outputs = self.expand(g, node, ins, self.wanted(node))
-        return evaluate(g, {})  # what did not fold (DequantizeLinear is nofold) runs here
+        outs = self.expand(g, node, ins, self.wanted(node))
+        env = {}  # what did not fold as it was added (DequantizeLinear is nofold) runs here
+
+        def get(v):
+            return None if v is None else v.const if v.is_const else env[v]
+        for n in g.nodes:
+            for o, a in zip(n.outputs, n.opdef.reference(n, *[get(v) for v in n.inputs])):
+                env[o] = np.asarray(a).astype(o.dtype, copy=False).reshape(o.shape)
+        return [get(o) for o in outs]
 
 
 def const_scalar(node, v: Value | None, what: str, default=None):

@@ -6,7 +6,9 @@
   MatMulInteger  -> QMatMul (out_dtype int32; constant 2-D B)
 
 Zero points and scales must be constants; the input's per tensor, the weights' per tensor or
-per output channel. A node that does not qualify stays as it is (its numpy reference folds it
+per output channel. ConvInteger/MatMulInteger also take a run-time scalar input zero point
+(quantize_dynamic: DynamicQuantizeLinear computes it): the integer op without it, then an int32
+correction (_runtime_zero_point). A node that does not qualify stays as it is (its numpy reference folds it
 when everything is constant; otherwise codegen reports the op as unsupported)."""
 from __future__ import annotations
 
