@@ -293,3 +293,26 @@ def test_quantize_dynamic_model(tmp_path, weight_type, reduce_range):
         got = compile_and_run(str(tmp_path / "quant.onnx"), {"x": x}, tmp_path / f"out{seed}")[0]
         err = np.abs(got - expected).max()
         assert err <= 1e-3 * np.abs(expected).max() + 1e-4, (seed, err)
+
+
+def test_contrib_attribute_kinds_and_dotted_default_ops(tmp_path):
+    """onnx has no schemas of contrib ops, so their attributes are checked against the kinds
+    the op declares; a default-domain op type spelling a contrib op is no op at all (a fuzz
+    finding: 'com.microsoft.FusedMatMul' in the default domain with alpha='NOTSET' crashed)."""
+    import glowpy
+    from glowpy.errors import ModelError
+    x = {"a": f32(2, 2)}
+    bad = model([ms("FusedMatMul", ["a", "a"], ["y"], alpha="NOTSET")], x, ["y"])
+    dotted = model([helper.make_node("com.microsoft.FusedMatMul", ["a", "a"], ["y"])], x, ["y"])
+    ints = model([ms("FusedMatMul", ["a", "a"], ["y"], alpha=2)], x, ["y"])
+    for m, msg in ((bad, "node 'y' (com.microsoft.FusedMatMul): attribute 'alpha' must be a float, "
+                         "got str"),
+                   (dotted, "unsupported ops (1 nodes): com.microsoft.FusedMatMul x1 (y); of other "
+                            "domains only the com.microsoft ops -list-ops shows are supported")):
+        onnx.save(m, tmp_path / "m.onnx")
+        with pytest.raises(ModelError) as e:
+            glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "out"))
+        assert str(e.value) == msg
+    a = x["a"]  # an int where a float is declared is taken (helper.make_node(alpha=2) writes one)
+    got = compile_and_run(ints, x, tmp_path / "ints")[0]
+    np.testing.assert_allclose(got, 2 * a @ a, rtol=1e-6)

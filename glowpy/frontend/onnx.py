@@ -12,7 +12,8 @@ from glowpy.errors import ModelError, UsageError, show
 from glowpy.ir import dtypes
 from glowpy.ir.graph import Graph
 from glowpy.ir.ops import get_op
-from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_declared_types,
+from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_attr_kinds,
+                                         check_declared_types,
                                          check_node_schema, check_ops, check_structure,
                                          node_label, op_key)
 from glowpy.ir.validate import check_dims, check_size, tensor_bytes
@@ -245,9 +246,11 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
         op = op_key(n)
         where = f"node '{show(name)}' ({show(op, 60)})"
         inputs = [None if x == "" else values[x] for x in n.input]
-        if op == n.op_type:  # onnx has no schemas of contrib ops: the op checks its own
+        if op == n.op_type:
             check_node_schema(n, opset, inputs, where)
         attrs = {a.name: attribute_value(a, where, limit) for a in n.attribute}
+        if op != n.op_type:  # onnx has no schemas of contrib ops: they declare attribute kinds
+            check_attr_kinds(get_op(op), attrs, where)
         opdef = get_op(op)
         if op == "Constant":
             attrs = {"value": constant_value(attrs, where)}

@@ -50,7 +50,9 @@ def check_ops(model):
     missing: dict[str, list[str]] = {}
     for i, n in enumerate(model.graph.node):
         key = op_key(n)
-        if not has_op(key) or "internal" in get_op(key).traits:
+        # a dotted op type in the default domain is no ONNX op, even if it spells a contrib op
+        if not has_op(key) or "internal" in get_op(key).traits or \
+                (key == n.op_type and "." in key):
             missing.setdefault(key, []).append(n.name or (n.output[0] if n.output else f"#{i}"))
     if missing:
         parts = [f"{show(op, 60)} x{len(names)} ("
@@ -60,6 +62,27 @@ def check_ops(model):
                 if any("." in op for op in missing) else "")
         raise ModelError(f"unsupported ops ({sum(len(v) for v in missing.values())} nodes): "
                          + "; ".join(parts) + hint)
+
+
+_KINDS = {float: "a float", int: "an int", str: "a string", list: "a list"}
+
+
+def check_attr_kinds(opdef, attrs: dict, where: str):
+    """The attributes of an op onnx has no schema for (com.microsoft) against the kinds the op
+    declares: its default's type, or `attr_kinds` where the default is None. An int is taken
+    for a float (helper.make_node(alpha=2) writes one)."""
+    for k, v in attrs.items():
+        if k not in opdef.attrs or k.startswith("_"):
+            continue  # unknown attributes: the loader names them
+        default = opdef.attrs[k]
+        kind = getattr(opdef, "attr_kinds", {}).get(k) or type(default)
+        if kind is float and isinstance(v, int):
+            attrs[k] = float(v)
+        elif kind in _KINDS and not isinstance(v, kind):
+            raise ModelError(f"{where}: attribute '{show(k)}' must be {_KINDS[kind]}, got "
+                             f"{show(type(v).__name__)}")
+        elif kind is list and not all(isinstance(x, (int, float)) for x in v):
+            raise ModelError(f"{where}: attribute '{show(k)}' must be a list of numbers")
 
 
 def node_label(n, i: int) -> str:

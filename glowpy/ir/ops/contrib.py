@@ -24,6 +24,7 @@ MS = "com.microsoft."
 class Composite(Op):
     """An op computed as a small graph of other ops (see the module docstring)."""
     traits = frozenset({"composite"})
+    attr_kinds: dict = {}  # attribute -> type where the default (None) does not say
 
     def expand(self, g: Graph, node, ins: list, n_out: int) -> list[Value]:
         """Adds the ops computing `node` to `g` (ins: its inputs as Values of g, None for an
@@ -111,6 +112,8 @@ class FusedConv(Composite):
     names = (MS + "FusedConv",)
     inputs = ("X", "W", "B?", "Z?")
     attrs = dict(CONV_ATTRS, activation="", activation_params=None)
+    attr_kinds = {k: list for k in ("dilations", "kernel_shape", "pads", "strides",
+                                    "activation_params")}
 
     def expand(self, g, node, ins, n_out):
         x, w, b, z = ins + [None] * (4 - len(ins))
@@ -130,6 +133,7 @@ class FusedGemm(Composite):
     inputs = ("A", "B", "C?")
     attrs = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0, "activation": "",
              "activation_alpha": None, "activation_beta": None, "activation_gamma": None}
+    attr_kinds = {"activation_alpha": float, "activation_beta": float, "activation_gamma": float}
 
     def expand(self, g, node, ins, n_out):
         a = node.attrs

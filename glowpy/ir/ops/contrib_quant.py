@@ -98,6 +98,7 @@ class QLinearConcat(Composite):
     names = (MS + "QLinearConcat",)
     inputs = ("Y_scale", "Y_zero_point", "inputs*")
     attrs = {"axis": None}
+    attr_kinds = {"axis": int}
 
     def expand(self, g, node, ins, n_out):
         sy, zy, rest = ins[0], ins[1], ins[2:]
