@@ -316,3 +316,16 @@ def test_contrib_attribute_kinds_and_dotted_default_ops(tmp_path):
     a = x["a"]  # an int where a float is declared is taken (helper.make_node(alpha=2) writes one)
     got = compile_and_run(ints, x, tmp_path / "ints")[0]
     np.testing.assert_allclose(got, 2 * a @ a, rtol=1e-6)
+
+
+def test_contrib_ops_at_O0(tmp_path):
+    """Composites have no kernels: their expansion runs at -O0 too, where the QLinear ops stay
+    in their float QDQ form (no integer kernels) and still match within 1 LSB."""
+    x, w = f32(1, 2, 5, 5), f32(3, 2, 3, 3)
+    a, b = qdata(np.uint8, 2, 8), qdata(np.uint8, 2, 8)
+    inits = {"w": w, "s1": np.float32(0.05), "z1": np.uint8(128), "s2": np.float32(0.07),
+             "z2": np.uint8(120)}
+    nodes = [ms("FusedConv", ["x", "w"], ["y"], activation="Relu", pads=[1, 1, 1, 1]),
+             ms("QLinearAdd", ["a", "s1", "z1", "b", "s1", "z1", "s2", "z2"], ["q"])]
+    feeds = {"x": x, "a": a, "b": b}
+    check(model(nodes, feeds, ["y", "q"], inits), feeds, tmp_path, lsb=1, opt_level=0)
