@@ -59,14 +59,35 @@ def supported_ops() -> list[OpInfo]:
     return out
 
 
-def render_text(ops=None) -> str:
+def contrib_ops() -> list[OpInfo]:
+    """The com.microsoft ops (onnxruntime's contrib domain, opset 1), spelled with their
+    domain as models and error messages name them; each expands into default-domain ops."""
+    from glowpy.frontend.onnx_checks import CONTRIB_DOMAIN
+    from glowpy.ir.ops import all_ops
+    out = []
+    for name, op in sorted(all_ops().items()):
+        if name.startswith(CONTRIB_DOMAIN + "."):
+            names = [s.rstrip("?*") for s in op.inputs]
+            const = tuple(names[i] for i in op.const_inputs)
+            out.append(OpInfo(name, 1, 1, type(op).__module__.rsplit(".", 1)[-1], const, False))
+    return out
+
+
+CONTRIB_TITLE = ("{count} com.microsoft ops (onnxruntime's contrib domain, opset 1), compiled as "
+                 "the default-domain ops they expand to")
+
+
+def render_text(ops=None, contrib=None) -> str:
     ops = supported_ops() if ops is None else ops
-    w = max(len(o.name) for o in ops)
+    contrib = contrib_ops() if contrib is None else contrib
+    w = max(len(o.name) for o in ops + contrib)
     lines = [f"{len(ops)} supported ONNX ops (default domain), with the opsets they load from:"]
     for o in ops:
         rng = f"{o.first}-{o.last}" if o.first != o.last else f"{o.first}"
         extra = f"  compile-time inputs: {', '.join(o.const_inputs)}" if o.const_inputs else ""
         lines.append(f"  {o.name:<{w}}  opset {rng:<5}{extra}".rstrip())
+    lines += ["", CONTRIB_TITLE.format(count=len(contrib)) + ":"]
+    lines += [f"  {o.name:<{w}}  opset 1" for o in contrib]
     return "\n".join(lines) + "\n"
 
 
@@ -104,4 +125,11 @@ def render_markdown(ops=None) -> str:
         rng = f"{o.first}–{o.last}" if o.first != o.last else f"{o.first}"
         const = ", ".join(f"`{c}`" for c in o.const_inputs)
         lines.append(f"| {o.name} | {rng} | {o.family} | {const} |")
+    contrib = contrib_ops()
+    lines += ["", f"## {CONTRIB_TITLE.format(count=len(contrib))}", "",
+              "onnxruntime's own tools (transformer optimizer, fusions, quantization) write these "
+              "into models. Below opset 17, LayerNormalization also loads from the default "
+              "domain (onnxruntime's contrib form, which ONNX later adopted).", "",
+              "| op | family |", "|---|---|"]
+    lines += [f"| {o.name} | {o.family} |" for o in contrib]
     return "\n".join(lines) + "\n"

@@ -23,8 +23,14 @@ def test_list_ops_cli(capsys):
     assert rc == 0
     ops = supported_ops()
     assert out[0].startswith(f"{len(ops)} supported ONNX ops")
-    rows = {line.split()[0]: line.split()[2] for line in out[1:]}
+    blank = out.index("")
+    rows = {line.split()[0]: line.split()[2] for line in out[1:blank]}
     assert len(rows) == len(ops)
+    # then the com.microsoft ops, with their domain
+    contrib = {line.split()[0]: line.split()[2] for line in out[blank + 2:]}
+    assert out[blank + 1].startswith(f"{len(contrib)} com.microsoft ops")
+    assert contrib["com.microsoft.FusedConv"] == "1" and "com.microsoft.QLinearAdd" in contrib
+    assert "DynamicQuantizeLinear" in rows
     # ranges: first ONNX version glowpy implements .. newest loaded opset, or before deprecation
     assert rows["Conv"] == "1-28" and rows["Gelu"] == "20-28" and rows["Tile"] == "6-28"
     assert rows["Upsample"].endswith("-9")  # deprecated by ONNX in opset 10

@@ -490,7 +490,10 @@ def mut_add_node(c, m):
     if not names:
         return
     n_in = max(1, len([s for s in opdef.inputs if not s.endswith("?")]))
-    nd = m.graph.node.add(op_type=name, name=f"fz{len(m.graph.node)}")
+    domain, _, op_type = name.rpartition(".")  # contrib ops: "com.microsoft.FusedConv"
+    nd = m.graph.node.add(op_type=op_type, domain=domain, name=f"fz{len(m.graph.node)}")
+    if domain and domain not in {o.domain for o in m.opset_import}:
+        m.opset_import.add(domain=domain, version=1)
     nd.input.extend(c.choice(names) for _ in range(n_in))
     nd.output.append(f"fz_out{len(m.graph.node)}")
     schema = None

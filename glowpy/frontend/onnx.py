@@ -13,9 +13,9 @@ from glowpy.ir import dtypes
 from glowpy.ir.graph import Graph
 from glowpy.ir.ops import get_op
 from glowpy.frontend import onnx_control as control
-from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_declared_types,
-                                         check_domains, check_node_schema, check_ops,
-                                         check_structure, free_names, node_label)
+from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_attr_kinds,
+                                         check_declared_types, check_node_schema, check_ops,
+                                         check_structure, free_names, node_label, op_key)
 from glowpy.ir.validate import check_dims, check_size, tensor_bytes
 
 # Opsets 1..28: older forms are mapped by each op's `upgrade`, and an attribute an op does not
@@ -200,7 +200,6 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
     limit = opts.max_tensor_bytes
     model = read_model(path, limit)
     opset = opset_version(model)
-    check_domains(model)
     check_ops(model)
     order = check_structure(model)
     g = model.graph
@@ -281,24 +280,28 @@ def translate_node(ctx: Context, n, name: str, values):
     """Adds one ONNX node to ctx.graph; `values` maps the ONNX names in scope to Values (a
     ChainMap inside subgraphs) and receives the node's outputs."""
     graph, opset, limit = ctx.graph, ctx.opset, ctx.limit
-    where = f"node '{show(name)}' ({show(n.op_type, 60)})"
+    op = op_key(n)
+    where = f"node '{show(name)}' ({show(op, 60)})"
     inputs = [None if x == "" else values[x] for x in n.input]
-    check_node_schema(n, opset, inputs, where)
-    if n.op_type in control.CONTROL_OPS:
+    if op == n.op_type:
+        check_node_schema(n, opset, inputs, where)
+    if op in control.CONTROL_OPS:
         outs = control.translate(ctx, n, name, where, inputs, values)
     else:
         attrs = {a.name: attribute_value(a, where, limit) for a in n.attribute}
-        opdef = get_op(n.op_type)
-        if n.op_type == "Constant":
+        if op != n.op_type:  # onnx has no schemas of contrib ops: they declare attribute kinds
+            check_attr_kinds(get_op(op), attrs, where)
+        opdef = get_op(op)
+        if op == "Constant":
             attrs = {"value": constant_value(attrs, where)}
-        attrs, inputs = opdef.upgrade(n.op_type, attrs, inputs, opset, graph)
+        attrs, inputs = opdef.upgrade(op, attrs, inputs, opset, graph)
         unknown_attrs = sorted(set(attrs) - set(opdef.attrs) - {k for k in attrs if k.startswith("_")})
         if unknown_attrs:
             raise ModelError(f"{where}: attribute(s) {', '.join(show(a, 60) for a in unknown_attrs)}"
                              f" not supported for opset {opset}")
         while inputs and inputs[-1] is None:
             inputs.pop()
-        outs = graph.add(n.op_type, inputs, attrs, name=name, out_names=list(n.output),
+        outs = graph.add(op, inputs, attrs, name=name, out_names=list(n.output),
                          num_outputs=len(n.output))
     named = [k for k, o in enumerate(n.output) if o]
     if named and named[-1] >= len(outs):

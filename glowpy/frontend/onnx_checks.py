@@ -70,36 +70,56 @@ def free_names(n) -> list[str]:
     return sorted(free)
 
 
-def check_domains(model):
-    """Refuses nodes of domains other than ai.onnx, listing every such domain at once."""
-    used: dict[str, int] = {}
-    for n in all_nodes(model.graph):
-        if n.domain not in ("", "ai.onnx"):
-            used[n.domain] = used.get(n.domain, 0) + 1
-    if used:
-        imported = {o.domain: o.version for o in model.opset_import}
-        parts = [f"'{show(d)}' ({c} node{'s' if c > 1 else ''}"
-                 + (f", opset {imported[d]})" if d in imported else ", not imported)")
-                 for d, c in sorted(used.items())]
-        raise ModelError(f"unsupported op domain(s): {', '.join(parts)}; only the default "
-                         "ai.onnx domain is supported")
+CONTRIB_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops: registered as "com.microsoft.Op"
+
+
+def op_key(n) -> str:
+    """The registry name of a node's op: the op type in the default domain, else prefixed with
+    its domain ("com.microsoft.FusedConv"), the spelling the errors and -list-ops use."""
+    return n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
 
 
 def check_ops(model):
-    """Refuses a model with unknown ops, listing them all at once (those inside If, Loop and
-    Scan subgraphs too)."""
+    """Refuses a model with unknown ops, listing them all at once: default-domain ops glowpy
+    does not know and ops of other domains (com.microsoft beyond its registered contrib ops,
+    ai.onnx.ml, ...), those inside If, Loop and Scan subgraphs too, in one line, so fixing
+    one does not reveal the next."""
     missing: dict[str, list[str]] = {}
     for i, n in enumerate(all_nodes(model.graph)):
-        key = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-        if n.domain not in ("", "ai.onnx") or not has_op(n.op_type) or \
-                "internal" in get_op(n.op_type).traits:
+        key = op_key(n)
+        # a dotted op type in the default domain is no ONNX op, even if it spells a contrib op
+        if not has_op(key) or "internal" in get_op(key).traits or \
+                (key == n.op_type and "." in key):
             missing.setdefault(key, []).append(n.name or (n.output[0] if n.output else f"#{i}"))
     if missing:
         parts = [f"{show(op, 60)} x{len(names)} ("
                  f"{', '.join(show(x, 60) for x in names[:5])}{', ...' if len(names) > 5 else ''})"
                  for op, names in sorted(missing.items())]
+        hint = ("; of other domains only the com.microsoft ops -list-ops shows are supported"
+                if any("." in op for op in missing) else "")
         raise ModelError(f"unsupported ops ({sum(len(v) for v in missing.values())} nodes): "
-                         + "; ".join(parts))
+                         + "; ".join(parts) + hint)
+
+
+_KINDS = {float: "a float", int: "an int", str: "a string", list: "a list"}
+
+
+def check_attr_kinds(opdef, attrs: dict, where: str):
+    """The attributes of an op onnx has no schema for (com.microsoft) against the kinds the op
+    declares: its default's type, or `attr_kinds` where the default is None. An int is taken
+    for a float (helper.make_node(alpha=2) writes one)."""
+    for k, v in attrs.items():
+        if k not in opdef.attrs or k.startswith("_"):
+            continue  # unknown attributes: the loader names them
+        default = opdef.attrs[k]
+        kind = getattr(opdef, "attr_kinds", {}).get(k) or type(default)
+        if kind is float and isinstance(v, int):
+            attrs[k] = float(v)
+        elif kind in _KINDS and not isinstance(v, kind):
+            raise ModelError(f"{where}: attribute '{show(k)}' must be {_KINDS[kind]}, got "
+                             f"{show(type(v).__name__)}")
+        elif kind is list and not all(isinstance(x, (int, float)) for x in v):
+            raise ModelError(f"{where}: attribute '{show(k)}' must be a list of numbers")
 
 
 def node_label(n, i: int) -> str:
@@ -161,6 +181,12 @@ def latest_since(op_type: str) -> int:
                if s.name == op_type and s.domain == "")
 
 
+# Ops onnxruntime defined in the default domain before ONNX did: its transformer optimizer
+# writes them into opset 12-16 models. They load at every opset, checked against the ONNX
+# schema that later adopted them unchanged.
+EARLY_OPS = frozenset({"LayerNormalization"})
+
+
 def check_node_schema(n, opset: int, inputs: list, where: str):
     """What the ONNX schema of the node's op at this opset says, checked before the op's code
     sees the node: each attribute once and of its declared type, required attributes present,
@@ -173,6 +199,8 @@ def check_node_schema(n, opset: int, inputs: list, where: str):
             raise ModelError(f"{where}: attribute '{show(a.name)}' is given more than once")
         seen.add(a.name)
     schema = _schema(n.op_type, opset)
+    if schema is None and n.op_type in EARLY_OPS:
+        schema = _schema(n.op_type, 10 ** 6)
     names = AttributeProto.AttributeType
     for a in n.attribute:
         spec = _attr_spec(n.op_type, a.name, schema)

@@ -12,6 +12,7 @@ The order matters where one pass makes work for the next:
 from glowpy.ir.passes.batchnorm import lower_batchnorm
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
+from glowpy.ir.passes.decompose import decompose
 from glowpy.ir.passes.fold import fold_constants
 from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
@@ -24,6 +25,8 @@ from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
 
 PIPELINE = [
+    # contrib ops and DynamicQuantizeLinear as the ordinary ops they expand to (no kernels)
+    decompose,
     # values that became computable at compile time (the importer already folds as it goes)
     fold_constants,
     # transpose pairs cancel, transposes of unit dims become reshapes (views)
@@ -54,8 +57,9 @@ PIPELINE = [
     eliminate_dead_code,
 ]
 
-# passes needed for correctness even at -O0 (lowering has no BatchNormalization kernel)
-REQUIRED = {lower_batchnorm, eliminate_dead_code}
+# passes needed for correctness even at -O0 (lowering has no BatchNormalization or composite
+# kernel)
+REQUIRED = {decompose, lower_batchnorm, eliminate_dead_code}
 
 
 def optimize(graph, level: int = 1, passes=None):

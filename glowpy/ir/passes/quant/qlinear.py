@@ -6,7 +6,9 @@
   MatMulInteger  -> QMatMul (out_dtype int32; constant 2-D B)
 
 Zero points and scales must be constants; the input's per tensor, the weights' per tensor or
-per output channel. A node that does not qualify stays as it is (its numpy reference folds it
+per output channel. ConvInteger/MatMulInteger also take a run-time scalar input zero point
+(quantize_dynamic: DynamicQuantizeLinear computes it): the integer op without it, then an int32
+correction (_runtime_zero_point). A node that does not qualify stays as it is (its numpy reference folds it
 when everything is constant; otherwise codegen reports the op as unsupported)."""
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import numpy as np
 from glowpy.ir import qmath
 from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops import get_op
-from glowpy.ir.ops.quant import CONV_ATTRS
+from glowpy.ir.ops.quant import CONV_ATTRS, int_conv
 from glowpy.ir.passes.quant.operands import fold_zero_point, integer_weights, reads_padding
+from glowpy.ir.passes.util import insert_node
 
 
 def _c(v, default=None):
@@ -60,6 +63,49 @@ def _req(ys, yz, reals):
             "mode": "even", "out_dtype": yz.dtype.name, "_m": (m, s)}
 
 
+def _matmul(graph, n, a, az, b, bz, req):
+    m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
+    attrs = dict(req, a_zp=int(az.reshape(-1)[0]))
+    wt = np.ascontiguousarray(integer_weights(b, bz, 1).T)
+    bias, attrs["a_zp"] = fold_zero_point(np.zeros(b.shape[1], np.int32), wt, attrs["a_zp"])
+    _replace(graph, n, "QMatMul", [a, graph.constant(wt, "qmm_w"), graph.constant(bias, "qmm_b"),
+                                   graph.constant(m, "qmm_m"), graph.constant(s, "qmm_s")], attrs)
+
+
+INT32 = {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"}
+
+
+def _runtime_zero_point(graph: Graph, n: Node, x: Value, xz: Value, w: np.ndarray, wz):
+    """ConvInteger / MatMulInteger whose input zero point is a run-time scalar (the pattern of
+    onnxruntime's quantize_dynamic): the integer op without it, minus zp * (the sum of the
+    weights each output reads), an int32 constant per output channel (MatMul, and Conv
+    without padding) or per output position (Conv windows reaching into the padding, where
+    onnxruntime pads with the zero point, which adds nothing after the subtraction)."""
+    y = n.outputs[0]
+    tmp = Value(f"{n.name}_acc", np.int32, y.shape)
+    n.outputs = [tmp]
+    tmp.producer = n
+    if n.op == "ConvInteger":
+        wq = integer_weights(w, wz, 0)
+        if reads_padding(n, x, Value("w", wq.dtype, wq.shape)):
+            ones = np.ones((1,) + x.shape[1:], np.int64)
+            sums = int_conv(n, ones, wq.astype(np.int64))
+        else:
+            sums = wq.reshape(wq.shape[0], -1).astype(np.int64).sum(1).reshape(
+                (1, -1) + (1,) * (len(y.shape) - 2))
+        _conv(graph, n, x, np.zeros(1, x.dtype), w, wz, None, dict(INT32))
+    else:
+        wq = integer_weights(w, wz, 1)
+        sums = wq.astype(np.int64).sum(0)
+        _matmul(graph, n, x, np.zeros(1, x.dtype), w, wz, dict(INT32))
+    at = graph.nodes.index(tmp.producer) + 1  # (_replace made the integer op tmp's producer)
+    zp = insert_node(graph, "Cast", [xz], {"to": np.dtype(np.int32)}, f"{n.name}_zp", at,
+                     out_name=f"{n.name}_zp")
+    corr = insert_node(graph, "Mul", [zp, graph.constant(sums.astype(np.int32), f"{n.name}_wsum")],
+                       {}, f"{n.name}_zp_wsum", at + 1, out_name=f"{n.name}_zp_wsum")
+    insert_node(graph, "Sub", [tmp, corr], {}, f"{n.name}_sub", at + 2, out=y)
+
+
 def fold_qlinear(graph: Graph):
     for n in list(graph.nodes):
         ins = [n.input(i) for i in range(len(n.inputs))]
@@ -80,10 +126,15 @@ def fold_qlinear(graph: Graph):
             xzc = _c(xz, np.zeros(1, x.dtype))
             wzc = _c(wz, np.zeros(1, np.int64))
             wc = _c(w)
-            if wc is None or xzc is None or wzc is None or not _scalar(xzc):
+            if wc is None or wzc is None:
                 continue
-            _conv(graph, n, x, xzc, wc, wzc, None,
-                  {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"})
+            if xzc is None:  # a zero point computed at run time (DynamicQuantizeLinear)
+                if xz.size == 1:
+                    _runtime_zero_point(graph, n, x, xz, wc, wzc)
+                continue
+            if not _scalar(xzc):
+                continue
+            _conv(graph, n, x, xzc, wc, wzc, None, dict(INT32))
         elif n.op in ("QLinearMatMul", "MatMulInteger"):
             if n.op == "QLinearMatMul":
                 a, as_, az, b, bs, bz, ys, yz = ins
@@ -92,8 +143,12 @@ def fold_qlinear(graph: Graph):
                         not (_scalar(as_) and _scalar(az) and _scalar(ys) and _scalar(yz)):
                     continue
             else:
-                a, b, az, bz = ins + [None] * (4 - len(ins))
-                az, bz, bc = _c(az, np.zeros(1, a.dtype)), _c(bz, np.zeros(1, np.int64)), _c(b)
+                a, b, az_v, bz = ins + [None] * (4 - len(ins))
+                az, bz, bc = _c(az_v, np.zeros(1, a.dtype)), _c(bz, np.zeros(1, np.int64)), _c(b)
+                if az is None and bz is not None and bc is not None and bc.ndim == 2 \
+                        and len(a.shape) >= 2 and az_v.size == 1:
+                    _runtime_zero_point(graph, n, a, az_v, bc, bz)
+                    continue
                 if az is None or bz is None or bc is None or not _scalar(az):
                     continue
             if bc.ndim != 2 or len(a.shape) < 2:
@@ -104,12 +159,5 @@ def fold_qlinear(graph: Graph):
                     bs.reshape(-1).astype(np.float64), (ncol,)) / np.float64(ys.reshape(-1)[0])
                 req = _req(ys, yz, reals)
             else:
-                req = {"out_dtype": "int32", "y_zp": 0, "lo": 0, "hi": 0, "mode": "even"}
-            m, s = req.pop("_m", (np.zeros(1, np.int32), np.zeros(1, np.int32)))
-            attrs = dict(req, a_zp=int(az.reshape(-1)[0]))
-            wt = np.ascontiguousarray(integer_weights(bc, bz, 1).T)
-            bias, attrs["a_zp"] = fold_zero_point(np.zeros(ncol, np.int32), wt, attrs["a_zp"])
-            _replace(graph, n, "QMatMul", [a, graph.constant(wt, "qmm_w"),
-                                           graph.constant(bias, "qmm_b"),
-                                           graph.constant(m, "qmm_m"),
-                                           graph.constant(s, "qmm_s")], attrs)
+                req = dict(INT32)
+            _matmul(graph, n, a, az, bc, bz, req)
