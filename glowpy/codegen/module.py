@@ -48,6 +48,24 @@ def _slot_overlaps(slots: list) -> list[bool]:
                 for j, t in enumerate(slots)) for i, s in enumerate(slots)]
 
 
+def _share(mod: ir.Module, fn: ir.Function, shared: dict) -> ir.Function:
+    """One function per distinct kernel: instructions with equal shapes, attributes, operand
+    aliasing and epilogues generate the same text, and LLVM then optimizes and compiles each
+    text once. Instructions are emitted as usual (their tables and packed weights are
+    written), so sharing is exact by construction: only byte-identical functions are merged.
+    In 140 residual blocks of equal shape this took LLVM from 30.6 s to SEE_COMMIT; the text
+    is kept and reused for the module's own text, so the check costs no second formatting."""
+    text = str(fn)
+    key = text.replace(fn.get_reference(), "@kernel", 1)
+    first = shared.get(key)
+    if first is not None:
+        del mod.globals[fn.name]
+        return first
+    shared[key] = fn
+    fn.descr = lambda buf, t=text: buf.append(t)  # (llvmlite's Function.__str__ calls descr)
+    return fn
+
+
 def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
     mod = ir.Module(name=prog.name)
     mod.triple = target.triple
@@ -58,6 +76,7 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
         a.add_attribute("noalias")
         a.attributes.align = 64
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
+    shared: dict = {}  # kernel text (its name blanked) -> the function first emitted with it
     for idx, ins in enumerate(prog.instrs):
         bufs = [x for x in ins.inputs if x is not None] + list(ins.outputs)
         index, slots = _operand_slots(bufs)
@@ -80,6 +99,7 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
         if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
             epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
+        fn = _share(mod, fn, shared)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]
         eb.call(fn, ptrs + [entry.args[0]])

@@ -8,6 +8,8 @@ in-place and zero-copy choices depend on the order); ties keep the earlier candi
 model order wins unless another is strictly better."""
 from __future__ import annotations
 
+import heapq
+
 from glowpy.ir.graph import Graph, Node
 from glowpy.ir.program import align
 
@@ -44,46 +46,76 @@ def _storage_value(graph: Graph, producer: dict):
 
 def greedy(graph: Graph, mode: str) -> list[Node]:
     """List scheduling by estimated memory: 'grow' picks the ready node whose outputs cost the
-    least minus what it frees; 'free' the one freeing the most; ties by model order."""
+    least minus what it frees; 'free' the one freeing the most; ties by model order.
+
+    Linear in the graph's size up to a log factor (DenseNet-121 and 1,000 parallel outputs
+    spent most of their compile time rescoring every ready node at every step): the ready
+    nodes sit in a heap, and a node's score changes only when one of its storages drops to
+    as few remaining readers as the node itself reads it, so only those readers are rescored."""
     preds, succs, producer = _deps(graph)
     pos = {id(n): i for i, n in enumerate(graph.nodes)}
     rep = _storage_value(graph, producer)
+    cost: dict = {}  # value -> bytes (cached: Value.nbytes is a numpy product)
     remaining: dict = {}  # storage value -> readers left
+    reads: dict = {}  # id(node) -> {storage: times it reads it}
+    readers: dict = {}  # storage -> nodes reading it
+    most: dict = {}  # storage -> the most times one node reads it
     for n in graph.nodes:
+        counts = reads[id(n)] = {}
         for v in n.inputs:
             if v is not None and not v.is_const:
                 s = rep.get(v, v)
+                counts[s] = counts.get(s, 0) + 1
                 remaining[s] = remaining.get(s, 0) + 1
+        for s, c in counts.items():
+            readers.setdefault(s, []).append(n)
+            most[s] = max(most.get(s, 0), c)
     outputs = {rep.get(v, v) for v in graph.outputs}
+    inputs = set(graph.inputs)
+
+    def cost_of(v):
+        c = cost.get(v)
+        if c is None:
+            c = cost[v] = _cost(v)
+        return c
+
+    def score(n):
+        new = sum(cost_of(o) for o in n.outputs if rep.get(o, o) is o)
+        freed = sum(cost_of(s) for s, c in reads[id(n)].items()
+                    if remaining.get(s, 0) == c and s not in outputs and s not in inputs)
+        if mode == "grow":
+            return (new - freed, pos[id(n)])
+        return (-freed, new, pos[id(n)])
+
     indeg = {id(n): len(preds[id(n)]) for n in graph.nodes}
-    ready = [n for n in graph.nodes if indeg[id(n)] == 0]
+    current: dict = {}  # id(ready node) -> its score in the heap
+    heap: list = []
+
+    def push(n):
+        s = score(n)
+        current[id(n)] = s
+        heapq.heappush(heap, (s, pos[id(n)], n))
+
+    for n in graph.nodes:
+        if indeg[id(n)] == 0:
+            push(n)
     order = []
-    while ready:
-        def score(n):
-            new = sum(_cost(o) for o in n.outputs if rep.get(o, o) is o)
-            freed = 0
-            counts: dict = {}
-            for v in n.inputs:
-                if v is not None and not v.is_const:
-                    s = rep.get(v, v)
-                    counts[s] = counts.get(s, 0) + 1
-            for s, c in counts.items():
-                if remaining.get(s, 0) == c and s not in outputs and s not in graph.inputs:
-                    freed += _cost(s)
-            if mode == "grow":
-                return (new - freed, pos[id(n)])
-            return (-freed, new, pos[id(n)])
-        n = min(ready, key=score)
-        ready.remove(n)
+    while heap:
+        s, _, n = heapq.heappop(heap)
+        if current.get(id(n)) != s:
+            continue  # a stale entry: the node was rescored
+        del current[id(n)]
         order.append(n)
-        for v in n.inputs:
-            if v is not None and not v.is_const:
-                s = rep.get(v, v)
-                remaining[s] -= 1
-        for s in succs[id(n)]:
-            indeg[id(s)] -= 1
-            if indeg[id(s)] == 0:
-                ready.append(s)
+        for st, c in reads[id(n)].items():
+            remaining[st] -= c
+            if remaining[st] <= most[st]:  # some reader's "frees it" may have changed
+                for m in readers[st]:
+                    if id(m) in current:
+                        push(m)
+        for m in succs[id(n)]:
+            indeg[id(m)] -= 1
+            if indeg[id(m)] == 0:
+                push(m)
     return order
 
 

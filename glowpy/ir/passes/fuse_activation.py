@@ -15,16 +15,16 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "Tanh", "Har
 RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
 
-def _hoist_over_view(graph: Graph, n, us) -> bool:
+def _hoist_over_view(graph: Graph, n, us, pos) -> bool:
     """view(x) -> act  becomes  act(x) -> view, when x's producer could host the activation."""
     view = n.inputs[0].producer
-    if view is None or view.op not in RESHAPES or view not in graph.nodes or len(view.outputs) != 1:
+    if view is None or view.op not in RESHAPES or id(view) not in pos or len(view.outputs) != 1:
         return False
     x, y = view.inputs[0], view.outputs[0]
     if x.is_const or only_user(graph, y, us) is not n or only_user(graph, x, us) is not view:
         return False
     h = x.producer
-    if h is None or h not in graph.nodes or not epilogue.can_host(h):
+    if h is None or id(h) not in pos or not epilogue.can_host(h):
         return False
     z = n.outputs[0]
     t = Value(graph.unique_name(f"{n.name}_pre"), z.dtype, x.shape, producer=n)
@@ -33,20 +33,25 @@ def _hoist_over_view(graph: Graph, n, us) -> bool:
     view.inputs = [t] + view.inputs[1:]
     view.outputs = [z]
     z.producer = view
-    i, j = graph.nodes.index(view), graph.nodes.index(n)
-    graph.nodes[i], graph.nodes[j] = n, view
+    pos[id(view)], pos[id(n)] = pos[id(n)], pos[id(view)]
+    us[x] = [n if u is view else u for u in us[x]]  # x: read by n now; t: by the view
+    us[t] = [view]
+    us.pop(y, None)
     return True
 
 
 def fuse_activations(graph: Graph) -> Graph:
+    """One pass in model order with the readers index and the positions updated in place
+    (rebuilt per fusion they made long graphs quadratic); the order is rebuilt once."""
     us = users(graph)
+    pos = {id(n): i for i, n in enumerate(graph.nodes)}
     for n in list(graph.nodes):
         if n.op not in ACTIVATIONS or n.inputs[0] is None or n.inputs[0].is_const:
             continue
-        if _hoist_over_view(graph, n, us):
-            us = users(graph)
+        _hoist_over_view(graph, n, us, pos)
         p = n.inputs[0].producer
-        if p is not None and p in graph.nodes and epilogue.can_fuse(graph, p, n, us):
-            epilogue.fuse(graph, p, n)
-            us = users(graph)
+        if p is not None and id(p) in pos and epilogue.can_fuse(graph, p, n, us):
+            epilogue.fuse(graph, p, n, us, reorder=False)
+            pos[id(p)] = pos.pop(id(n))
+    graph.nodes = sorted((n for n in graph.nodes if id(n) in pos), key=lambda n: pos[id(n)])
     return graph
