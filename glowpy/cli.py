@@ -20,6 +20,12 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 _SHAPE = re.compile(r"^\[\s*(\d+(\s*,\s*\d+)*)?\s*\]$")
 
 
+def _name_list(values) -> list[str]:
+    """-model-outputs=a,b -model-outputs=c -> [a, b, c] (tensor names hold no commas in
+    practice; the loader refuses empty and repeated names)."""
+    return [n for v in values or [] for n in v.split(",")]
+
+
 def parse_model_input(text: str):
     """name,type,[d0,d1,...] or name,int8q,scale,offset,[d0,...]."""
     import numpy as np
@@ -100,6 +106,8 @@ def model_compiler(
     relocation_model: str = typer.Option("static", "--relocation-model", help="static or pic."),
     code_model: str = typer.Option("small", "--code-model", help="small, medium, large, kernel, tiny or default."),
     model_input: Optional[List[str]] = typer.Option(None, "--model-input", help="Input type and shape: name,type,[d0,d1,...] (repeatable)."),
+    model_outputs: Optional[List[str]] = typer.Option(None, "--model-outputs", help="Compile part of the model: these tensors (comma separated, repeatable) become the bundle's outputs and what they do not need is dropped (e.g. a detector up to its raw boxes and scores, before data-dependent post-processing)."),
+    model_inputs: Optional[List[str]] = typer.Option(None, "--model-inputs", help="Compile part of the model: these tensors (comma separated, repeatable) become the bundle's inputs and the nodes before them are dropped; types from the model or -model-input=name,type,[dims]."),
     onnx_define_symbol: Optional[List[str]] = typer.Option(None, "--onnx-define-symbol", help="Fix a symbolic dimension: name,value (repeatable)."),
     dump_graph_dag: Optional[str] = typer.Option(None, "--dump-graph-DAG", help="Write the optimized graph as Graphviz DOT."),
     dump_graph_dag_before_compile: Optional[str] = typer.Option(None, "--dump-graph-DAG-before-compile", help="Write the imported graph as Graphviz DOT."),
@@ -141,6 +149,7 @@ def model_compiler(
         mattr=",".join(mattr) if mattr else None, float_abi=float_abi,
         relocation_model=relocation_model, code_model=code_model,
         model_inputs=[parse_model_input(t) for t in model_input or []],
+        model_outputs=_name_list(model_outputs), cut_inputs=_name_list(model_inputs),
         symbols=parse_symbols(onnx_define_symbol), opt_level=opt,
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),

@@ -35,6 +35,8 @@ class Options:
     relocation_model: str = "static"
     code_model: str = "small"
     model_inputs: list = field(default_factory=list)  # InputSpec
+    model_outputs: list = field(default_factory=list)  # -model-outputs: tensor names (onnx_cut)
+    cut_inputs: list = field(default_factory=list)  # -model-inputs: tensor names (onnx_cut)
     symbols: dict = field(default_factory=dict)
     opt_level: int = 1  # graph optimizations (0 = only what lowering needs)
     llvm_opt: int = 3
@@ -67,7 +69,9 @@ class Options:
                **({"kernel_variants": {op: str(v) for op, v in self.kernel_variants.items()}}
                   if self.kernel_variants else {}),
                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
-               "symbols": dict(self.symbols)}
+               "symbols": dict(self.symbols),
+               **({"model_outputs": list(self.model_outputs)} if self.model_outputs else {}),
+               **({"model_inputs_cut": list(self.cut_inputs)} if self.cut_inputs else {})}
         if self.load_profile:
             rec["quantization"] = {
                 "profile": os.path.basename(self.load_profile), "schema": self.quantization_schema,
@@ -111,8 +115,14 @@ def load_graph(models: list[str], opts: Options, max_tensor_bytes: int | None = 
             raise UsageError(f"-model-input: input '{show(s.name)}' is given more than once; "
                              "give each input's type and shape once")
         specs[s.name] = s
-    lo = LoadOptions(specs, dict(opts.symbols), max_tensor_bytes)
+    lo = LoadOptions(specs, dict(opts.symbols), max_tensor_bytes, list(opts.model_outputs),
+                     list(opts.cut_inputs))
     paths = list(models)
+    onnx_model = len(paths) == 1 and (paths[0].endswith(".onnx") or not os.path.isdir(paths[0])
+                                      and not paths[0].endswith((".pb", ".pbtxt")))
+    if not onnx_model and (opts.model_outputs or opts.cut_inputs):
+        raise UsageError("-model-outputs and -model-inputs are for ONNX models; Caffe2 nets "
+                         "name their outputs in predict_net's external_output")
     if len(paths) == 1 and paths[0].endswith(".onnx"):
         return load_onnx(paths[0], lo, _warn)
     if len(paths) == 1 and not os.path.isdir(paths[0]) and not paths[0].endswith((".pb", ".pbtxt")):

@@ -13,6 +13,7 @@ from glowpy.ir import dtypes
 from glowpy.ir.graph import Graph
 from glowpy.ir.ops import get_op
 from glowpy.frontend import onnx_control as control
+from glowpy.frontend.onnx_cut import cut
 from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_attr_kinds,
                                          check_declared_types, check_node_schema, check_ops,
                                          check_structure, free_names, node_label, op_key)
@@ -55,6 +56,8 @@ class LoadOptions:
     inputs: dict = field(default_factory=dict)  # name -> InputSpec
     symbols: dict = field(default_factory=dict)  # dim_param -> int
     max_tensor_bytes: int | None = None  # validate.py: the target's size limit
+    outputs: list = field(default_factory=list)  # -model-outputs: tensors made the outputs
+    cut_inputs: list = field(default_factory=list)  # -model-inputs: tensors made inputs
 
 
 MAX_PROTO = 2 * 1024 ** 3  # protobuf cannot parse messages of 2 GiB or more
@@ -200,6 +203,8 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
     limit = opts.max_tensor_bytes
     model = read_model(path, limit)
     opset = opset_version(model)
+    if opts.outputs or opts.cut_inputs:  # before the checks: dropped nodes are never looked at
+        cut(model, opts.outputs, opts.cut_inputs, opts.inputs)
     check_ops(model)
     order = check_structure(model)
     g = model.graph

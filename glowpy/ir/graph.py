@@ -68,7 +68,8 @@ class Node:
         if v.const is None:
             raise ModelError(
                 f"node '{self.name}' ({self.op}): input {i} '{v.name}'{' (' + what + ')' if what else ''} "
-                f"must be known at compile time; make it an initializer or a Constant")
+                f"must be known at compile time; make it an initializer or a Constant, or "
+                f"compile the model up to the tensors before it with -model-outputs=<names>")
         return v.const
 
     def __repr__(self):
