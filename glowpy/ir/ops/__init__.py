@@ -4,3 +4,4 @@ from glowpy.ir.ops import conv, elementwise, matmul, reduce, resize, tensor  # n
 from glowpy.ir.ops import convtranspose, norm, softplus  # noqa: E402,F401
 from glowpy.ir.ops import einsum, generate, index, layout, logical  # noqa: E402,F401
 from glowpy.ir.ops import quant, qops  # noqa: E402,F401  (int8: ONNX ops, integer kernels)
+from glowpy.ir.ops import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN, RecurrentCell)
