@@ -46,7 +46,7 @@ EXTENDED_OPS = (
     "ConvTranspose InstanceNormalization LayerNormalization LRN Selu Softplus Softsign Gelu Mish "
     "Floor Ceil Round Sign Sin Cos ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Tile Expand Where "
     "Equal Less Greater Not And Or ConstantOfShape Range DepthToSpace SpaceToDepth CumSum TopK "
-    "Einsum").split()
+    "Einsum LSTM GRU RNN").split()
 SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS)
 
 # Exclusion categories: the only reasons a case of an in-scope op may be left failing.
