@@ -193,3 +193,79 @@ def test_run_time_sequence_lens_is_refused(tmp_path):
     onnx.save(model, path)
     with pytest.raises(ModelError, match="sequence_lens.*must be known at compile time"):
         glowpy.compile(path, str(tmp_path / "b"))
+
+
+# ---------------------------------------------------------------------------------------------
+# models shaped like torch.onnx's exports (torch is not installed: the same graphs by hand)
+
+
+def _w(rng, *shape):
+    return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def torch_lstm_model(seq=12, batch=2, isz=10, hid=16, layers=2):
+    """nn.LSTM(isz, hid, num_layers=2, bidirectional=True) exported with (h0, c0) inputs: each
+    layer slices its states, its Y [seq, 2, batch, H] goes through Transpose(0, 2, 1, 3) and
+    Reshape(0, 0, -1) into the next layer, h_n/c_n concatenate the layers' Y_h/Y_c."""
+    rng = np.random.default_rng(7)
+    nodes, inits = [], {}
+    x = "input"
+    for l in range(layers):
+        i = isz if l == 0 else 2 * hid
+        inits.update({f"W{l}": _w(rng, 2, 4 * hid, i), f"R{l}": _w(rng, 2, 4 * hid, hid),
+                      f"B{l}": _w(rng, 2, 8 * hid), f"s{l}": np.array([2 * l], np.int64),
+                      f"e{l}": np.array([2 * l + 2], np.int64)})
+        for s in ("h", "c"):
+            nodes.append(helper.make_node("Slice", [f"{s}0", f"s{l}", f"e{l}", "axis0"],
+                                          [f"{s}0_{l}"]))
+        nodes.append(helper.make_node(
+            "LSTM", [x, f"W{l}", f"R{l}", f"B{l}", "", f"h0_{l}", f"c0_{l}"],
+            [f"Y{l}", f"Yh{l}", f"Yc{l}"], hidden_size=hid, direction="bidirectional"))
+        nodes.append(helper.make_node("Transpose", [f"Y{l}"], [f"T{l}"], perm=[0, 2, 1, 3]))
+        x = "output" if l == layers - 1 else f"X{l + 1}"
+        nodes.append(helper.make_node("Reshape", [f"T{l}", "shape"], [x]))
+    inits.update({"axis0": np.array([0], np.int64), "shape": np.array([0, 0, -1], np.int64)})
+    nodes += [helper.make_node("Concat", [f"Yh{l}" for l in range(layers)], ["hn"], axis=0),
+              helper.make_node("Concat", [f"Yc{l}" for l in range(layers)], ["cn"], axis=0)]
+    feeds = {"input": _w(rng, seq, batch, isz) * 3, "h0": _w(rng, 2 * layers, batch, hid),
+             "c0": _w(rng, 2 * layers, batch, hid)}
+    return make_graph_model(nodes, feeds, ["output", "hn", "cn"], inits, opset=14), feeds
+
+
+def torch_gru_model(seq=9, batch=3, isz=6, hid=12):
+    """nn.GRU(isz, hid, batch_first=True) exported without initial state: Transpose to time
+    major, GRU with linear_before_reset=1 (torch's form), Squeeze of the direction axis,
+    Transpose back to batch major."""
+    rng = np.random.default_rng(8)
+    inits = {"W": _w(rng, 1, 3 * hid, isz), "R": _w(rng, 1, 3 * hid, hid),
+             "B": _w(rng, 1, 6 * hid), "axis1": np.array([1], np.int64)}
+    nodes = [helper.make_node("Transpose", ["input"], ["xt"], perm=[1, 0, 2]),
+             helper.make_node("GRU", ["xt", "W", "R", "B"], ["Y", "hn"], hidden_size=hid,
+                              linear_before_reset=1),
+             helper.make_node("Squeeze", ["Y", "axis1"], ["Ys"]),
+             helper.make_node("Transpose", ["Ys"], ["output"], perm=[1, 0, 2])]
+    feeds = {"input": _w(rng, batch, seq, isz) * 3}
+    return make_graph_model(nodes, feeds, ["output", "hn"], inits, opset=14), feeds
+
+
+@pytest.mark.parametrize("build", [torch_lstm_model, torch_gru_model], ids=["lstm", "gru"])
+def test_torch_shaped_exports_match_onnxruntime(build, tmp_path):
+    model, feeds = build()
+    level = RUNNABLE[-1]
+    check_op(model, feeds, tmp_path, **TOL, **level.options)
+
+
+@pytest.mark.parametrize("abi", ["hard", "soft"])
+def test_lstm_on_cortex_m7_matches_onnxruntime(abi, tmp_path):
+    """A bidirectional LSTM with peepholes, initial states and sequence lengths, compiled for
+    the Cortex-M7 (scalar register tiles; soft float: library calls) and run under QEMU."""
+    from test_int8 import run_on_board
+    model, feeds = recurrent_model("LSTM", seq=6, batch=2, isz=5, hid=7, direction="bidirectional",
+                                   states=True, peep=True, lens=[6, 3], clip=2.0)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
+                          float_abi=abi)
+    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, float_abi=abi)
+    for p, got, want in zip(info.outputs, run["outputs"], run_onnxruntime(model, feeds)):
+        np.testing.assert_allclose(got.reshape(want.shape), want, **TOL, err_msg=p["name"])
