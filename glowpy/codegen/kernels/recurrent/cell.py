@@ -17,7 +17,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
-from glowpy.codegen.kernels.accumulators import Acc
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant, pack_panels
 from glowpy.codegen.kernels.elementwise.arith import fmax, fmin, scalar
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.vectors import Simd, Vec
@@ -81,13 +81,33 @@ class Cell:
         return activation(self.k, self.acts[i], x)
 
     # -- the hidden-state product -------------------------------------------------------------
+    def ranges(self):
+        """The column ranges of RT the products cover, each with its tile (MR, NV)."""
+        hid = self.hid
+        cols = [(0, 2 * hid), (2 * hid, hid)] if self.kind == "GRU" and not self.lbr else \
+            [(0, self.gh)]
+        return [(c0, n) + choose_tile(self.vec.simd, self.batch, n, 1)[:2] for c0, n in cols]
+
+    def pack(self):
+        """A constant RT re-laid out in panels of each range's tile width (pack_panels, as the
+        Gemm kernel packs B): a tile's K rows are consecutive, so the per-step stream through
+        R is sequential (measured on an AVX2 EPYC, LSTM seq 100, input and hidden 128: batch 1
+        0.59 -> 0.50 ms, batch 8 3.59 -> 3.13 ms)."""
+        rt = const_input(self.k, 1)
+        if rt is None:
+            return None
+        w = self.vec.w
+        return pack_constant(self.k, 1, np.concatenate(
+            [pack_panels(rt[:, c0:c0 + n], nv * w) for c0, n, _, nv in self.ranges()]), "packed_rt")
+
     def product(self, a_ptr, a_col, a_stride, col0, ncols):
         """scr[b, col0:col0+ncols] = A[b, :H] x RT[:, col0:col0+ncols] for every batch row b,
         A's row b at a_ptr[b*a_stride + a_col]."""
         k, b, vec = self.k, self.b, self.vec
         w = vec.w
-        mr, nv, _ = choose_tile(vec.simd, self.batch, ncols, 1)
+        mr, nv = next((mr, nv) for c0, n, mr, nv in self.ranges() if c0 == col0)
         nb = nv * w
+        packed = self.packed is not None
 
         def tile(m0, rows, n0, width):
             nvp = -(-width // w)
@@ -96,9 +116,13 @@ class Cell:
             arow = [b.add(b.mul(b.add(m0, k.c(i)), k.c(a_stride)), k.c(a_col)) for i in range(rows)]
             with acc.loop(k, self.hid, name="kk") as kk:
                 av = [k.load(a_ptr, b.add(r, kk), np.float32) for r in arow]
-                boff = b.add(b.mul(kk, k.c(self.gh)), b.add(n0, k.c(col0)))
-                acc.fma(av, [vec.load(k.inp(1), b.add(boff, k.c(j * w)), masks[j])
-                             for j in range(nvp)])
+                if packed:  # the range's panels start at col0*H, the tile's at + n0*H
+                    boff = b.add(b.mul(b.add(n0, k.c(col0)), k.c(self.hid)),
+                                 b.mul(kk, k.c(width)))
+                else:
+                    boff = b.add(b.mul(kk, k.c(self.gh)), b.add(n0, k.c(col0)))
+                acc.fma(av, [vec.load(self.packed if packed else k.inp(1),
+                                      b.add(boff, k.c(j * w)), masks[j]) for j in range(nvp)])
             for i in range(rows):
                 base = b.add(b.mul(b.add(m0, k.c(i)), k.c(self.sw)), b.add(n0, k.c(col0)))
                 for j in range(nvp):
@@ -193,6 +217,7 @@ class Cell:
         self.fill(self.h, k.inp(2), n)
         if self.c is not None:
             self.fill(self.c, k.inp(3), n)
+        self.packed = self.pack()
         steps = self.seq
         if self.lens is not None:
             self.len_table = k.add_table(np.asarray(self.lens, np.int32), "lens")
