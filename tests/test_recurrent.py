@@ -154,6 +154,12 @@ def test_layout_1_matches_onnxruntime_on_time_major_data(op, kw, tmp_path):
         np.testing.assert_allclose(g, w.transpose(perms[k]), **TOL, err_msg=f"output {k}")
 
 
+def test_unoptimized_build_lowers_the_recurrent_ops(tmp_path):
+    """-O0 runs only the passes lowering needs; lower_recurrent is one of them."""
+    model, feeds = recurrent_model("LSTM", direction="bidirectional", states=True, lens=[5, 3, 1])
+    check_op(model, feeds, tmp_path, **TOL, opt_level=0, **RUNNABLE[0].options)
+
+
 def test_opset_1_output_sequence_is_accepted(tmp_path):
     """LSTM-1's output_sequence only said whether Y may be omitted: the opset-1 model computes
     what onnxruntime computes for the same node at opset 14."""
@@ -269,5 +275,31 @@ def test_lstm_on_cortex_m7_matches_onnxruntime(abi, tmp_path):
     info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
                           float_abi=abi)
     run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, float_abi=abi)
+    for p, got, want in zip(info.outputs, run["outputs"], run_onnxruntime(model, feeds)):
+        np.testing.assert_allclose(got.reshape(want.shape), want, **TOL, err_msg=p["name"])
+
+
+def test_gru_on_aarch64_matches_onnxruntime(tmp_path):
+    """A bidirectional GRU (both reset forms, NEON register tiles) as a static AArch64 Linux
+    executable (examples/bundles/aarch64) under qemu-aarch64."""
+    import subprocess
+
+    from test_cross import EXAMPLES  # (puts examples/bundles, with gen_io_header, on the path)
+    from gen_io_header import parse_run_output, write_io_header_from_manifest
+    from toolchains import require_tool
+    for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64", "make"):
+        require_tool(tool)
+    model, feeds = recurrent_model("GRU", seq=6, batch=3, isz=5, hid=9, direction="bidirectional",
+                                   states=True, lens=[6, 2, 5])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    d = str(tmp_path / "b")
+    info = glowpy.compile(path, d, target="aarch64")
+    write_io_header_from_manifest(os.path.join(d, "model_io.h"), info.manifest, feeds)
+    res = subprocess.run(["make", "-s", "-C", os.path.join(EXAMPLES, "aarch64"), f"BUNDLE_DIR={d}",
+                          f"NETWORK={info.manifest['network_name']}", "run"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    run = parse_run_output(res.stdout)
     for p, got, want in zip(info.outputs, run["outputs"], run_onnxruntime(model, feeds)):
         np.testing.assert_allclose(got.reshape(want.shape), want, **TOL, err_msg=p["name"])
