@@ -8,6 +8,7 @@ Each matrix case compiles for one of the x86 vector levels this host runs (cases
 them; hidden sizes 5 and 9 leave masked tails at every width, batch 3 a partial row tile)."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -158,6 +159,18 @@ def test_unoptimized_build_lowers_the_recurrent_ops(tmp_path):
     """-O0 runs only the passes lowering needs; lower_recurrent is one of them."""
     model, feeds = recurrent_model("LSTM", direction="bidirectional", states=True, lens=[5, 3, 1])
     check_op(model, feeds, tmp_path, **TOL, opt_level=0, **RUNNABLE[0].options)
+
+
+def test_unread_y_is_not_planned(tmp_path):
+    """Only Y_h read: the cell keeps its state and writes no sequence, so the activations hold
+    the projections (seq x batch x 4H floats) and not also the seq x batch x H of Y."""
+    seq, batch, hid = 50, 3, 5
+    model, feeds = recurrent_model("LSTM", seq=seq, batch=batch, hid=hid, outs=("", "Y_h"))
+    got, _ = check_op(model, feeds, tmp_path, **TOL, **RUNNABLE[0].options)
+    with open(os.path.join(str(tmp_path), "bundle", "model.json")) as f:
+        activations = json.load(f)["memory"]["activations"]
+    proj, y = seq * batch * 4 * hid * 4, seq * batch * hid * 4
+    assert proj <= activations < proj + y, (activations, proj, y)
 
 
 def test_opset_1_output_sequence_is_accepted(tmp_path):

@@ -265,11 +265,12 @@ class RecurrentCell(Op):
 
     proj [seq, batch, gates*H] holds X W^T + Wb + Rb (GRU with linear_before_reset: without the
     h gate's Rb, which is `Rbh`, applied inside the reset product); RT [H, gates*H] is R^T.
-    Outputs: Y [seq, batch, H], Y_h [batch, H], (LSTM) Y_c [batch, H], and the kernel's
-    planned scratch [batch, gates*H (+H for GRU's reset product)] that no one reads."""
+    Outputs: Y [seq, batch, H] (y=0, no reader: [1, batch, H], never written), Y_h [batch, H],
+    (LSTM) Y_c [batch, H], and the kernel's planned scratch [batch, gates*H (+H for GRU's
+    reset product)] that no one reads."""
     inputs = ("proj", "RT", "initial_h?", "initial_c?", "P?", "Rbh?")
     attrs = {"kind": REQUIRED, "acts": REQUIRED, "clip": None, "reverse": 0, "lens": None,
-             "lbr": 0, "input_forget": 0}
+             "lbr": 0, "input_forget": 0, "y": 1}
     traits = frozenset({"internal"})
     since = 0
 
@@ -283,7 +284,8 @@ class RecurrentCell(Op):
         hid = rt.shape[0]
         a = node.attrs
         st = (np.float32, (batch, hid))
-        outs = [(np.float32, (seq, batch, hid)), st] + ([st] if a["kind"] == "LSTM" else [])
+        y = (np.float32, (seq if a["y"] else 1, batch, hid))
+        outs = [y, st] + ([st] if a["kind"] == "LSTM" else [])
         return outs + [(np.float32, (batch, self.scratch_width(a["kind"], hid, a["lbr"])))]
 
     def reference(self, node, proj, rt, h0=None, c0=None, p=None, rbh=None):
@@ -292,5 +294,6 @@ class RecurrentCell(Op):
                                  a["input_forget"], proj, rt.astype(np.float64), h0, c0, p,
                                  None if rbh is None else rbh.astype(np.float64))
         scratch = np.zeros(self.infer(node)[-1][1], np.float32)
+        y = y if a["y"] else np.zeros_like(y[:1])
         outs = [y, h] + ([c] if a["kind"] == "LSTM" else [])
         return [v.astype(np.float32) for v in outs] + [scratch]

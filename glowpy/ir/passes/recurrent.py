@@ -17,19 +17,22 @@ RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 
 def lower_recurrent(graph: Graph) -> Graph:
     kept = graph.nodes
+    used = set(graph.outputs) | {v for n in kept for v in n.inputs if v is not None}
     nodes = []
     for n in kept:
         if n.op not in RECURRENT_OPS:
             nodes.append(n)
             continue
         graph.nodes = []  # graph.add appends the replacement here
-        _lower(graph, n)
+        _lower(graph, n, n.outputs[0] in used)
         nodes += graph.nodes
     graph.nodes = nodes
     return graph
 
 
-def _lower(graph: Graph, n):
+def _lower(graph: Graph, n, y_used: bool):
+    """n's replacement; without readers of Y the cells keep only the state (their Y output
+    shrinks to one step that is never written: seq x batch x H floats less to plan)."""
     s = spec(n)
     x, w, r, b, _, h0, c0, p = (list(n.inputs) + [None] * 8)[:8]
     hid, gh = s.hidden, s.gates * s.hidden
@@ -67,18 +70,21 @@ def _lower(graph: Graph, n):
         axis = 1 if s.layout else 0
         attrs = {"kind": s.kind, "acts": s.acts[d], "clip": s.clip, "lens": s.lens,
                  "reverse": int(s.reverse(n.attrs["direction"], d)), "lbr": s.lbr,
-                 "input_forget": s.input_forget}
+                 "input_forget": s.input_forget, "y": int(y_used)}
         outs = add("RecurrentCell", [proj, rt, take(h0, d, axis), take(c0, d, axis),
                                      take(p, d), rbh], attrs, what=f"cell{d}")
-        ys.append(add("Reshape", [outs[0], ints([s.seq, 1, s.batch, hid])])[0])
+        if y_used:
+            ys.append(add("Reshape", [outs[0], ints([s.seq, 1, s.batch, hid])])[0])
         hs.append(add("Reshape", [outs[1], ints([1, s.batch, hid])])[0])
         if s.kind == "LSTM":
             cs.append(add("Reshape", [outs[2], ints([1, s.batch, hid])])[0])
-    results = [_join(add, ys, 1, s.layout, [2, 0, 1, 3]), _join(add, hs, 0, s.layout, [1, 0, 2])]
+    results = [_join(add, ys, 1, s.layout, [2, 0, 1, 3]) if ys else None,
+               _join(add, hs, 0, s.layout, [1, 0, 2])]
     if cs:
         results.append(_join(add, cs, 0, s.layout, [1, 0, 2]))
     for old, new in zip(n.outputs, results):
-        _rebind(new, old)
+        if new is not None:
+            _rebind(new, old)
 
 
 def _join(add, parts, axis, layout, perm):

@@ -181,7 +181,8 @@ class Cell:
         else:
             hn = self.lstm(pre, j, m, hoff)
         vec.store(hn, self.h, hoff, m)
-        vec.store(hn, self.y, b.add(b.mul(b.add(b.mul(t, k.c(self.batch)), bi), k.c(hid)), j), m)
+        if k.attrs["y"]:
+            vec.store(hn, self.y, b.add(b.mul(b.add(b.mul(t, k.c(self.batch)), bi), k.c(hid)), j), m)
 
     def lstm(self, pre, j, m, hoff):
         k, b, vec, hid = self.k, self.b, self.vec, self.hid
@@ -221,7 +222,8 @@ class Cell:
         steps = self.seq
         if self.lens is not None:
             self.len_table = k.add_table(np.asarray(self.lens, np.int32), "lens")
-            self.fill(self.y, None, self.seq * n)  # rows past a sequence's end stay zero
+            if k.attrs["y"]:
+                self.fill(self.y, None, self.seq * n)  # rows past a sequence's end stay zero
             steps = max(self.lens)
         two_products = self.kind == "GRU" and not self.lbr
         if steps:
