@@ -280,6 +280,7 @@ def test_torch_shaped_exports_match_onnxruntime(build, tmp_path):
 def test_lstm_on_cortex_m7_matches_onnxruntime(abi, tmp_path):
     """A bidirectional LSTM with peepholes, initial states and sequence lengths, compiled for
     the Cortex-M7 (scalar register tiles; soft float: library calls) and run under QEMU."""
+    from test_cross import check_bare_metal_object
     from test_int8 import run_on_board
     model, feeds = recurrent_model("LSTM", seq=6, batch=2, isz=5, hid=7, direction="bidirectional",
                                    states=True, peep=True, lens=[6, 3], clip=2.0)
@@ -287,6 +288,7 @@ def test_lstm_on_cortex_m7_matches_onnxruntime(abi, tmp_path):
     onnx.save(model, path)
     info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
                           float_abi=abi)
+    check_bare_metal_object(info.files[".o"], abi == "soft")  # no libm: mathfn's sigmoid/tanh
     run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, float_abi=abi)
     for p, got, want in zip(info.outputs, run["outputs"], run_onnxruntime(model, feeds)):
         np.testing.assert_allclose(got.reshape(want.shape), want, **TOL, err_msg=p["name"])
