@@ -101,6 +101,8 @@ def _cases():
         ("RNN", dict(activations=["Elu"], activation_alpha=[0.5], lens=[2, 5, 1])),
         ("RNN", dict(activations=["Softsign"], direction="reverse")),
         ("RNN", dict(activations=["Sigmoid"], clip=0.3)),
+        ("LSTM", dict(activations=["sigmoid", "TANH", "softSign"])),  # names: any case
+        ("GRU", dict(linear_before_reset=1, bias=False, direction="bidirectional")),  # no Rbh
         # optional outputs: any subset, empty names for the absent ones
         ("LSTM", dict(outs=("", "Y_h"), states=True)),
         ("LSTM", dict(outs=("Y", "", "Y_c"), direction="bidirectional")),
