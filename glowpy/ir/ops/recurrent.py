@@ -20,7 +20,8 @@ from glowpy.errors import ModelError
 from glowpy.ir.ops.registry import REQUIRED, Op, register
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
-DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"), "RNN": ("Tanh",)}
+DEFAULT_ACTIVATIONS = {"LSTM": ("Sigmoid", "Tanh", "Tanh"), "GRU": ("Sigmoid", "Tanh"),
+                       "RNN": ("Tanh",)}
 # lower-case name -> (name, default alpha or None if unused, default beta or None if unused)
 ACTIVATIONS = {
     "relu": ("Relu", None, None), "tanh": ("Tanh", None, None), "sigmoid": ("Sigmoid", None, None),

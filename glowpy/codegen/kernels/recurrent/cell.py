@@ -182,7 +182,8 @@ class Cell:
             hn = self.lstm(pre, j, m, hoff)
         vec.store(hn, self.h, hoff, m)
         if k.attrs["y"]:
-            vec.store(hn, self.y, b.add(b.mul(b.add(b.mul(t, k.c(self.batch)), bi), k.c(hid)), j), m)
+            row = b.add(b.mul(t, k.c(self.batch)), bi)
+            vec.store(hn, self.y, b.add(b.mul(row, k.c(hid)), j), m)
 
     def lstm(self, pre, j, m, hoff):
         k, b, vec, hid = self.k, self.b, self.vec, self.hid
@@ -230,7 +231,8 @@ class Cell:
             with k.for_range(steps, name="step") as s:
                 self.product(self.h, 0, hid, 0, 2 * hid if two_products else self.gh)
                 if two_products:
-                    self.rows(s, lambda bi, t: self.lanes(hid, lambda j, m: self.reset_product(bi, t, j, m)))
+                    self.rows(s, lambda bi, t: self.lanes(
+                        hid, lambda j, m: self.reset_product(bi, t, j, m)))
                     self.product(self.scr, 3 * hid, self.sw, 2 * hid, hid)
                 self.rows(s, lambda bi, t: self.lanes(hid, lambda j, m: self.gates(bi, t, j, m)))
         for bi, ln in enumerate(self.lens or ()):
