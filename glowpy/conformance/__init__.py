@@ -47,7 +47,7 @@ EXTENDED_OPS = (
     "ConvTranspose InstanceNormalization LayerNormalization LRN Selu Softplus Softsign Gelu Mish "
     "Floor Ceil Round Sign Sin Cos ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Tile Expand Where "
     "Equal Less Greater Not And Or ConstantOfShape Range DepthToSpace SpaceToDepth CumSum TopK "
-    "Einsum").split()
+    "Einsum LSTM GRU RNN").split()
 # control flow and the integer / index ops of shape arithmetic (issue 18)
 CONTROL_OPS = (
     "If Loop Scan Mod BitShift ScatterND ScatterElements GatherElements GatherND Trilu Size "

@@ -105,6 +105,14 @@ def pack_constant(k, i: int, array: np.ndarray, name: str):
     return k.add_table(array.reshape(-1), name)
 
 
+def pack_panels(bmat: np.ndarray, nb: int) -> np.ndarray:
+    """B (K, N) -> panels of nb columns (the last may be narrower), each (K, cols) row-major;
+    the panel starting at column n0 starts at element n0 * K."""
+    kk, n = bmat.shape
+    return np.concatenate([np.ascontiguousarray(bmat[:, n0:n0 + nb]).reshape(-1)
+                           for n0 in range(0, n, nb)])
+
+
 def const_input(k, i: int):
     """Constant input i as a numpy array (its original layout), or None."""
     buf = k.in_buf(i)

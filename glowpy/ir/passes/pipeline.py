@@ -21,6 +21,7 @@ from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.merge_pad import merge_pad
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.profile import quantize_from_profile
+from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
 
@@ -29,6 +30,9 @@ PIPELINE = [
     decompose,
     # values that became computable at compile time (the importer already folds as it goes)
     fold_constants,
+    # LSTM/GRU/RNN -> per direction one Gemm of all input projections + a RecurrentCell
+    # (before the transpose and view passes: torch exports wrap the outputs in Transpose/Squeeze)
+    lower_recurrent,
     # transpose pairs cancel, transposes of unit dims become reshapes (views)
     simplify_transposes,
     # Identity/Dropout vanish, Reshape chains collapse (views cost nothing in lowering anyway)
@@ -57,9 +61,9 @@ PIPELINE = [
     eliminate_dead_code,
 ]
 
-# passes needed for correctness even at -O0 (lowering has no BatchNormalization or composite
-# kernel)
-REQUIRED = {decompose, lower_batchnorm, eliminate_dead_code}
+# passes needed for correctness even at -O0 (lowering has no BatchNormalization, LSTM, GRU,
+# RNN or composite kernel)
+REQUIRED = {decompose, lower_batchnorm, lower_recurrent, eliminate_dead_code}
 
 
 def optimize(graph, level: int = 1, passes=None):

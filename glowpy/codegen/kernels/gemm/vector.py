@@ -12,18 +12,10 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import choose_tile
-from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant, pack_panels
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
-
-
-def _pack_panels(bmat: np.ndarray, nb: int) -> np.ndarray:
-    """B (K, N) -> panels of nb columns (the last may be narrower), each (K, cols) row-major;
-    the panel starting at column n0 starts at element n0 * K."""
-    kk, n = bmat.shape
-    return np.concatenate([np.ascontiguousarray(bmat[:, n0:n0 + nb]).reshape(-1)
-                           for n0 in range(0, n, nb)])
 
 
 class GemmEmitter:
@@ -134,7 +126,7 @@ def emit_gemm(k, params):
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
     if bconst is not None:
         bmat = bconst.T if node.attrs["transB"] else bconst
-        bsrc = ("packed", pack_constant(k, 1, _pack_panels(bmat, g.nb), "packed_b"), k.c(0))
+        bsrc = ("packed", pack_constant(k, 1, pack_panels(bmat, g.nb), "packed_b"), k.c(0))
     else:
         bsrc = ("rows", k.inp(1), k.c(0))
     alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
@@ -179,7 +171,7 @@ def emit_matmul(k, params):
     bconst = const_input(k, 1)
     if bconst is not None:
         mats = bconst.reshape((-1, kk, n))
-        packed = np.concatenate([_pack_panels(x, g.nb) for x in mats])
+        packed = np.concatenate([pack_panels(x, g.nb) for x in mats])
         bptr = pack_constant(k, 1, packed, "packed_b")
     with k.loop_nest(batch or (1,), name="bt") as idx:
         idx = idx if batch else []

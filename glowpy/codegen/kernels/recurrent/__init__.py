@@ -1,0 +1,1 @@
+"""Recurrent layers: the RecurrentCell kernel (LSTM, GRU, RNN after lower_recurrent)."""
