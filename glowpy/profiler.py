@@ -120,7 +120,6 @@ def profile_model(models, datasets: list[str], out_path: str, opts=None) -> list
     """Runs the float model on every sample of `datasets` (-input-dataset strings) and writes
     the profile to out_path; returns the TensorProfile list."""
     from glowpy.compiler import Options
-    from glowpy.ir import epilogue
     opts = opts or Options()
     models = [models] if isinstance(models, (str, os.PathLike)) else list(models)
     graph = profiling_graph([os.fspath(m) for m in models], opts)
@@ -139,6 +138,14 @@ def profile_model(models, datasets: list[str], out_path: str, opts=None) -> list
                          + (f"missing {', '.join(show(n) for n in missing)}" if missing else
                             f"the model has no input {', '.join(show(n) for n in extra)}"))
     samples = {v: read_samples(v.name, *given[v.name], v.dtype, v.shape) for v in graph.inputs}
+    return profile_samples(graph, samples, out_path, models[0])
+
+
+def profile_samples(graph, samples: dict, out_path: str, model_path: str) -> list:
+    """Runs `graph` (profiling_graph) on samples {input Value: [arrays]} with the op references,
+    records every float tensor's range and histogram and writes the profile to out_path
+    (model-profiler's datasets, image-classifier's images)."""
+    from glowpy.ir import epilogue
     counts = {len(s) for s in samples.values()}
     if len(counts) != 1:
         raise UsageError("-input-dataset: the inputs have different numbers of samples "
@@ -160,7 +167,7 @@ def profile_model(models, datasets: list[str], out_path: str, opts=None) -> list
                 env[o] = np.asarray(a).astype(o.dtype, copy=False).reshape(o.shape)
                 record(o, env[o])
     result = [s.profile() for s in stats.values()]
-    qschema.write_profile(out_path, models[0], n_samples, result)
+    qschema.write_profile(out_path, model_path, n_samples, result)
     return result
 
 

@@ -11,7 +11,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pins=(-c constraints/test.txt)
 .venv/bin/python -m pip install -q "${pins[@]}" pip >&2
-extra=""
-[ "${1:-}" = "test" ] && extra="[test]"
+extra="[images]"  # Pillow, for image-classifier
+[ "${1:-}" = "test" ] && extra="[test]"  # (includes Pillow)
 .venv/bin/python -m pip install -q "${pins[@]}" --build-constraint constraints/build.txt ".${extra}" >&2
 echo "$PWD/.venv/bin"
