@@ -14,7 +14,7 @@ import numpy as np
 
 from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph, Node, Value
-from glowpy.ir.passes.util import only_user, remove, take_output, users
+from glowpy.ir.passes.util import only_user, take_output, users
 
 
 def channel_axis(p: Node) -> int | None:
@@ -120,28 +120,30 @@ def _affine_of(n: Node, v: Value, c: Value, axis: int):
 
 
 def fold_affine(graph: Graph) -> Graph:
-    changed = True
-    while changed:
-        changed = False
-        us = users(graph)
-        for n in graph.nodes:
-            if n.op not in ("Mul", "Add", "Sub", "Div"):
+    """One sweep in model order: a fold makes the producer write the folded node's output, so
+    a following Mul/Add on it is met later in the same sweep; the readers index is kept up
+    to date and the folded nodes are dropped at the end (restarting after every fold made
+    the pass quadratic in the model)."""
+    us = users(graph)
+    folded = set()
+    for n in list(graph.nodes):
+        if n.op not in ("Mul", "Add", "Sub", "Div"):
+            continue
+        for v, c in ((n.inputs[0], n.inputs[1]), (n.inputs[1], n.inputs[0])):
+            if v.is_const or not c.is_const or n.outputs[0].shape != v.shape:
                 continue
-            for v, c in ((n.inputs[0], n.inputs[1]), (n.inputs[1], n.inputs[0])):
-                if v.is_const or not c.is_const or n.outputs[0].shape != v.shape:
-                    continue
-                p = v.producer
-                if p is None or p.op not in epilogue.MATRIX_HOSTS or only_user(graph, v, us) is not n:
-                    continue
-                axis = channel_axis(p)
-                aff = _affine_of(n, v, c, axis) if axis is not None else None
-                if aff is None or (aff[0] is None and aff[1] is None):
-                    continue
-                if fold_into(graph, p, *aff):
-                    take_output(p, n)
-                    remove(graph, n)
-                    changed = True
-                    break
-            if changed:
+            p = v.producer
+            if p is None or p.op not in epilogue.MATRIX_HOSTS or only_user(graph, v, us) is not n:
+                continue
+            axis = channel_axis(p)
+            aff = _affine_of(n, v, c, axis) if axis is not None else None
+            if aff is None or (aff[0] is None and aff[1] is None):
+                continue
+            if fold_into(graph, p, *aff):
+                take_output(p, n)
+                us.pop(v, None)
+                folded.add(id(n))
                 break
+    if folded:
+        graph.nodes = [n for n in graph.nodes if id(n) not in folded]
     return graph

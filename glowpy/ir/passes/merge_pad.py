@@ -12,7 +12,7 @@ import numpy as np
 
 from glowpy.ir.graph import Graph, Node
 from glowpy.ir.ops.registry import ints
-from glowpy.ir.passes.util import only_user, remove, users
+from glowpy.ir.passes.util import only_user, users
 
 
 def _spatial_pads(pad: Node):
@@ -51,6 +51,7 @@ def merge_pad(graph: Graph) -> Graph:
     if not has_op("Pad"):
         return graph
     us = users(graph)
+    merged = set()
     for pad in list(graph.nodes):
         if pad.op != "Pad":
             continue
@@ -84,6 +85,9 @@ def merge_pad(graph: Graph) -> Graph:
         if n.op == "Conv" and not n.attrs.get("kernel_shape"):
             n.attrs["kernel_shape"] = list(n.inputs[1].shape[2:])
         n.inputs = [pad.inputs[0]] + n.inputs[1:]
-        remove(graph, pad)
-        us = users(graph)
+        us[pad.inputs[0]] = [n if u is pad else u for u in us.get(pad.inputs[0], [])]
+        us.pop(y, None)
+        merged.add(id(pad))
+    if merged:  # (dropped at the end: a removal per merge made the pass quadratic)
+        graph.nodes = [n for n in graph.nodes if id(n) not in merged]
     return graph
