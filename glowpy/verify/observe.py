@@ -1,0 +1,160 @@
+"""Which intermediate tensors model-verify can observe, and the ONNX models that expose them.
+
+A tensor is observed when it survives glowpy's graph optimizations under its ONNX name: the
+output of a node of the optimized graph (a fused Conv+Relu keeps the Relu's output name, an
+integer QConv the name of the QuantizeLinear output it replaces). Those tensors are appended to
+graph.output, so the verify bundle is compiled from a model whose extra outputs are exactly
+tensors the deployment bundle computes anyway: the kernels and their fusion are the same (a
+tensor that was fused away is never made an output, which would split the fused kernel), only
+the observed tensors move from the activation region into the mutable region.
+
+onnxruntime runs the same augmented model, and for int8 models a float model with the Q/DQ
+pairs of activations removed (QuantizeLinear dropped, each DequantizeLinear reading it replaced
+by an Identity of the Q's float input), so every int8 tensor has a float counterpart: the Q's
+input."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from glowpy.errors import ModelError, show
+
+
+@dataclass
+class Layer:
+    """One observed tensor: the ONNX node producing it and the glowpy kernel computing it."""
+    index: int
+    tensor: str
+    op: str  # the ONNX op producing it
+    node: str  # the ONNX node's name
+    kernel: str  # glowpy's op of the optimized graph (with fused steps: Conv+Relu)
+    dtype: str
+    shape: tuple
+    qparams: tuple | None = None  # (scale, zero point) of an int8 tensor
+    float_tensor: str | None = None  # the float model's counterpart (int8 models)
+
+
+def optimized_graph(model_path: str, opts):
+    """The graph as compile_model has it before lowering (same options, same passes)."""
+    from glowpy.compiler import _setup_quantization, load_graph
+    from glowpy.ir.passes.pipeline import optimize
+    graph = load_graph([model_path], opts)
+    _setup_quantization(graph, opts)
+    return optimize(graph, opts.opt_level)
+
+
+def observable_layers(model: onnx.ModelProto, graph) -> list[Layer]:
+    """The model's node outputs that are node outputs of the optimized `graph`, in ONNX order;
+    the model's own outputs included (last), its inputs not."""
+    from glowpy.ir.epilogue import label
+    produced = {}
+    for n in graph.nodes:
+        for v in n.outputs:
+            produced[v.name] = (n, v)
+    qin = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    layers = []
+    for node in model.graph.node:
+        for t in node.output:
+            if t not in produced:
+                continue
+            n, v = produced[t]
+            q = tuple(v.qparams) if v.qparams is not None else None
+            layers.append(Layer(len(layers), t, node.op_type, node.name or f"({node.op_type})",
+                                label(n), v.dtype.name, v.shape, q, qin.get(t, t)))
+    if not layers:
+        raise ModelError("no tensor of the model survives in glowpy's graph under its ONNX "
+                         "name: nothing to compare")
+    return layers
+
+
+def with_outputs(model: onnx.ModelProto, names: list[str], dtypes: dict) -> onnx.ModelProto:
+    """A copy of `model` whose graph.output also lists `names` (ONNX element types from
+    `dtypes`, shapes left to inference)."""
+    from glowpy.ir.dtypes import to_onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for name in names:
+        if name not in have:
+            m.graph.output.append(helper.make_tensor_value_info(name, to_onnx(dtypes[name]), None))
+            have.add(name)
+    return m
+
+
+def float_model(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The QDQ model with its activations' Q/DQ pairs removed, or None when it has none. A
+    QuantizeLinear is dropped when only DequantizeLinear nodes read its output (and it is no
+    graph output); each of those becomes Identity(the Q's float input)."""
+    g = model.graph
+    outputs = {o.name for o in g.output}
+    readers: dict = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    drop = {n.output[0]: n.input[0] for n in g.node if n.op_type == "QuantizeLinear"
+            and n.output[0] not in outputs and readers.get(n.output[0])
+            and all(r.op_type == "DequantizeLinear" for r in readers[n.output[0]])}
+    if not drop:
+        return None
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    nodes = []
+    for n in m.graph.node:
+        if n.op_type == "QuantizeLinear" and n.output[0] in drop:
+            continue
+        if n.op_type == "DequantizeLinear" and n.input[0] in drop:
+            n = helper.make_node("Identity", [drop[n.input[0]]], [n.output[0]], name=n.name)
+        nodes.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict, names: list[str], what: str) -> dict:
+    """{name: array} of `names` computed by onnxruntime on `model`."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ModelError("model-verify compares with onnxruntime, which is not installed "
+                         "(pip install onnxruntime)") from None
+    so = ort.SessionOptions()
+    # ORT's own graph rewrites would fuse across the observed tensors and change them
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        got = sess.run(names, feeds)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own errors: one line
+        raise ModelError(f"onnxruntime cannot run the {what}: {show(str(e), 300)}") from None
+    return dict(zip(names, got))
+
+
+def random_inputs(graph, model: onnx.ModelProto, seed: int) -> dict:
+    """Seeded inputs for the graph's inputs: integers over their type's range, floats uniform
+    in [-1, 1) (or over the range a QuantizeLinear reading the input represents)."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    out = {}
+    for v in graph.inputs:
+        if v.dtype.kind in "iu":
+            info = np.iinfo(v.dtype)
+            out[v.name] = rng.integers(info.min, int(info.max) + 1, v.shape, dtype=v.dtype)
+        elif v.dtype.kind == "b":
+            out[v.name] = rng.integers(0, 2, v.shape).astype(bool)
+        else:
+            lo, hi = -1.0, 1.0
+            for n in model.graph.node:
+                if n.op_type == "QuantizeLinear" and n.input[0] == v.name and n.input[1] in inits:
+                    s = float(np.ravel(inits[n.input[1]])[0])
+                    z = float(np.ravel(inits[n.input[2]])[0]) if len(n.input) > 2 and \
+                        n.input[2] in inits else 0.0
+                    info = np.iinfo(inits[n.input[2]].dtype if len(n.input) > 2 and
+                                    n.input[2] in inits else np.uint8)
+                    lo, hi = (info.min - z) * s, (info.max - z) * s
+                    break
+            out[v.name] = rng.uniform(lo, hi, v.shape).astype(v.dtype)
+    return out
