@@ -25,6 +25,7 @@ tolerance, 1 when one is not (or on a model error), 2 on a usage error."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import io
 import os
@@ -39,7 +40,7 @@ import typer
 
 from glowpy.errors import ModelError, UsageError, show
 from glowpy.verify import compare, observe
-from glowpy.verify.execute import Runner, check_integrity
+from glowpy.verify.execute import Runner, check_integrity, runner_for
 
 PROG = "model-verify"
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -119,10 +120,28 @@ def _bundle_name(directory: str) -> str:
     return names[0]
 
 
+def _prebuilt(directory: str, outputs: set) -> tuple[str, dict]:
+    """-bundle: (name, manifest) of the bundle in `directory`, after its integrity check (a
+    file edited since compiling is what -bundle is for, so it is a warning)."""
+    import json
+    name = _bundle_name(directory)
+    try:
+        with open(os.path.join(directory, name + ".json")) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"-bundle={show(directory)}: cannot read {show(name)}.json: "
+                         f"{show(str(e), 200)}") from None
+    if not outputs <= {p["name"] for p in manifest["outputs"]}:
+        raise UsageError(f"-bundle={show(directory)}: the bundle lacks the model's outputs; "
+                         "is it this model's?")
+    for f in check_integrity(directory, name, manifest):
+        _warn(f"-bundle: {f} differs from the hash recorded when it was compiled (edited "
+              "since)")
+    return name, manifest
+
+
 def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, json_path,
            bundle_dir, keep) -> int:
-    import json
-
     import onnx
 
     from glowpy.cli import compile_options
@@ -136,53 +155,45 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
         raise UsageError("-bundle and -keep are alternatives: -keep writes a bundle, -bundle "
                          "verifies one")
     opts = compile_options(model_path, compile_args)
+    if not bundle_dir:  # refuse a target it cannot run before compiling for it
+        from glowpy.codegen.target import TargetError, resolve_target
+        try:
+            runner_for(resolve_target(opts.target, opts.mcpu, opts.march, opts.mattr,
+                                      opts.float_abi, opts.relocation_model,
+                                      opts.code_model).describe())
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+    model = onnx.load(model_path)
+    # with a profile, the layers are the float graph's: glowpy's quantized graph keeps fusion
+    # but names its int8 tensors after the inserted QuantizeLinear nodes
     with contextlib.redirect_stderr(io.StringIO()) as load_warnings:
-        graph = observe.optimized_graph(model_path, opts)
+        graph = observe.optimized_graph(model_path, dataclasses.replace(opts, load_profile=None))
     # the compile below prints the loader's warnings again: only a prebuilt bundle shows these
     if bundle_dir:
         sys.stderr.write(load_warnings.getvalue())
-    model = onnx.load(model_path)
     layers = observe.observable_layers(model, graph)
     outputs = {v.name for v in graph.outputs}
     work = tempfile.mkdtemp(prefix="model-verify-")
     try:
         if bundle_dir:
-            name = _bundle_name(bundle_dir)
-            with open(os.path.join(bundle_dir, name + ".json")) as f:
-                manifest = json.load(f)
-            have = {p["name"] for p in manifest["outputs"]}
-            layers = [L for L in layers if L.tensor in have]
-            if not outputs <= have:
-                raise UsageError(f"-bundle={show(bundle_dir)}: the bundle lacks the model's "
-                                 "outputs; is it this model's?")
-            for f in check_integrity(bundle_dir, name, manifest):
-                _warn(f"-bundle: {f} differs from the hash recorded when it was compiled "
-                      "(edited since)")
+            name, manifest = _prebuilt(bundle_dir, outputs)
+            layers = [L for L in layers if L.tensor in {p["name"] for p in manifest["outputs"]}]
             directory = bundle_dir
-        else:
-            stem = os.path.splitext(os.path.basename(model_path))[0]
-            aug_path = os.path.join(work, stem + ".onnx")
-            onnx.save(observe.with_outputs(model, [L.tensor for L in layers],
-                                           {L.tensor: L.dtype for L in layers}), aug_path)
+        aug_path = os.path.join(work, os.path.splitext(os.path.basename(model_path))[0] + ".onnx")
+        onnx.save(observe.with_outputs(model, [L.tensor for L in layers],
+                                       {L.tensor: L.dtype for L in layers}), aug_path)
+        if not bundle_dir:
             info = compile_model(aug_path, keep or os.path.join(work, "bundle"), opts)
             directory, name, manifest = info.directory, info.name, info.manifest
         for i, L in enumerate(layers):
             L.index = i
         runner = Runner(directory, name, manifest, work)
         sets, origin = input_sets(graph, model, inputs, test_data, num_inputs, seed)
-        names = [L.tensor for L in layers]
-        ref_model = observe.with_outputs(model, names, {L.tensor: L.dtype for L in layers})
-        fmodel = observe.float_model(model)
-        if fmodel is not None:
-            fdt = {L.float_tensor: "float32" if L.float_tensor != L.tensor else L.dtype
-                   for L in layers}
-            fmodel = observe.with_outputs(fmodel, list(fdt), fdt)
+        refs = observe.References(model, layers, aug_path, opts)
         rows = [compare.Row(L, is_output=L.tensor in outputs) for L in layers]
         for feeds in sets:
             got = runner.run(feeds)
-            ref = observe.ort_run(ref_model, feeds, names, "model")
-            fref = observe.ort_run(fmodel, feeds, list(fdt), "float model (Q/DQ removed)") \
-                if fmodel is not None else {}
+            ref, fref = refs(feeds)
             for r in rows:
                 t = r.layer.tensor
                 compare.measure(r, got[t], ref[t], tol, fref.get(r.layer.float_tensor))
@@ -193,7 +204,8 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
     print(f"{PROG}: {show(name)} for {t['triple']} (-mcpu={t['cpu']}) run {runner.where}, "
           f"{len(sets)} input set{'s' * (len(sets) != 1)} ({origin}), {len(rows)} layers "
           f"observed; tolerance: float {tol.rtol:g}*max|ref| + {tol.atol:g}, int8 {tol.lsb} LSB")
-    for line in compare.table(rows, fmodel is not None):
+    print(f"reference: {refs.kind}" + (f"; float: {refs.float_kind}" if refs.float_kind else ""))
+    for line in compare.table(rows, refs.float_kind is not None):
         print(line)
     first = compare.first_failure(rows)
     print(compare.failure_line(first) if first else "every layer is within tolerance")
@@ -203,7 +215,8 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
           (f"; beyond: {', '.join(show(r.layer.tensor) for r in bad)}" if bad else ""))
     if json_path:
         header = {"model": model_path, "bundle": name, "target": t, "run": runner.where,
-                  "input_sets": len(sets), "inputs": origin,
+                  "input_sets": len(sets), "inputs": origin, "reference": refs.kind,
+                  "float_reference": refs.float_kind,
                   "tolerance": {"rtol": tol.rtol, "atol": tol.atol, "lsb": tol.lsb},
                   "outputs_ok": not bad}
         try:

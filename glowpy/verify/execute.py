@@ -24,20 +24,22 @@ BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386", "cortex-m3": "mp
 BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".json")
 
 
-def runner_for(manifest: dict) -> tuple[str, dict] | None:
-    """(examples runner directory, make variables) for a cross bundle; None for the host."""
+def runner_for(target: dict) -> tuple[str, dict] | None:
+    """(examples runner directory, make variables) for a bundle built for `target` (the
+    manifest's), None for the host; a UsageError when model-verify cannot run it here."""
     from glowpy.runtime.inprocess import host_refusal
-    t = manifest["target"]
-    if host_refusal(t) is None:
+    if host_refusal(target) is None:
         return None
-    triple, cpu = t.get("triple", ""), t.get("cpu", "")
+    triple, cpu = target.get("triple", ""), target.get("cpu", "")
     if triple.startswith(("thumb", "arm")):
         if cpu not in BOARDS:
             raise UsageError(f"-mcpu={cpu}: model-verify runs Arm bundles on QEMU's MPS2 boards, "
                              f"which have {', '.join(BOARDS)}; choose one of them")
         abi = "hard" if triple.endswith("hf") else "soft"
+        _tools("cortex_m7")
         return "cortex_m7", {"BOARD": BOARDS[cpu], "FLOAT_ABI": abi, "STACK_SIZE": 65536}
     if triple.startswith("aarch64"):
+        _tools("aarch64")
         return "aarch64", {}
     raise UsageError(f"bundle for {show(triple)} (-mcpu={show(cpu)}): model-verify runs host "
                      "bundles in process and Arm (Cortex-M, AArch64) bundles under QEMU only")
@@ -69,7 +71,7 @@ class Runner:
 
     def __init__(self, directory: str, name: str, manifest: dict, work: str):
         self.directory, self.name, self.manifest, self.work = directory, name, manifest, work
-        self.cross = runner_for(manifest)
+        self.cross = runner_for(manifest["target"])
         self.where = "in process" if self.cross is None else \
             f"under QEMU ({self.cross[1].get('BOARD', 'qemu-aarch64')})"
         self.runs = 0
@@ -77,7 +79,6 @@ class Runner:
             from glowpy.runtime import Bundle
             self._bundle = Bundle(directory, name)
             return
-        _tools(self.cross[0])
         from glowpy.codegen.bundle import weights_text
         self._bdir = os.path.join(work, "cross")
         os.makedirs(self._bdir, exist_ok=True)

@@ -158,3 +158,62 @@ def random_inputs(graph, model: onnx.ModelProto, seed: int) -> dict:
                     break
             out[v.name] = rng.uniform(lo, hi, v.shape).astype(v.dtype)
     return out
+
+
+class References:
+    """The reference values of the observed tensors for one input set: (ref, float ref).
+
+    ref: onnxruntime on the model with the observed tensors as outputs; with -load-profile,
+    where glowpy itself quantizes and onnxruntime has no int8 model to run, glowpy's op
+    references (ir/evaluate.py, the int8 kernels' bit-exact oracle) on the quantized graph of
+    the same augmented model. float ref (int8 models only): onnxruntime on the float model,
+    the QDQ model without its activations' Q/DQ pairs, or the model itself with a profile."""
+
+    def __init__(self, model: onnx.ModelProto, layers: list[Layer], aug_path: str, opts):
+        self.names = [L.tensor for L in layers]
+        dtypes = {L.tensor: L.dtype for L in layers}
+        self.profiled = bool(opts.load_profile)
+        self.kind = "onnxruntime"
+        self.float_kind = None
+        self.fnames: list = []
+        if self.profiled:
+            import contextlib
+            import io
+            with contextlib.redirect_stderr(io.StringIO()):  # the compile printed them
+                self.qgraph = optimized_graph(aug_path, opts)
+            self.kind = "glowpy's int8 op references (quantized with the profile)"
+            _quantized_kernels(layers, self.qgraph)
+            self.fmodel, self.fnames = with_outputs(model, self.names, dtypes), self.names
+            self.float_kind = "onnxruntime on the model"
+            return
+        self.model = with_outputs(model, self.names, dtypes)
+        fm = float_model(model)
+        if fm is not None:
+            fdt = {L.float_tensor: "float32" if L.float_tensor != L.tensor else L.dtype
+                   for L in layers}
+            self.fmodel, self.fnames = with_outputs(fm, list(fdt), fdt), list(fdt)
+            self.float_kind = "onnxruntime on the model without Q/DQ pairs"
+
+    def __call__(self, feeds: dict) -> tuple[dict, dict]:
+        if self.profiled:
+            from glowpy.ir.evaluate import evaluate
+            got = evaluate(self.qgraph, feeds)
+            ref = {v.name: a for v, a in zip(self.qgraph.outputs, got)}
+        else:
+            ref = ort_run(self.model, feeds, self.names, "model")
+        fref = ort_run(self.fmodel, feeds, self.fnames, "float model") if self.fnames else {}
+        return ref, fref
+
+
+def _quantized_kernels(layers: list[Layer], qgraph) -> None:
+    """Names each layer's kernel in the quantized graph: the int8 op behind the
+    DequantizeLinear that gives the observed (float) output."""
+    from glowpy.ir.epilogue import label
+    by_name = {v.name: v for v in qgraph.outputs}
+    for L in layers:
+        v = by_name.get(L.tensor)
+        n = v.producer if v is not None else None
+        while n is not None and n.op == "DequantizeLinear" and n.inputs[0].producer is not None:
+            n = n.inputs[0].producer
+        if n is not None:
+            L.kernel = label(n)
