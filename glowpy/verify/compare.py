@@ -193,7 +193,7 @@ def to_json(rows: list[Row], header: dict) -> str:
     for r in rows:
         L = r.layer
         layers.append({"index": L.index, "op": L.op, "node": L.node, "tensor": L.tensor,
-                       "kernel": L.kernel, "dtype": L.dtype, "shape": list(L.shape),
+                       "kernel": L.kernel, "kernel_node": L.kernel_node, "dtype": L.dtype, "shape": list(L.shape),
                        "quantization": ({"scale": L.qparams[0], "offset": L.qparams[1]}
                                         if L.qparams else None),
                        "output": r.is_output, "max_abs": num(r.max_abs),

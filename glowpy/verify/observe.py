@@ -31,6 +31,7 @@ class Layer:
     op: str  # the ONNX op producing it
     node: str  # the ONNX node's name
     kernel: str  # glowpy's op of the optimized graph (with fused steps: Conv+Relu)
+    kernel_node: str  # that node's name (an instruction name of the bundle's manifest)
     dtype: str
     shape: tuple
     qparams: tuple | None = None  # (scale, zero point) of an int8 tensor
@@ -63,7 +64,7 @@ def observable_layers(model: onnx.ModelProto, graph) -> list[Layer]:
             n, v = produced[t]
             q = tuple(v.qparams) if v.qparams is not None else None
             layers.append(Layer(len(layers), t, node.op_type, node.name or f"({node.op_type})",
-                                label(n), v.dtype.name, v.shape, q, qin.get(t, t)))
+                                label(n), n.name, v.dtype.name, v.shape, q, qin.get(t, t)))
     if not layers:
         raise ModelError("no tensor of the model survives in glowpy's graph under its ONNX "
                          "name: nothing to compare")
@@ -216,4 +217,4 @@ def _quantized_kernels(layers: list[Layer], qgraph) -> None:
         while n is not None and n.op == "DequantizeLinear" and n.inputs[0].producer is not None:
             n = n.inputs[0].producer
         if n is not None:
-            L.kernel = label(n)
+            L.kernel, L.kernel_node = label(n), n.name
