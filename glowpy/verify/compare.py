@@ -100,8 +100,8 @@ def measure(row: Row, got: np.ndarray, ref: np.ndarray, tol: Tolerance, fref=Non
         lsb = float(np.max(steps, initial=0))
         gq, rq = _dequant(got, layer.qparams), _dequant(ref, layer.qparams)
         max_abs = float(np.max(np.abs(gq - rq), initial=0.0))
-        rel = float(np.max(np.abs(gq - rq) / np.maximum(np.abs(rq), 1e-30), initial=0.0)) \
-            if max_abs else 0.0
+        one = layer.qparams[0] if layer.qparams else 1.0  # one LSB: the floor of |ref|
+        rel = float(np.max(np.abs(gq - rq) / np.maximum(np.abs(rq), one), initial=0.0))
         row.lsb = max(row.lsb or 0.0, lsb)
         snr = snr_db(rq, gq - rq)
         allowed = float(tol.lsb)
@@ -119,7 +119,9 @@ def measure(row: Row, got: np.ndarray, ref: np.ndarray, tol: Tolerance, fref=Non
     sample = {"max_abs": max_abs, "ok": ok}
     if fref is not None:
         fg = _dequant(got, layer.qparams) if dt.kind in "iu" else got.astype(np.float64)
-        fr = np.asarray(fref, np.float64).reshape(fg.shape)
+        fref = np.asarray(fref)  # an int8 counterpart (no Q/DQ pair removed) is on the grid
+        fr = (_dequant(fref, layer.qparams) if fref.dtype.kind in "iu" else
+              fref.astype(np.float64)).reshape(fg.shape)
         fs, fa = snr_db(fr, fg - fr), float(np.max(np.abs(fg - fr), initial=0.0))
         row.float_snr_db = fs if row.float_snr_db is None else min(row.float_snr_db, fs)
         row.float_max_abs = max(row.float_max_abs or 0.0, fa)
@@ -138,13 +140,13 @@ def _num(x, fmt="{:.3g}") -> str:
     return fmt.format(x)
 
 
-def _cut(s: str, n: int) -> str:
-    """A name shortened to n characters: TF-converted names join the fused ops' names with ';'
-    (the first one names the layer), others keep their head and tail."""
+def _cut(s: str, n: int, table: bool = True) -> str:
+    """A name shortened to n characters: in the table, TF-converted names, which join the fused
+    ops' names with ';', by their first name (the layer's); else by keeping head and tail."""
     s = show(s, 10_000)
     if len(s) <= n:
         return s
-    if ";" in s and len(s.split(";")[0]) <= n - 2:
+    if table and ";" in s and len(s.split(";")[0]) <= n - 2:
         return s.split(";")[0] + ";~"
     h = (n - 1) // 2
     return s[:h] + "~" + s[len(s) - (n - 1 - h):]
@@ -179,8 +181,8 @@ def failure_line(r: Row) -> str:
     L = r.layer
     what = (f"{r.lsb:.0f} LSB > {r.tol:.0f}" if r.lsb is not None else
             f"max abs error {r.max_abs:.3g} > tolerance {r.tol:.3g}")
-    return (f"first layer beyond tolerance: #{L.index} {L.op} node '{show(L.node)}' "
-            f"(tensor '{show(L.tensor)}', glowpy {L.kernel}): {what}")
+    return (f"first layer beyond tolerance: #{L.index} {L.op} node '{_cut(L.node, 100, False)}' "
+            f"(tensor '{_cut(L.tensor, 100, False)}', glowpy {L.kernel}): {what}")
 
 
 def to_json(rows: list[Row], header: dict) -> str:

@@ -62,7 +62,11 @@ def observable_layers(model: onnx.ModelProto, graph) -> list[Layer]:
             if t not in produced:
                 continue
             n, v = produced[t]
-            q = tuple(v.qparams) if v.qparams is not None else None
+            src = v
+            while src.qparams is None and src.producer is not None and \
+                    "view" in src.producer.opdef.traits and src.producer.inputs:
+                src = src.producer.inputs[0]  # a view (Reshape) keeps its input's grid
+            q = tuple(src.qparams) if src.qparams is not None else None
             layers.append(Layer(len(layers), t, node.op_type, node.name or f"({node.op_type})",
                                 label(n), n.name, v.dtype.name, v.shape, q, qin.get(t, t)))
     if not layers:
