@@ -147,6 +147,17 @@ def arm_tools():
         require_tool(tool)
 
 
+def test_kws_int8_on_cortex_m7_exact_command(arm_tools):
+    """The issue's command as written: a per-layer table, exit status 0."""
+    res = model_verify(f"-model={model_path(KWS)}", *M7)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert "run under QEMU (mps2-an500), 1 input set (random, seed 0), 14 layers" in lines[0]
+    rows = table_rows(res.stdout)
+    assert [i for _, i, _ in rows] == list(range(14)) and all(m == "  " for m, _, _ in rows)
+    assert lines[-2:] == ["every layer is within tolerance", "outputs: 1 of 1 within tolerance"]
+
+
 def test_kws_int8_on_cortex_m7_matches_layer_by_layer(tmp_path, arm_tools):
     out = tmp_path / "layers.json"
     res = model_verify(f"-model={model_path(KWS)}", *M7, f"-json={out}",
