@@ -40,7 +40,7 @@ import typer
 
 from glowpy.errors import ModelError, UsageError, show
 from glowpy.verify import compare, observe
-from glowpy.verify.execute import Runner, check_integrity, runner_for
+from glowpy.verify.execute import Runner, runner_for
 
 PROG = "model-verify"
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -108,35 +108,19 @@ def input_sets(graph, model, inputs, test_data, num, seed) -> tuple[list[dict], 
         f"random, seed {seed}"
 
 
-def _bundle_name(directory: str) -> str:
-    try:
-        files = set(os.listdir(directory))
-    except OSError as e:
-        raise UsageError(f"-bundle={show(directory)}: {e.strerror}") from None
-    names = sorted(f[:-5] for f in files if f.endswith(".json") and f[:-5] + ".o" in files)
-    if len(names) != 1:
-        raise UsageError(f"-bundle={show(directory)}: expected one bundle (NAME.json and "
-                         f"NAME.o), found {len(names)}")
-    return names[0]
-
-
 def _prebuilt(directory: str, outputs: set) -> tuple[str, dict]:
-    """-bundle: (name, manifest) of the bundle in `directory`, after its integrity check (a
-    file edited since compiling is what -bundle is for, so it is a warning)."""
-    import json
-    name = _bundle_name(directory)
-    try:
-        with open(os.path.join(directory, name + ".json")) as f:
-            manifest = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"-bundle={show(directory)}: cannot read {show(name)}.json: "
-                         f"{show(str(e), 200)}") from None
+    """-bundle: (name, manifest) of the bundle in `directory`. A file that fails bundle-info's
+    integrity check is a warning: a bundle edited since compiling is what -bundle is for."""
+    from glowpy.bundle_info import check_integrity, find_bundle, load_manifest
+    name = find_bundle(directory, None)
+    manifest = load_manifest(directory, name)
     if not outputs <= {p["name"] for p in manifest["outputs"]}:
         raise UsageError(f"-bundle={show(directory)}: the bundle lacks the model's outputs; "
                          "is it this model's?")
-    for f in check_integrity(directory, name, manifest):
-        _warn(f"-bundle: {f} differs from the hash recorded when it was compiled (edited "
-              "since)")
+    try:
+        check_integrity(directory, name, manifest)
+    except ModelError as e:
+        _warn(f"-bundle: {e}")
     return name, manifest
 
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 
-import numpy as np
 
 from glowpy.errors import ModelError, UsageError, show
 
@@ -119,19 +118,3 @@ class Runner:
                              f"has {len(outs)}")
         return {p["name"]: a.astype(p["dtype"]).reshape(p["shape"])
                 for p, a in zip(outs, printed)}
-
-
-def check_integrity(directory: str, name: str, manifest: dict) -> list[str]:
-    """The bundle files that differ from the hashes the compiler recorded (edited since)."""
-    from glowpy.codegen.bundle import integrity
-    changed = []
-    for suffix, rec in (manifest.get("integrity") or {}).items():
-        try:
-            with open(os.path.join(directory, name + suffix), "rb") as f:
-                now = integrity({suffix: f.read()})[suffix]
-        except OSError:
-            raise ModelError(f"-bundle: {show(name + suffix)} is missing in "
-                             f"{show(directory)}") from None
-        if now["sha256"] != rec.get("sha256"):
-            changed.append(name + suffix)
-    return changed
