@@ -231,3 +231,14 @@ def test_usage_errors_are_one_line_exit_2(args, expect, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("model-verify: error: "), res.stderr
     assert re.search(expect, lines[0]), lines[0]
     assert res.stdout == ""
+
+
+def test_model_error_is_one_line_exit_1(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x0a\xff\xff not a protobuf")
+    res = model_verify(f"-model={bad}")
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and re.match(r"model-verify: error: '.*bad\.onnx' is not a valid "
+                                        r"ONNX model", lines[0]), res.stderr
+    assert res.stdout == ""

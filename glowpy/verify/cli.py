@@ -147,7 +147,6 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
                                       opts.code_model).describe())
         except TargetError as e:
             raise UsageError(str(e)) from None
-    model = onnx.load(model_path)
     # with a profile, the layers are the float graph's: glowpy's quantized graph keeps fusion
     # but names its int8 tensors after the inserted QuantizeLinear nodes
     with contextlib.redirect_stderr(io.StringIO()) as load_warnings:
@@ -155,6 +154,7 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
     # the compile below prints the loader's warnings again: only a prebuilt bundle shows these
     if bundle_dir:
         sys.stderr.write(load_warnings.getvalue())
+    model = onnx.load(model_path)  # glowpy's loader read it: no protobuf or file errors here
     layers = observe.observable_layers(model, graph)
     outputs = {v.name for v in graph.outputs}
     work = tempfile.mkdtemp(prefix="model-verify-")
@@ -211,11 +211,17 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
     return 1 if bad else 0
 
 
-@app.command(help=__doc__.split("\n\n", 1)[0] + " Options not listed here are model-compiler's "
-             "(-target, -mcpu, -float-abi, -model-input, -onnx-define-symbol, -load-profile, "
-             "...). Observed tensors are those that survive glowpy's fusion under their ONNX "
-             "names, so the verify bundle runs the deployment kernels; its memory plan differs "
-             "(observed tensors are outputs).",
+@app.command(help="Compile a model with its intermediate tensors as extra outputs, run it on "
+             "the host (in process) or on Arm (under QEMU) and compare every layer with "
+             "onnxruntime: max abs/rel error, ULP (float) or LSB (int8) distance, SNR; for int8 "
+             "models also against the float model (quantization error). Exit status 0 when "
+             "every model output is within tolerance, 1 when one is not, 2 on usage errors. "
+             "Trade-off: only the tensors that survive glowpy's fusion under their ONNX names "
+             "are observed, so the verify bundle runs the deployment bundle's kernels and "
+             "fusion (observing every ONNX node output would split fused kernels); its memory "
+             "plan differs (observed tensors are outputs). Options not listed here are "
+             "model-compiler's (-target, -mcpu, -float-abi, -model-input, "
+             "-onnx-define-symbol, -load-profile, ...).",
              context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def model_verify(
     ctx: typer.Context,
