@@ -68,6 +68,7 @@ def test_mnist8_host_is_within_tolerance_layer_by_layer(tmp_path):
     doc = verified(res, 0, out)
     assert doc["run"] == "in process" and doc["input_sets"] == 3 and doc["outputs_ok"]
     assert doc["reference"] == "onnxruntime" and doc["first_failure"] is None
+    assert doc["kernels"] == "6 kernels, the deployment bundle's"  # observing split no fusion
     layers = doc["layers"]
     # Conv+Relu are one kernel: the Relu's output is observed, the Conv's is not (fused away)
     assert [(L["op"], L["kernel"]) for L in layers] == [
@@ -130,6 +131,7 @@ def test_given_input_and_load_profile_compare_with_the_float_model(tmp_path):
                        f"-input=Input3,{tmp_path / 'x.npy'}", f"-json={out}")
     doc = verified(res, 0, out)
     assert doc["inputs"] == "given" and doc["reference"].startswith("glowpy's int8 op")
+    assert doc["kernels"] == "7 kernels, the deployment bundle's"  # QuantizeLinear + 6
     assert [L["kernel"] for L in doc["layers"]] == ["QConv", "MaxPool", "QConv", "MaxPool",
                                                     "Reshape", "QMatMul"]
     for L in doc["layers"]:
@@ -166,6 +168,7 @@ def test_kws_int8_on_cortex_m7_matches_layer_by_layer(tmp_path, arm_tools):
     doc = verified(res, 0, out)
     assert doc["run"] == "under QEMU (mps2-an500)" and doc["input_sets"] == 3
     assert doc["target"]["cpu"] == "cortex-m7" and doc["target"]["triple"].startswith("thumbv7em")
+    assert doc["kernels"] == "14 kernels, the deployment bundle's"
     layers = doc["layers"]
     kernels = [L["kernel"] for L in layers]
     assert kernels.count("QConv") == 9 and kernels[-3:] == ["Reshape", "QMatMul", "QSoftmax"]

@@ -33,6 +33,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from typing import List, Optional
 
 import numpy as np
@@ -166,9 +167,21 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
         aug_path = os.path.join(work, os.path.splitext(os.path.basename(model_path))[0] + ".onnx")
         onnx.save(observe.with_outputs(model, [L.tensor for L in layers],
                                        {L.tensor: L.dtype for L in layers}), aug_path)
+        kernels = "prebuilt bundle"
         if not bundle_dir:
             info = compile_model(aug_path, keep or os.path.join(work, "bundle"), opts)
             directory, name, manifest = info.directory, info.name, info.manifest
+            # the claim of the design, checked: observing changed no kernel and no fusion
+            deploy = observe.kernel_labels(model_path, opts)
+            mine = observe.kernel_labels(aug_path, opts)
+            kernels = f"{len(mine)} kernels, the deployment bundle's"
+            if deploy != mine:
+                kernels = (f"{len(mine)} kernels, the deployment bundle has {len(deploy)}: "
+                           "observing changed the fusion")
+                extra, lost = Counter(mine) - Counter(deploy), Counter(deploy) - Counter(mine)
+                _warn(f"the verify bundle's kernels differ from the deployment bundle's: "
+                      f"{', '.join(extra.elements()) or 'none'} instead of "
+                      f"{', '.join(lost.elements()) or 'none'}")
         for i, L in enumerate(layers):
             L.index = i
         runner = Runner(directory, name, manifest, work)
@@ -187,7 +200,7 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
     t = manifest["target"]
     print(f"{PROG}: {show(name)} for {t['triple']} (-mcpu={t['cpu']}) run {runner.where}, "
           f"{len(sets)} input set{'s' * (len(sets) != 1)} ({origin}), {len(rows)} layers "
-          f"observed; tolerance: float {tol.rtol:g}*max|ref| + {tol.atol:g}, int8 {tol.lsb} LSB")
+          f"observed ({kernels}); tolerance: float {tol.rtol:g}*max|ref| + {tol.atol:g}, int8 {tol.lsb} LSB")
     print(f"reference: {refs.kind}" + (f"; float: {refs.float_kind}" if refs.float_kind else ""))
     for line in compare.table(rows, refs.float_kind is not None):
         print(line)
@@ -199,7 +212,8 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
           (f"; beyond: {', '.join(show(r.layer.tensor) for r in bad)}" if bad else ""))
     if json_path:
         header = {"model": model_path, "bundle": name, "target": t, "run": runner.where,
-                  "input_sets": len(sets), "inputs": origin, "reference": refs.kind,
+                  "input_sets": len(sets), "inputs": origin, "kernels": kernels,
+                  "reference": refs.kind,
                   "float_reference": refs.float_kind,
                   "tolerance": {"rtol": tol.rtol, "atol": tol.atol, "lsb": tol.lsb},
                   "outputs_ok": not bad}

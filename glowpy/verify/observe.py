@@ -75,6 +75,20 @@ def observable_layers(model: onnx.ModelProto, graph) -> list[Layer]:
     return layers
 
 
+def kernel_labels(model_path: str, opts) -> list[str]:
+    """The optimized graph's nodes as glowpy's kernels (Conv+Relu), loader warnings muted;
+    not the DequantizeLinear that gives a quantized graph's float output (with -load-profile
+    each observed tensor has one)."""
+    import contextlib
+    import io
+    from glowpy.ir.epilogue import label
+    with contextlib.redirect_stderr(io.StringIO()):
+        g = optimized_graph(model_path, opts)
+    outs = {id(v) for v in g.outputs}
+    return [label(n) for n in g.nodes
+            if not (n.op == "DequantizeLinear" and id(n.outputs[0]) in outs)]
+
+
 def with_outputs(model: onnx.ModelProto, names: list[str], dtypes: dict) -> onnx.ModelProto:
     """A copy of `model` whose graph.output also lists `names` (ONNX element types from
     `dtypes`, shapes left to inference)."""
