@@ -3,6 +3,7 @@
 `model-compiler: error: ...` with exit status 1 (model problem) or 2 (usage problem)."""
 from __future__ import annotations
 
+import contextvars
 import re
 import sys
 import traceback
@@ -165,11 +166,35 @@ def model_compiler(
             if x.strip()),
         quantization_rounding=quantization_rounding,
         max_region_size=parse_size(max_region_size) if max_region_size is not None else None)
+    captured = _CAPTURE.get()
+    if captured is not None:  # compile_options(): validated, not compiled
+        captured.append(opts)
+        return
     info = compile_model(model, emit_bundle, opts)
     if verbose:
         m = info.memory
         print(f"model-compiler: wrote {info.name} to {emit_bundle}: constant {m['constant']} B, "
               f"mutable {m['mutable']} B, activations {m['activations']} B", file=sys.stderr)
+
+
+_CAPTURE: contextvars.ContextVar = contextvars.ContextVar("model_compiler_capture", default=None)
+
+
+def compile_options(model: str, args: list[str]):
+    """The Options model-compiler would compile `model` with, given its options `args` (Glow or
+    click spelling), parsed and validated by model-compiler's own command: model-verify passes
+    its compile options through here. Raises click's usage errors and UsageError."""
+    captured: list = []
+    token = _CAPTURE.set(captured)
+    try:
+        typer.main.get_command(app).main(
+            glow_argv(list(args)) + [f"--model={model}", "--emit-bundle=-"],
+            prog_name="model-compiler", standalone_mode=False)
+    finally:
+        _CAPTURE.reset(token)
+    if not captured:  # -list-ops, -help: not options to compile with
+        raise UsageError(f"{' '.join(args)}: not compile options")
+    return captured[0]
 
 
 def glow_argv(argv: list[str]) -> list[str]:
