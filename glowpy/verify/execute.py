@@ -15,8 +15,17 @@ import subprocess
 
 from glowpy.errors import ModelError, UsageError, show
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "examples", "bundles")
+def _examples() -> str:
+    """examples/bundles of glowpy's source tree: beside the package when it runs from the
+    checkout, else in the working directory (an installed glowpy used from the repository, as
+    the README does)."""
+    beside = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "examples", "bundles")
+    here = os.path.join(os.getcwd(), "examples", "bundles")
+    return beside if os.path.isdir(beside) or not os.path.isdir(here) else here
+
+
+EXAMPLES = _examples()
 # Cortex-M cores -> the QEMU MPS2 board the runner supports for them (tests/test_cross.BOARDS)
 BOARDS = {"cortex-m7": "mps2-an500", "cortex-m4": "mps2-an386", "cortex-m3": "mps2-an385",
           "cortex-m33": "mps2-an505"}
