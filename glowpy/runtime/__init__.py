@@ -69,6 +69,14 @@ class Bundle:
         write_inputs(self.manifest, placeholder_views(self.manifest, img, ("inputs",)), inputs)
         return img
 
+    def profile(self, inputs: dict, repeat: int = 1) -> dict:
+        """Runs an -instrument-profile bundle `repeat` times in process; returns its profile
+        (bundle_profile.build: per-instruction and per-op cycles, MACs, bytes, code size, and
+        the whole calls measured around the entry with the same counter)."""
+        from glowpy.bundle_profile import build
+        counts, total = self.session().profile_counts(inputs, repeat)
+        return build(self.manifest, counts, total)
+
     def run(self, inputs: dict, repeat: int = 1, timeout: float = 600) -> dict:
         """Runs the bundle; returns {output name: array} (copies). After it, `self.best_ns` holds
         the fastest of `repeat` calls. In process, each calling thread gets its own session, so

@@ -131,6 +131,39 @@ class Loaded:
             os.path.join(directory, name + ".weights.bin"), manifest["memory"]["constant"], what)
 
 
+_TIMED = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.c_void_p)
+_timed = None  # (engine, function): built once per process
+
+
+def timed_entry():
+    """`uint64_t timed(entry, c, m, a)`: calls entry(c, m, a) between two readings of the
+    counter -instrument-profile's cycles counter reads (codegen/instrument.py), so a profile's
+    per-instruction counts and the whole call are measured with one clock. JIT-compiled once."""
+    global _timed
+    with _LOAD_LOCK:
+        if _timed is None:
+            from glowpy.codegen.instrument import counter_intrinsic
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            machine = llvm.Target.from_default_triple().create_target_machine()
+            clock = counter_intrinsic(llvm.get_process_triple().split("-")[0])
+            text = f"""
+define i64 @glowpy_timed(ptr %f, ptr %c, ptr %m, ptr %a) {{
+  %t0 = call i64 @{clock}()
+  %r = call i32 %f(ptr %c, ptr %m, ptr %a)
+  %t1 = call i64 @{clock}()
+  %d = sub i64 %t1, %t0
+  ret i64 %d
+}}
+declare i64 @{clock}()
+"""
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(text), machine)
+            engine.finalize_object()
+            _timed = (engine, _TIMED(engine.get_function_address("glowpy_timed")))
+    return _timed[1]
+
+
 class Session:
     """One mutable and one activation region of a bundle, sharing the bundle's constant region.
     A session runs one inference at a time; give each thread its own (Bundle.session()).
@@ -150,6 +183,25 @@ class Session:
         self._args = (ctypes.c_void_p(loaded.constant_addr), ctypes.c_void_p(self.mutable.ctypes.data),
                       ctypes.c_void_p(self.activations.ctypes.data))
         self.best_ns = None
+
+    def profile_counts(self, inputs: dict, repeat: int = 1) -> tuple[np.ndarray, int]:
+        """Runs an -instrument-profile bundle `repeat` times on `inputs` from zeroed counters:
+        (its counter table: per-instruction ticks then the call count, and the ticks of the
+        whole calls measured around the entry with the same counter)."""
+        prof = (self.manifest.get("instrumentation") or {}).get("profile")
+        if not prof:
+            raise RuntimeError_(f"bundle '{self.name}' has no profile counters; compile it "
+                                "with -instrument-profile")
+        if prof["counter"] != "cycles":
+            raise RuntimeError_(f"bundle '{self.name}' counts with {prof['counter']}; in "
+                                "process only -instrument-profile-counter=cycles (auto on "
+                                "this host) runs")
+        write_inputs(self.manifest, self.inputs, inputs)
+        table = self.mutable[prof["offset"]:prof["offset"] + 8 * prof["entries"]].view(np.uint64)
+        table[:] = 0
+        timed, entry = timed_entry(), ctypes.cast(self._loaded.entry, ctypes.c_void_p)
+        total = sum(int(timed(entry, *self._args)) for _ in range(repeat))
+        return table.copy(), total
 
     def invoke(self) -> None:
         """Runs the entry on what the input views hold."""

@@ -1,0 +1,198 @@
+"""Instrumented entries (-instrument-debug, -instrument-profile): what the entry adds around
+each instruction, and the description of the instructions the compiler writes into NAME.json.
+
+-instrument-debug: before (kind 0) and after (kind 1) each instruction the entry calls the
+application's `void NAME_instrument(int kind, int instr_id, int num_operands,
+uint8_t **operand_addresses, const uint64_t *operand_sizes)`. The declaration is weak: an
+application that does not define it links and runs, and the entry skips the calls (one
+compare per call site).
+
+-instrument-profile: the entry reads a counter when it starts and after each instruction and
+adds each difference to a uint64 table of N + 1 entries appended to the mutable region: N
+per-instruction counts, then the number of entry calls. Consecutive readings are shared (one
+instruction's end is the next one's start), so the counts add up to the whole entry but for
+its prologue and epilogue: a per-op table that adds up, which two readings per instruction
+(the gaps between them lost) would not. Counters (-instrument-profile-counter):
+  cycles    llvm.readcyclecounter (x86: rdtsc), on AArch64 llvm.readsteadycounter
+            (cntvct_el0: readcyclecounter would read PMCCNTR_EL0, which Linux traps at EL0)
+  dwt       Cortex-M DWT CYCCNT (0xE0001004, 32 bits; the application enables it through
+            DEMCR.TRCENA and DWT_CTRL.CYCCNTENA); the default on M-profile cores
+  callback  `uint64_t NAME_profile_counter(void)` from the application, e.g. a SysTick count
+            (QEMU's MPS2 boards do not model DWT: examples/bundles/cortex_m7 uses SysTick
+            under -icount)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.names import legalize
+from glowpy.ir.program import align
+
+COUNTERS = ("auto", "cycles", "dwt", "callback")
+DWT_CYCCNT = 0xE0001004
+I64 = ir.IntType(64)
+
+
+def counter_for(target, counter: str) -> str:
+    """The counter `auto` means on `target`: DWT on M-profile Arm cores, else cycles."""
+    if counter != "auto":
+        return counter
+    return "dwt" if re.match(r"thumbv\d+e?m", target.triple) else "cycles"
+
+
+def emit_counter(mod: ir.Module, b: ir.IRBuilder, arch: str, counter: str, callback: str):
+    """An i64 reading of `counter` (see the module docstring)."""
+    if counter == "dwt":
+        p = b.inttoptr(ir.Constant(ir.IntType(32), DWT_CYCCNT), cg.PTR)
+        # an asm load with side effects: llvmlite has no volatile loads, and the hardware
+        # changes the value between readings
+        asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [cg.PTR]), "ldr $0, [$1]", "=r,r",
+                           side_effect=True)
+        return b.call(asm, [p])  # 32-bit: the caller subtracts before widening, so a wrap costs nothing
+    if counter == "callback":
+        fn = mod.globals.get(callback) or ir.Function(mod, ir.FunctionType(I64, []), callback)
+        return b.call(fn, [])
+    name = counter_intrinsic(arch)
+    fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(I64, []), name)
+    return b.call(fn, [])
+
+
+def counter_intrinsic(arch: str) -> str:
+    """The LLVM intrinsic of the cycles counter on `arch` (module docstring)."""
+    return "llvm.readsteadycounter" if arch in ("aarch64", "arm64") else "llvm.readcyclecounter"
+
+
+def symbols(network: str) -> dict:
+    n = legalize(network)
+    return {"callback": f"{n}_instrument", "counter": f"{n}_profile_counter"}
+
+
+class Instrumenter:
+    """Adds the calls and counts to the entry while module.py builds it."""
+
+    def __init__(self, mod, entry, eb, intp, prog, target, debug: bool, counter: str | None,
+                 table_offset: int, network: str):
+        self.mod, self.entry, self.eb, self.intp = mod, entry, eb, intp
+        self.debug, self.counter, self.arch = debug, counter, target.arch
+        self.n = len(prog.instrs)
+        self.names = symbols(network)
+        self.table_offset = table_offset
+        if debug:
+            fty = ir.FunctionType(ir.VoidType(), [cg.I32, cg.I32, cg.I32, cg.PTR, cg.PTR])
+            self.cb = ir.Function(mod, fty, self.names["callback"])
+            self.cb.linkage = "extern_weak"
+            most = max([len(_operands(ins)) for ins in prog.instrs] or [1])
+            self.addrs = eb.alloca(ir.ArrayType(cg.PTR, max(most, 1)), name="operands")
+        if counter:
+            self.t = self._read()
+
+    def _read(self):
+        return emit_counter(self.mod, self.eb, self.arch, self.counter, self.names["counter"])
+
+    def _slot(self, i: int):
+        return self.eb.gep(self.entry.args[1], [ir.Constant(self.intp, self.table_offset + 8 * i)],
+                           inbounds=True, source_etype=cg.I8)
+
+    def _callback(self, kind: int, idx: int, ptrs: list, sizes: list):
+        b = self.eb
+        for k, p in enumerate(ptrs):
+            b.store(p, b.gep(self.addrs, [ir.Constant(cg.I32, 0), ir.Constant(cg.I32, k)],
+                             inbounds=True))
+        sty = ir.ArrayType(I64, len(sizes))
+        g = ir.GlobalVariable(self.mod, sty, f".glowpy.isizes{idx}.{kind}")
+        g.linkage, g.global_constant, g.unnamed_addr = "private", True, True
+        g.initializer = ir.Constant(sty, [ir.Constant(I64, s) for s in sizes])
+        present = b.icmp_unsigned("!=", self.cb, ir.Constant(cg.PTR, None))
+        with b.if_then(present, likely=True):
+            b.call(self.cb, [ir.Constant(cg.I32, kind), ir.Constant(cg.I32, idx),
+                             ir.Constant(cg.I32, len(ptrs)), self.addrs, g])
+
+    def call(self, idx: int, ins, slot_ptrs: list, index: list, emit_call):
+        """Emits instruction `idx`'s kernel call (emit_call()) with the instrumentation."""
+        ops = _operands(ins)
+        ptrs = [slot_ptrs[i] for i in index]
+        sizes = [b.nbytes for b in ops]
+        if self.debug:
+            self._callback(0, idx, ptrs, sizes)
+            if self.counter:
+                self.t = self._read()  # the callback's time is not the instruction's
+        emit_call()
+        if self.counter:
+            b = self.eb
+            t1 = self._read()
+            d = b.sub(t1, self.t)
+            if d.type != I64:
+                d = b.zext(d, I64)
+            slot = self._slot(idx)
+            b.store(b.add(b.load(slot, typ=I64), d), slot)
+            self.t = t1
+        if self.debug:
+            self._callback(1, idx, ptrs, sizes)
+
+    def finish(self):
+        if self.counter:
+            slot = self._slot(self.n)
+            self.eb.store(self.eb.add(self.eb.load(slot, typ=I64), ir.Constant(I64, 1)), slot)
+
+
+def _operands(ins) -> list:
+    """The operands the callback gets, in the order module.py passes them: inputs, outputs."""
+    return [x for x in ins.inputs if x is not None] + list(ins.outputs)
+
+
+def reserve_table(prog) -> int:
+    """Appends the profile table (N + 1 uint64) to the mutable region; returns its offset."""
+    off = align(prog.sizes["mutable"])
+    prog.sizes["mutable"] = off + 8 * (len(prog.instrs) + 1)
+    return off
+
+
+def _macs(ins) -> int:
+    """Multiply-accumulates of the op as defined (a Winograd kernel does fewer)."""
+    node = ins.node
+    if node is None or not ins.outputs:
+        return 0
+    out = int(np.prod(ins.outputs[0].shape, dtype=np.int64))
+    ins_v = [v for v in node.inputs if v is not None]
+    op = node.op
+    if op in ("Conv", "ConvInteger", "QLinearConv", "ConvTranspose") and len(ins_v) > 1:
+        w = ins_v[3 if op == "QLinearConv" else 1].shape
+        if op == "ConvTranspose":
+            return int(np.prod(ins_v[0].shape, dtype=np.int64)) * int(np.prod(w[1:]))
+        return out * int(np.prod(w[1:], dtype=np.int64))
+    if op in ("MatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FullyConnected") and \
+            len(ins_v) > 1:
+        a = ins_v[0].shape
+        k = a[0] if op == "Gemm" and node.attrs.get("transA") else (a[-1] if a else 1)
+        return out * int(k)
+    return 0
+
+
+def describe(prog, kernels: list[str], info: dict) -> dict:
+    """The manifest's "instrumentation": how the bundle was instrumented and, per instruction
+    id, its op, node, kernel function, variant, MACs, bytes and operands."""
+    rows = []
+    for idx, (ins, fn) in enumerate(zip(prog.instrs, kernels)):
+        ops = _operands(ins)
+        n_in = len(ops) - len(ins.outputs)
+        variant = ins.attrs.get("variant")
+        rows.append({
+            "id": idx, "op": ins.op, "node": ins.name, "kernel": fn,
+            **({"variant": variant["name"]} if isinstance(variant, dict) else {}),
+            "macs": _macs(ins),
+            "bytes_read": sum(b.nbytes for b in ops[:n_in]),
+            "bytes_written": sum(b.nbytes for b in ops[n_in:]),
+            "operands": [{"name": b.name, "role": "in" if k < n_in else "out",
+                          "region": b.address[0], "offset": b.address[1], "bytes": b.nbytes,
+                          "dtype": np.dtype(b.dtype).name, "shape": list(b.shape)}
+                         for k, b in enumerate(ops)]})
+    return {**info, "instructions": rows}
+
+
+def add_code_sizes(desc: dict, functions: dict):
+    """Each instruction's kernel function's code size (bytes, from the object's symbols)."""
+    for row in desc["instructions"]:
+        row["code_bytes"] = int(functions.get(row["kernel"], 0))
