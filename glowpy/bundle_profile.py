@@ -5,8 +5,11 @@ kernel function) and a readable table.
 
     bundle-profile out/                      # host bundle: runs it in process on random inputs
     bundle-profile out/ -input=Input3=x.npy -repeat=100 -json=profile.json
-    bundle-profile out/ -counts=run.txt      # counters of a run elsewhere (Cortex-M runner:
-                                             # "profile <i> <count>" lines, "cycles <total>")
+    bundle-profile out/ -counts=run.txt -unit=instructions -scale=10
+                                             # counters of a run elsewhere (the Cortex-M
+                                             # runner's "profile <i> <count>" lines and
+                                             # "cycles <total>": SysTick ticks of 10
+                                             # instructions under QEMU -icount shift=2)
 
 A profile's "total" compares the sum of the per-instruction counts with the whole call measured
 around the entry by the same counter ("coverage": their ratio; the rest is the entry's own
@@ -43,10 +46,11 @@ def _buffers(desc: dict) -> list[dict]:
 
 
 def build(manifest: dict, counts, total: int | None, unit: str = "cycles",
-          runs: int | None = None) -> dict:
+          runs: int | None = None, scale: int = 1) -> dict:
     """The profile of `runs` runs, in ticks per run: `counts` per instruction (the counter
     table; an extra last entry is the call count), `total` the whole calls' ticks measured
-    around the entry."""
+    around the entry; `scale` converts the counter's ticks into `unit` (SysTick ticks under
+    QEMU -icount shift=2: 10 instructions)."""
     desc = manifest.get("instrumentation")
     if not desc or not desc.get("profile"):
         raise UsageError(f"bundle '{show(manifest['network_name'])}' has no profile counters; "
@@ -58,9 +62,9 @@ def build(manifest: dict, counts, total: int | None, unit: str = "cycles",
         counts = counts[:-1]
     if len(counts) != len(rows):
         raise UsageError(f"{len(counts)} counts for a bundle of {len(rows)} instructions")
-    if runs and runs > 1:  # ticks per inference, like the MACs and bytes
-        counts = [round(c / runs) for c in counts]
-        total = round(total / runs) if total else total
+    runs = runs or 1  # units per inference, like the MACs and bytes:
+    counts = [round(c * scale / runs) for c in counts]
+    total = round(total * scale / runs) if total else total
     ops_sum = sum(counts)
     pct = (lambda c: round(100.0 * c / ops_sum, 2) if ops_sum else 0.0)
     program = []
@@ -75,14 +79,14 @@ def build(manifest: dict, counts, total: int | None, unit: str = "cycles",
                           "code_bytes": row.get("code_bytes", 0)})
     by_op: dict = {}
     for row, p in zip(rows, program):
-        o = by_op.setdefault(row["op"], {"instructions": 0, unit: 0, "macs": 0, "bytes": 0,
+        o = by_op.setdefault(row["op"], {"count": 0, unit: 0, "macs": 0, "bytes": 0,
                                          "kernels": set()})
-        o["instructions"] += 1
+        o["count"] += 1
         o[unit] += p[unit]
         o["macs"] += row["macs"]
         o["bytes"] += row["bytes_read"] + row["bytes_written"]
         o["kernels"].add((row["kernel"], row.get("code_bytes", 0)))
-    ops = {op: {"instructions": o["instructions"], unit: o[unit], "percent": pct(o[unit]),
+    ops = {op: {"count": o["count"], unit: o[unit], "percent": pct(o[unit]),
                 "macs": o["macs"], "bytes": o["bytes"],
                 "code_bytes": sum(b for _, b in o["kernels"])}  # a shared kernel counts once
            for op, o in sorted(by_op.items(), key=lambda kv: -kv[1][unit])}
@@ -116,10 +120,10 @@ def table(p: dict) -> str:
                     ["id", "op", "node", "kernel", "variant", unit, "%", "MACs", "bytes",
                      "code B"])
     lines.append("per op type:")
-    lines += _table([[op, o["instructions"], f"{o[unit]:,}", f"{o['percent']:.1f}",
+    lines += _table([[op, o["count"], f"{o[unit]:,}", f"{o['percent']:.1f}",
                       f"{o['macs']:,}", f"{o['bytes']:,}", o["code_bytes"]]
                      for op, o in p["ops"].items()],
-                    ["op", "instrs", unit, "%", "MACs", "bytes", "code B"])
+                    ["op", "count", unit, "%", "MACs", "bytes", "code B"])
     whole = f"{t['whole_call']:,}" if t["whole_call"] else "not measured"
     cov = f" ({100 * t['coverage']:.2f}% of the whole call)" if t["coverage"] else ""
     lines.append(f"per inference: sum of instructions {t['per_instruction_sum']:,} {unit}{cov}; "
@@ -167,6 +171,8 @@ def bundle_profile(
     input: Optional[List[str]] = typer.Option(None, "--input", help="name=file.npy (repeatable); other inputs are random."),
     repeat: int = typer.Option(1, "--repeat", help="Runs to accumulate."),
     counts: Optional[str] = typer.Option(None, "--counts", help="A run's counters instead of running: 'profile <i> <count>' lines (and 'cycles <n>'), or a JSON list."),
+    unit: str = typer.Option("cycles", "--unit", help="With -counts: what the counts are, after -scale (cycles, instructions, ns...)."),
+    scale: int = typer.Option(1, "--scale", help="With -counts: units per counter tick (the Cortex-M7 runner under QEMU -icount shift=2: -unit=instructions -scale=10)."),
     json_out: Optional[str] = typer.Option(None, "--json", help="Also write the profile JSON to this file ('-': print only the JSON)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show internals on errors."),
 ):
@@ -179,7 +185,9 @@ def bundle_profile(
                 values, total = parse_counts(f.read())
         except OSError as e:
             raise UsageError(f"-counts={show(counts)}: {e.strerror}") from None
-        prof = build(man, values, total)
+        if scale < 1:
+            raise UsageError(f"-scale={scale}: expected a positive integer")
+        prof = build(man, values, total, unit=unit, scale=scale)
     else:
         from glowpy.runtime import Bundle
         prof = Bundle(directory, name).profile(_inputs(man, input or []), repeat=repeat)

@@ -86,6 +86,7 @@ class Instrumenter:
             self.cb.linkage = "extern_weak"
             most = max([len(_operands(ins)) for ins in prog.instrs] or [1])
             self.addrs = eb.alloca(ir.ArrayType(cg.PTR, max(most, 1)), name="operands")
+            self.sizes = eb.alloca(ir.ArrayType(I64, max(most, 1)), name="sizes")
         if counter:
             self.t = self._read()
 
@@ -97,18 +98,18 @@ class Instrumenter:
                            inbounds=True, source_etype=cg.I8)
 
     def _callback(self, kind: int, idx: int, ptrs: list, sizes: list):
+        """The operand addresses and sizes go through two arrays on the entry's stack: a
+        constant global for the sizes would be addressed absolutely (R_X86_64_32 in the
+        static relocation model), which neither a PIE nor the in-process loader accepts."""
         b = self.eb
-        for k, p in enumerate(ptrs):
-            b.store(p, b.gep(self.addrs, [ir.Constant(cg.I32, 0), ir.Constant(cg.I32, k)],
-                             inbounds=True))
-        sty = ir.ArrayType(I64, len(sizes))
-        g = ir.GlobalVariable(self.mod, sty, f".glowpy.isizes{idx}.{kind}")
-        g.linkage, g.global_constant, g.unnamed_addr = "private", True, True
-        g.initializer = ir.Constant(sty, [ir.Constant(I64, s) for s in sizes])
+        for k, (p, n) in enumerate(zip(ptrs, sizes)):
+            at = [ir.Constant(cg.I32, 0), ir.Constant(cg.I32, k)]
+            b.store(p, b.gep(self.addrs, at, inbounds=True))
+            b.store(ir.Constant(I64, n), b.gep(self.sizes, at, inbounds=True))
         present = b.icmp_unsigned("!=", self.cb, ir.Constant(cg.PTR, None))
         with b.if_then(present, likely=True):
             b.call(self.cb, [ir.Constant(cg.I32, kind), ir.Constant(cg.I32, idx),
-                             ir.Constant(cg.I32, len(ptrs)), self.addrs, g])
+                             ir.Constant(cg.I32, len(ptrs)), self.addrs, self.sizes])
 
     def call(self, idx: int, ins, slot_ptrs: list, index: list, emit_call):
         """Emits instruction `idx`'s kernel call (emit_call()) with the instrumentation."""
@@ -150,24 +151,25 @@ def reserve_table(prog) -> int:
     return off
 
 
+CONVS = {"Conv": 1, "ConvInteger": 1, "QConv": 1, "FusedConv": 1, "QLinearConv": 3}
+MATMULS = {"MatMul", "MatMulInteger", "QLinearMatMul", "QMatMul", "Gemm", "FusedGemm",
+           "FusedMatMul"}
+
+
 def _macs(ins) -> int:
     """Multiply-accumulates of the op as defined (a Winograd kernel does fewer)."""
     node = ins.node
     if node is None or not ins.outputs:
         return 0
     out = int(np.prod(ins.outputs[0].shape, dtype=np.int64))
-    ins_v = [v for v in node.inputs if v is not None]
-    op = node.op
-    if op in ("Conv", "ConvInteger", "QLinearConv", "ConvTranspose") and len(ins_v) > 1:
-        w = ins_v[3 if op == "QLinearConv" else 1].shape
-        if op == "ConvTranspose":
-            return int(np.prod(ins_v[0].shape, dtype=np.int64)) * int(np.prod(w[1:]))
-        return out * int(np.prod(w[1:], dtype=np.int64))
-    if op in ("MatMul", "MatMulInteger", "QLinearMatMul", "Gemm", "FullyConnected") and \
-            len(ins_v) > 1:
-        a = ins_v[0].shape
-        k = a[0] if op == "Gemm" and node.attrs.get("transA") else (a[-1] if a else 1)
-        return out * int(k)
+    x = [v for v in node.inputs if v is not None]
+    if node.op in CONVS and len(x) > CONVS[node.op]:
+        return out * int(np.prod(x[CONVS[node.op]].shape[1:], dtype=np.int64))
+    if node.op == "ConvTranspose" and len(x) > 1:
+        return int(np.prod(x[0].shape, dtype=np.int64)) * int(np.prod(x[1].shape[1:]))
+    if node.op in MATMULS and x and x[0].shape:
+        a = x[0].shape
+        return out * int(a[0] if node.op == "Gemm" and node.attrs.get("transA") else a[-1])
     return 0
 
 

@@ -98,6 +98,9 @@ class Loaded:
                 data = f.read()
             image = elf.Elf(data)
             needs, relocs = image.undefined(), image.relocation_types()
+            # weak references (-instrument-debug's callback) may stay unresolved: LLVM's
+            # loader makes them null, and the entry then skips the calls
+            weak = {s.name for s in image.symbols() if s.bind == "weak" and not s.defined}
         except (OSError, elf.ElfError) as e:
             raise RuntimeError_(f"{what}: cannot read {obj}: {getattr(e, 'strerror', None) or e}") from None
         if image.machine == "x86_64" and any(t in relocs for t in elf.X86_64_ABS32):
@@ -107,7 +110,7 @@ class Loaded:
                                 "-relocation-model=pic to run it in process")
         libc = ctypes.CDLL(None)
         for sym in needs:  # LLVM aborts the process on a symbol it cannot resolve: check first
-            if llvm.address_of_symbol(sym) is None:
+            if llvm.address_of_symbol(sym) is None and sym not in weak:
                 fn = getattr(libc, sym, None)
                 if fn is None:
                     raise RuntimeError_(f"{what}: its object needs '{sym}', which this process "
