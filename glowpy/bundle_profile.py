@@ -126,7 +126,7 @@ def table(p: dict) -> str:
                     ["op", "count", unit, "%", "MACs", "bytes", "code B"])
     whole = f"{t['whole_call']:,}" if t["whole_call"] else "not measured"
     cov = f" ({100 * t['coverage']:.2f}% of the whole call)" if t["coverage"] else ""
-    lines.append(f"per inference: sum of instructions {t['per_instruction_sum']:,} {unit}{cov}; "
+    lines.append(f"per inference: per-instruction sum {t['per_instruction_sum']:,} {unit}{cov}; "
                  f"whole call (around the entry): {whole}")
     return "\n".join(lines)
 

@@ -173,26 +173,20 @@ def test_profile_host_adds_up(tmp_path):
     assert json.loads((tmp_path / "cli.json").read_text())["format"] == "glowpy-profile/1"
 
 
-@pytest.mark.parametrize("model", [KWS, KWS + "_int8_qdq"])
-def test_profile_cortex_m7_kws(tmp_path, model):
-    """KWS on QEMU's Cortex-M7 (mps2-an500, -icount): the per-instruction SysTick counts
-    (callback counter) add up to within 2% of the count around the entry; the outputs are
-    the reference's (int8: within 1 LSB)."""
-    require_tool("arm-none-eabi-gcc")
-    require_tool("qemu-system-arm")
+def _profile_on_runner(tmp_path, model: str, runner: str, scale: int, unit: str, make_vars,
+                       **target) -> dict:
+    """Compiles `model` with -instrument-profile for a cross target, runs it on the example
+    runner (QEMU), checks its outputs against the reference (int8: within 1 LSB) and returns
+    the profile built from the counters it prints; bundle-profile -counts gives the same."""
     require_tool("make")
-    d = tmp_path / "m7"
-    info = _compile(d, model=model_path(model), target="arm", mcpu="cortex-m7",
-                    float_abi="hard", instrument_profile=True,
-                    instrument_profile_counter="callback")
-    assert f"{info.name}_profile_counter" in elf.read(info.files[".o"]).undefined()
+    d = tmp_path / runner
+    info = _compile(d, model=model_path(model), instrument_profile=True, **target)
     inputs, outputs = reference_data(model)
     man = info.manifest
     write_io_header_from_manifest(str(d / "model_io.h"), man,
                                   {p["name"]: x for p, x in zip(man["inputs"], inputs)})
-    res = subprocess.run(["make", "-s", "-C", os.path.join(REPO, "examples", "bundles",
-                                                           "cortex_m7"),
-                          f"BUNDLE_DIR={d}", f"NETWORK={info.name}", "FLOAT_ABI=hard", "run"],
+    res = subprocess.run(["make", "-s", "-C", os.path.join(REPO, "examples", "bundles", runner),
+                          f"BUNDLE_DIR={d}", f"NETWORK={info.name}", *make_vars, "run"],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     run = parse_run_output(res.stdout)
@@ -203,22 +197,46 @@ def test_profile_cortex_m7_kws(tmp_path, model):
             assert_close_to_reference(got.reshape(ref.shape), ref, is_tflite_reference(model),
                                       model)
     counts, total = parse_counts(res.stdout)
-    assert total == run["cycles"]
-    prof = build(man, counts, total, unit="instructions", scale=10)
-    t = prof["total"]
+    assert total == run["cycles"] and counts[-1] == 1  # the last entry: one call
+    prof = build(man, counts, total, unit=unit, scale=scale)
     print(table(prof))
-    assert 0.98 <= t["coverage"] <= 1.02, t
     assert prof["runs"] == 1
+    assert len(prof["programs"]) == len(man["instrumentation"]["instructions"])
     assert sum(o["count"] for o in prof["ops"].values()) == len(prof["programs"])
     assert sum(p["macs"] for p in prof["programs"]) >= 2_656_000  # DS-CNN's convolutions
-    assert len(prof["programs"]) == len(man["instrumentation"]["instructions"])
-    assert sum(p["instructions"] > 0 for p in prof["programs"]) >= len(prof["programs"]) - 2
     (tmp_path / "run.txt").write_text(res.stdout)
     cli = subprocess.run([PY, "-m", "glowpy.bundle_profile", str(d), f"-counts={tmp_path}/run.txt",
-                          "-unit=instructions", "-scale=10", "-json=-"], capture_output=True,
+                          f"-unit={unit}", f"-scale={scale}", "-json=-"], capture_output=True,
                          text=True, cwd=REPO)
     assert cli.returncode == 0, cli.stderr
-    assert json.loads(cli.stdout)["total"] == t
+    assert json.loads(cli.stdout)["total"] == prof["total"]
+    return prof
+
+
+@pytest.mark.parametrize("model", [KWS, KWS + "_int8_qdq"])
+def test_profile_cortex_m7_kws(tmp_path, model):
+    """KWS on QEMU's Cortex-M7 (mps2-an500, -icount shift=2): the per-instruction SysTick
+    counts (callback counter: QEMU does not model DWT), 10 instructions a tick, add up to
+    within 2% of the count around the entry."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    prof = _profile_on_runner(tmp_path, model, "cortex_m7", 10, "instructions",
+                              ["FLOAT_ABI=hard"], target="arm", mcpu="cortex-m7",
+                              float_abi="hard", instrument_profile_counter="callback")
+    t = prof["total"]
+    assert 0.98 <= t["coverage"] <= 1.02, t
+    assert sum(p["instructions"] > 0 for p in prof["programs"]) >= len(prof["programs"]) - 2
+
+
+def test_profile_aarch64_kws(tmp_path):
+    """KWS under qemu-aarch64: the entry reads CNTVCT_EL0 (the runner's own clock around the
+    entry); the per-instruction ticks add up to within 2% of the runner's count."""
+    require_tool("aarch64-linux-gnu-gcc")
+    require_tool("qemu-aarch64", "qemu-user")
+    prof = _profile_on_runner(tmp_path, KWS, "aarch64", 1, "ticks", [], target="aarch64")
+    assert prof["target"]["counter"] == "cycles"
+    t = prof["total"]
+    assert t["whole_call"] > 0 and 0.98 <= t["coverage"] <= 1.02, t
 
 
 def _cli(args, **kw):

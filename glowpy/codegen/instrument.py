@@ -13,8 +13,9 @@ per-instruction counts, then the number of entry calls. Consecutive readings are
 instruction's end is the next one's start), so the counts add up to the whole entry but for
 its prologue and epilogue: a per-op table that adds up, which two readings per instruction
 (the gaps between them lost) would not. Counters (-instrument-profile-counter):
-  cycles    llvm.readcyclecounter (x86: rdtsc), on AArch64 llvm.readsteadycounter
-            (cntvct_el0: readcyclecounter would read PMCCNTR_EL0, which Linux traps at EL0)
+  cycles    llvm.readcyclecounter (x86: rdtsc); on AArch64 the virtual counter cntvct_el0
+            (llvm.read_volatile_register: readcyclecounter would read PMCCNTR_EL0, which
+            Linux traps at EL0, and this LLVM lowers readsteadycounter to nothing)
   dwt       Cortex-M DWT CYCCNT (0xE0001004, 32 bits; the application enables it through
             DEMCR.TRCENA and DWT_CTRL.CYCCNTENA); the default on M-profile cores
   callback  `uint64_t NAME_profile_counter(void)` from the application, e.g. a SysTick count
@@ -32,6 +33,8 @@ from glowpy.codegen.names import legalize
 from glowpy.ir.program import align
 
 COUNTERS = ("auto", "cycles", "dwt", "callback")
+AARCH64 = ("aarch64", "arm64", "aarch64_be")
+READ_REGISTER = "llvm.read_volatile_register.i64"
 DWT_CYCCNT = 0xE0001004
 I64 = ir.IntType(64)
 
@@ -47,22 +50,28 @@ def emit_counter(mod: ir.Module, b: ir.IRBuilder, arch: str, counter: str, callb
     """An i64 reading of `counter` (see the module docstring)."""
     if counter == "dwt":
         p = b.inttoptr(ir.Constant(ir.IntType(32), DWT_CYCCNT), cg.PTR)
-        # an asm load with side effects: llvmlite has no volatile loads, and the hardware
-        # changes the value between readings
-        asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), [cg.PTR]), "ldr $0, [$1]", "=r,r",
-                           side_effect=True)
-        return b.call(asm, [p])  # 32-bit: the caller subtracts before widening, so a wrap costs nothing
+        # an atomic (monotonic) load: llvmlite has no volatile loads, inline asm needs an
+        # asm parser llvmlite does not register for cross targets, and LLVM keeps every
+        # atomic load (on the M7 a plain ldr)
+        return b.load_atomic(p, "monotonic", 4, typ=ir.IntType(32))  # 32-bit: the caller subtracts before widening, so a wrap costs nothing
     if counter == "callback":
         fn = mod.globals.get(callback) or ir.Function(mod, ir.FunctionType(I64, []), callback)
         return b.call(fn, [])
-    name = counter_intrinsic(arch)
+    if arch in AARCH64:
+        rr = mod.globals.get(READ_REGISTER) or ir.Function(
+            mod, ir.FunctionType(I64, [ir.MetaDataType()]), READ_REGISTER)
+        return b.call(rr, [mod.add_metadata([ir.MetaDataString(mod, "cntvct_el0")])])
+    name = "llvm.readcyclecounter"
     fn = mod.globals.get(name) or ir.Function(mod, ir.FunctionType(I64, []), name)
     return b.call(fn, [])
 
 
-def counter_intrinsic(arch: str) -> str:
-    """The LLVM intrinsic of the cycles counter on `arch` (module docstring)."""
-    return "llvm.readsteadycounter" if arch in ("aarch64", "arm64") else "llvm.readcyclecounter"
+def counter_text(arch: str) -> tuple[str, str]:
+    """The cycles counter as LLVM IR text: (a call expression, its declarations)."""
+    if arch in AARCH64:
+        return (f"call i64 @{READ_REGISTER}(metadata !0)",
+                f'declare i64 @{READ_REGISTER}(metadata)\n!0 = !{{!"cntvct_el0"}}')
+    return "call i64 @llvm.readcyclecounter()", "declare i64 @llvm.readcyclecounter()"
 
 
 def symbols(network: str) -> dict:

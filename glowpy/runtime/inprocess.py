@@ -146,20 +146,20 @@ def timed_entry():
     global _timed
     with _LOAD_LOCK:
         if _timed is None:
-            from glowpy.codegen.instrument import counter_intrinsic
+            from glowpy.codegen.instrument import counter_text
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             machine = llvm.Target.from_default_triple().create_target_machine()
-            clock = counter_intrinsic(llvm.get_process_triple().split("-")[0])
+            clock, decl = counter_text(llvm.get_process_triple().split("-")[0])
             text = f"""
 define i64 @glowpy_timed(ptr %f, ptr %c, ptr %m, ptr %a) {{
-  %t0 = call i64 @{clock}()
+  %t0 = {clock}
   %r = call i32 %f(ptr %c, ptr %m, ptr %a)
-  %t1 = call i64 @{clock}()
+  %t1 = {clock}
   %d = sub i64 %t1, %t0
   ret i64 %d
 }}
-declare i64 @{clock}()
+{decl}
 """
             engine = llvm.create_mcjit_compiler(llvm.parse_assembly(text), machine)
             engine.finalize_object()
