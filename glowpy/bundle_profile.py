@@ -24,7 +24,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from glowpy.errors import UsageError, show
+from glowpy.errors import ModelError, UsageError, show
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["--help", "-h"]})
@@ -189,7 +189,14 @@ def bundle_profile(
             raise UsageError(f"-scale={scale}: expected a positive integer")
         prof = build(man, values, total, unit=unit, scale=scale)
     else:
-        from glowpy.runtime import Bundle
+        from glowpy.runtime import Bundle, host_refusal
+        if not (man.get("instrumentation") or {}).get("profile"):
+            raise ModelError(f"bundle '{show(name)}' has no profile counters; compile it "
+                             "with -instrument-profile")
+        reason = host_refusal(man["target"])
+        if reason:
+            raise ModelError(f"bundle '{show(name)}' {reason}: run it there and give its "
+                             "counters with -counts")
         prof = Bundle(directory, name).profile(_inputs(man, input or []), repeat=repeat)
     if json_out == "-":
         print(json.dumps(prof, indent=1))

@@ -139,6 +139,43 @@ def test_debug_callback_in_c_program(tmp_path):
     assert plain.manifest["memory"] == info.manifest["memory"]
 
 
+def test_trace_in_process_matches_onnxruntime(tmp_path):
+    """Bundle.trace on an -instrument-debug bundle: every instruction's output, which for
+    mnist8 are all model values; each equals onnxruntime's value of that name."""
+    import onnx
+    import onnxruntime as ort
+    _compile(tmp_path / "b", instrument_debug=True)
+    x = reference_data("mnist8")[0][0]
+    tr = Bundle(str(tmp_path / "b")).trace({"Input3": x})
+    assert [r["op"] for r in tr] == ["Conv", "MaxPool", "Conv", "MaxPool", "Gemm"]
+    names = [n for r in tr for n in r["outputs"]]
+    m = onnx.load(MNIST)
+    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names[:-1])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"Input3": x})))
+    for r in tr:
+        for name, got in r["outputs"].items():
+            np.testing.assert_allclose(got, want[name].reshape(got.shape), rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{r['id']} {r['op']} {name}")
+
+
+def test_errors_are_one_line(tmp_path):
+    res = _cli([f"-model={MNIST}", f"-emit-bundle={tmp_path / 'a'}", "-instrument-profile",
+                "-instrument-profile-counter=tsc"])
+    assert res.returncode == 2 and res.stderr == ("model-compiler: error: "
+                                                  "-instrument-profile-counter=tsc: expected "
+                                                  "auto, cycles, dwt, callback\n")
+    _compile(tmp_path / "plain")
+    res = subprocess.run([PY, "-m", "glowpy.bundle_profile", str(tmp_path / "plain")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 1 and res.stderr.count("\n") == 1
+    assert "compile it with -instrument-profile" in res.stderr
+    _compile(tmp_path / "m7", target="arm", mcpu="cortex-m7", instrument_profile=True)
+    res = subprocess.run([PY, "-m", "glowpy.bundle_profile", str(tmp_path / "m7")],
+                         capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 1 and "give its counters with -counts" in res.stderr
+
+
 def test_profile_host_adds_up(tmp_path):
     """Per-instruction cycles add up to within 2% of the whole call measured around the
     entry with the same counter; outputs unchanged; the table and JSON say so."""

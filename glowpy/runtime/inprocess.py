@@ -24,6 +24,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from glowpy import elf
+from glowpy.runtime import trace
 from glowpy.runtime.harness import RuntimeError_, placeholder_views, write_inputs
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -108,6 +109,9 @@ class Loaded:
             raise RuntimeError_(f"{what}: its object has absolute 32-bit relocations ({bad}), "
                                 "which need it loaded below 2 GiB; compile it with "
                                 "-relocation-model=pic to run it in process")
+        desc = manifest.get("instrumentation") or {}
+        if desc.get("debug"):
+            trace.register(desc["callback"])
         libc = ctypes.CDLL(None)
         for sym in needs:  # LLVM aborts the process on a symbol it cannot resolve: check first
             if llvm.address_of_symbol(sym) is None and sym not in weak:
@@ -205,6 +209,33 @@ class Session:
         timed, entry = timed_entry(), ctypes.cast(self._loaded.entry, ctypes.c_void_p)
         total = sum(int(timed(entry, *self._args)) for _ in range(repeat))
         return table.copy(), total
+
+    def trace(self, inputs: dict) -> list[dict]:
+        """Runs an -instrument-debug bundle once on `inputs`; returns per instruction, in
+        order, {"id", "op", "node", "kernel", "outputs": {buffer name: array copy}}: every
+        intermediate tensor as its instruction left it (the manifest's "instrumentation")."""
+        desc = self.manifest.get("instrumentation") or {}
+        if not desc.get("debug"):
+            raise RuntimeError_(f"bundle '{self.name}' has no instrumentation callbacks; "
+                                "compile it with -instrument-debug")
+        rows = desc["instructions"]
+        out = []
+
+        def after(kind, idx, addrs, sizes):
+            if kind != 1:
+                return
+            r = rows[idx]
+            tensors = {}
+            for o, addr, n in zip(r["operands"], addrs, sizes):
+                if o["role"] == "out":
+                    raw = ctypes.string_at(addr, n)
+                    tensors[o["name"]] = np.frombuffer(raw, o["dtype"]).reshape(o["shape"])
+            out.append({k: r[k] for k in ("id", "op", "node", "kernel")} | {"outputs": tensors})
+
+        write_inputs(self.manifest, self.inputs, inputs)
+        with trace.handling(after):
+            self.invoke()
+        return out
 
     def invoke(self) -> None:
         """Runs the entry on what the input views hold."""
