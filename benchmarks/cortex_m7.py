@@ -26,7 +26,7 @@ with test_data_set_0's inputs. It measures:
 --per-layer adds a per-layer table per model (instructions, % of the inference, MACs, bytes,
 kernel code size): a second build with -instrument-profile whose clock is the runner's SysTick
 count (QEMU's MPS2 boards do not model DWT CYCCNT), turned into a profile by
-glowpy.bundle_profile; its layers add up to the instrumented build's whole inference.
+glowpy.perf_profile; its layers add up to the instrumented build's whole inference.
 
 It also checks the printed outputs against the model's reference outputs (the tolerance of
 tests/test_models.py) and lists the symbols the object leaves undefined.
@@ -132,12 +132,12 @@ def run_on_board(d: str, info, inputs, float_abi: str, timeout: int):
 
 def profile_layers(model: str, options: dict, d: str, inputs, float_abi: str,
                    timeout: int) -> dict:
-    """The per-layer profile (glowpy.bundle_profile) of an -instrument-profile build whose
+    """The per-layer profile (glowpy.perf_profile) of an -instrument-profile build whose
     clock is the runner's SysTick count (-instrument-profile-counter=callback), in
     instructions. The instrumented build runs ~1 call of the counter per instruction more
     than the plain one; its per-layer counts add up to its whole call (the profile's
     "coverage")."""
-    from glowpy.bundle_profile import build, parse_counts
+    from glowpy.perf_profile import build, parse_counts
     info = glowpy.compile(model, d, target="arm", mcpu="cortex-m7", float_abi=float_abi,
                           instrument_profile=True, instrument_profile_counter="callback",
                           **options)
@@ -358,7 +358,7 @@ def print_row(row: dict):
     print("  " + json.dumps({k: v for k, v in row.items() if k != "profile"}), file=sys.stderr,
           flush=True)
     if prof and "error" not in prof:
-        from glowpy.bundle_profile import table as profile_table
+        from glowpy.perf_profile import table as profile_table
         print(f"\n{row['model']} -float-abi={row['float_abi']}, per layer:\n"
               + profile_table(prof) + "\n", flush=True)
     elif prof:
@@ -378,7 +378,7 @@ def main(argv=None) -> int:
                          "when every float model is measured)")
     ap.add_argument("--per-layer", action="store_true",
                     help="also profile each model per layer (an -instrument-profile build) and "
-                         "print its table (glowpy.bundle_profile); --json keeps the profiles")
+                         "print its table (glowpy.perf_profile); --json keeps the profiles")
     ap.add_argument("--int8", action="store_true",
                     help="also measure the int8 models (QDQ models and resnet8 -load-profile)")
     ap.add_argument("--int8-only", action="store_true",

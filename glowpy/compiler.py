@@ -291,18 +291,8 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                           opts.recorded(), __version__)
         header_extra = None
         if opts.instrument_debug or counter:
-            syms = instrument.symbols(name)
-            desc = instrument.describe(prog, prog.kernels, {
-                "debug": opts.instrument_debug,
-                **({"callback": syms["callback"]} if opts.instrument_debug else {}),
-                "profile": None if not counter else {
-                    "counter": counter, "region": "mutable", "offset": table,
-                    "entries": len(prog.instrs) + 1,
-                    **({"counter_function": syms["counter"]} if counter == "callback" else {})}})
-            instrument.add_code_sizes(desc, elf.Elf(obj).functions())
-            man["instrumentation"] = desc
-            header_extra = {**desc, "upper": legalize(name).upper(), **syms,
-                            "count": len(prog.instrs)}
+            man["instrumentation"], header_extra = instrument.bundle_description(
+                prog, name, opts.instrument_debug, counter, table, elf.Elf(obj).functions())
         man["integrity"] = bw.integrity({".o": obj, ".weights.bin": image})
         files = {".o": obj, ".h": bw.header_text(name, entry, opts.bundle_api, prog,
                                                  placeholders, __version__, header_extra),

@@ -16,7 +16,7 @@ import pytest
 
 import glowpy
 from glowpy import elf
-from glowpy.bundle_profile import build, parse_counts, table
+from glowpy.perf_profile import build, parse_counts, table
 from glowpy.runtime import Bundle, find_cc
 from toolchains import require_tool
 from util import REPO, assert_close_to_reference, is_tflite_reference, model_path, reference_data

@@ -203,7 +203,17 @@ def describe(prog, kernels: list[str], info: dict) -> dict:
     return {**info, "instructions": rows}
 
 
-def add_code_sizes(desc: dict, functions: dict):
-    """Each instruction's kernel function's code size (bytes, from the object's symbols)."""
+def bundle_description(prog, network: str, debug: bool, counter: str | None,
+                       table: int | None, functions: dict) -> tuple[dict, dict]:
+    """(the manifest's "instrumentation", the header's instrumentation block's context);
+    functions: {function symbol: code bytes} of the object (elf.Elf.functions)."""
+    syms = symbols(network)
+    desc = describe(prog, prog.kernels, {
+        "debug": debug, **({"callback": syms["callback"]} if debug else {}),
+        "profile": None if not counter else {
+            "counter": counter, "region": "mutable", "offset": table,
+            "entries": len(prog.instrs) + 1,
+            **({"counter_function": syms["counter"]} if counter == "callback" else {})}})
     for row in desc["instructions"]:
         row["code_bytes"] = int(functions.get(row["kernel"], 0))
+    return desc, {**desc, "upper": legalize(network).upper(), **syms, "count": len(prog.instrs)}

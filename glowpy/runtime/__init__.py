@@ -73,9 +73,9 @@ class Bundle:
 
     def profile(self, inputs: dict, repeat: int = 1) -> dict:
         """Runs an -instrument-profile bundle `repeat` times in process; returns its profile
-        (bundle_profile.build: per-instruction and per-op cycles, MACs, bytes, code size, and
+        (perf_profile.build: per-instruction and per-op cycles, MACs, bytes, code size, and
         the whole calls measured around the entry with the same counter)."""
-        from glowpy.bundle_profile import build
+        from glowpy.perf_profile import build
         counts, total = self.session().profile_counts(inputs, repeat)
         return build(self.manifest, counts, total)
 
