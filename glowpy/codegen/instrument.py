@@ -52,8 +52,9 @@ def emit_counter(mod: ir.Module, b: ir.IRBuilder, arch: str, counter: str, callb
         p = b.inttoptr(ir.Constant(ir.IntType(32), DWT_CYCCNT), cg.PTR)
         # an atomic (monotonic) load: llvmlite has no volatile loads, inline asm needs an
         # asm parser llvmlite does not register for cross targets, and LLVM keeps every
-        # atomic load (on the M7 a plain ldr)
-        return b.load_atomic(p, "monotonic", 4, typ=ir.IntType(32))  # 32-bit: the caller subtracts before widening, so a wrap costs nothing
+        # atomic load (on the M7 a plain ldr). 32 bits: the caller subtracts before
+        # widening, so a wrap of the counter costs nothing
+        return b.load_atomic(p, "monotonic", 4, typ=ir.IntType(32))
     if counter == "callback":
         fn = mod.globals.get(callback) or ir.Function(mod, ir.FunctionType(I64, []), callback)
         return b.call(fn, [])
