@@ -4,6 +4,7 @@
     python benchmarks/cortex_m7.py                    # all float models, writes docs/cortex_m7.md
     python benchmarks/cortex_m7.py --models mnist8 --no-docs
     python benchmarks/cortex_m7.py --float-abi hard --no-docs
+    python benchmarks/cortex_m7.py --models mlperf_tiny_kws_dscnn --float-abi hard --no-docs --per-layer
 
 For each float model in ../shared/models (every .onnx without quantization nodes) this
 compiles a bundle with `-target=arm -mcpu=cortex-m7 -float-abi=hard` and `=soft`, links it into
@@ -21,6 +22,11 @@ with test_data_set_0's inputs. It measures:
   SysTick counts the 25 MHz processor clock (40 ns), so a tick is 10 instructions, and the
   count is identical from run to run. It counts instructions, not Cortex-M7 cycles (QEMU
   does not model the pipeline, caches or memory wait states).
+
+--per-layer adds a per-layer table per model (instructions, % of the inference, MACs, bytes,
+kernel code size): a second build with -instrument-profile whose clock is the runner's SysTick
+count (QEMU's MPS2 boards do not model DWT CYCCNT), turned into a profile by
+glowpy.perf_profile; its layers add up to the instrumented build's whole inference.
 
 It also checks the printed outputs against the model's reference outputs (the tolerance of
 tests/test_models.py) and lists the symbols the object leaves undefined.
@@ -113,7 +119,36 @@ def undefined_symbols(obj: str) -> list[str]:
     return sorted({ln.split()[-1] for ln in out.splitlines() if ln.strip()})
 
 
-def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
+def run_on_board(d: str, info, inputs, float_abi: str, timeout: int):
+    """Builds the runner for the bundle in `d` with `inputs` and runs it under QEMU."""
+    man = info.manifest
+    write_io_header_from_manifest(os.path.join(d, "model_io.h"), man,
+                                  {p["name"]: x for p, x in zip(man["inputs"], inputs)})
+    cmd = ["make", "-s", "-C", RUNNER, f"BUNDLE_DIR={d}", f"NETWORK={info.name}",
+           f"FLOAT_ABI={float_abi}", f"BUILD_DIR={os.path.join(d, 'build')}",
+           f"STACK_SIZE={STACK_SIZE}", f"TIMEOUT={timeout}", "run"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def profile_layers(model: str, options: dict, d: str, inputs, float_abi: str,
+                   timeout: int) -> dict:
+    """The per-layer profile (glowpy.perf_profile) of an -instrument-profile build whose
+    clock is the runner's SysTick count (-instrument-profile-counter=callback), in
+    instructions. The instrumented build runs ~1 call of the counter per instruction more
+    than the plain one; its per-layer counts add up to its whole call (the profile's
+    "coverage")."""
+    from glowpy.perf_profile import build, parse_counts
+    info = glowpy.compile(model, d, target="arm", mcpu="cortex-m7", float_abi=float_abi,
+                          instrument_profile=True, instrument_profile_counter="callback",
+                          **options)
+    res = run_on_board(d, info, inputs, float_abi, timeout)
+    if res.returncode != 0:
+        return {"error": (res.stdout + res.stderr).strip().splitlines()[-5:]}
+    counts, total = parse_counts(res.stdout)
+    return build(info.manifest, counts, total, unit="instructions", scale=INSTRUCTIONS_PER_TICK)
+
+
+def measure(name: str, work: str, float_abi: str, timeout: int, per_layer: bool = False) -> dict:
     row = {"model": name, "float_abi": float_abi}
     d = os.path.join(work, f"{name}-{float_abi}".replace(" ", "_").replace("(", "")
                      .replace(")", ""))
@@ -164,15 +199,12 @@ def measure(name: str, work: str, float_abi: str, timeout: int) -> dict:
     row["fits"] = True
 
     man = info.manifest
-    write_io_header_from_manifest(os.path.join(d, "model_io.h"), man,
-                                  {p["name"]: x for p, x in zip(man["inputs"], inputs)})
-    build = os.path.join(d, "build")
-    cmd = ["make", "-s", "-C", RUNNER, f"BUNDLE_DIR={d}", f"NETWORK={info.name}",
-           f"FLOAT_ABI={float_abi}", f"BUILD_DIR={build}", f"STACK_SIZE={STACK_SIZE}",
-           f"TIMEOUT={timeout}", "run"]
     t0 = time.time()
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = run_on_board(d, info, inputs, float_abi, timeout)
     row["run_s"] = round(time.time() - t0, 1)
+    if per_layer and res.returncode == 0:
+        row["profile"] = profile_layers(os.path.join(SHARED_MODELS, model + ".onnx"), options,
+                                        d + "-profile", inputs, float_abi, timeout)
     if res.returncode != 0:
         row["error"] = (res.stdout + res.stderr).strip().splitlines()[-5:]
         return row
@@ -320,6 +352,19 @@ def write_doc(text: str, begin: str = BEGIN, end: str = END):
         f.write(pre + begin + "\n" + text + end + post)
 
 
+def print_row(row: dict):
+    """A measurement on stderr, its per-layer table (--per-layer) on stdout."""
+    prof = row.get("profile")
+    print("  " + json.dumps({k: v for k, v in row.items() if k != "profile"}), file=sys.stderr,
+          flush=True)
+    if prof and "error" not in prof:
+        from glowpy.perf_profile import table as profile_table
+        print(f"\n{row['model']} -float-abi={row['float_abi']}, per layer:\n"
+              + profile_table(prof) + "\n", flush=True)
+    elif prof:
+        print(f"  per-layer run failed: {prof['error']}", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", help="comma-separated model names (default: every float model)")
@@ -331,6 +376,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-docs", action="store_true",
                     help=f"do not rewrite {os.path.relpath(DOC, ROOT)} (it is only rewritten "
                          "when every float model is measured)")
+    ap.add_argument("--per-layer", action="store_true",
+                    help="also profile each model per layer (an -instrument-profile build) and "
+                         "print its table (glowpy.perf_profile); --json keeps the profiles")
     ap.add_argument("--int8", action="store_true",
                     help="also measure the int8 models (QDQ models and resnet8 -load-profile)")
     ap.add_argument("--int8-only", action="store_true",
@@ -354,8 +402,8 @@ def main(argv=None) -> int:
             abi_rows = []
             for name in names:
                 print(f"{name} -float-abi={abi} ...", file=sys.stderr, flush=True)
-                row = measure(name, work, abi, a.timeout)
-                print("  " + json.dumps(row), file=sys.stderr, flush=True)
+                row = measure(name, work, abi, a.timeout, a.per_layer)
+                print_row(row)
                 abi_rows.append(row)
             text += (f"#### `-target=arm -mcpu=cortex-m7 -float-abi={abi}`\n\n"
                      + table(abi_rows) + "\n")
@@ -390,8 +438,8 @@ def main_int8(a, floats: dict | None = None) -> int:
                 if model is None or (model != name and model in floats):
                     continue
                 print(f"{model} -float-abi=hard ...", file=sys.stderr, flush=True)
-                row = measure(model, work, "hard", a.timeout)
-                print("  " + json.dumps(row), file=sys.stderr, flush=True)
+                row = measure(model, work, "hard", a.timeout, a.per_layer)
+                print_row(row)
                 if model == name:
                     rows.append(row)
                 else:

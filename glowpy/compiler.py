@@ -49,7 +49,12 @@ class Options:
     dump_graph_dag_before_compile: str | None = None
     dump_llvm_ir: str | None = None
     dump_memory_report: str | None = None  # JSON: every activation buffer, the peak (report.py)
-    verbose: bool = False
+    verbose: bool = False  # stage timings on stderr (progress.py)
+    progress: bool = True  # the status line on a terminal stderr (progress.py)
+    # -instrument-debug / -instrument-profile (codegen/instrument.py); off: today's bundle
+    instrument_debug: bool = False
+    instrument_profile: bool = False
+    instrument_profile_counter: str = "auto"  # auto | cycles | dwt | callback
     max_region_size: int | None = None  # bytes; None: the target's default (validate.py)
     # int8 (ir/qschema.py, ir/passes/quant/profile.py): -load-profile and Glow's options
     load_profile: str | None = None
@@ -72,6 +77,11 @@ class Options:
                "symbols": dict(self.symbols),
                **({"model_outputs": list(self.model_outputs)} if self.model_outputs else {}),
                **({"model_inputs_cut": list(self.cut_inputs)} if self.cut_inputs else {})}
+        if self.instrument_debug or self.instrument_profile:
+            rec["instrument"] = {"debug": self.instrument_debug,
+                                 "profile": self.instrument_profile,
+                                 **({"counter": self.instrument_profile_counter}
+                                    if self.instrument_profile else {})}
         if self.load_profile:
             rec["quantization"] = {
                 "profile": os.path.basename(self.load_profile), "schema": self.quantization_schema,
@@ -183,9 +193,7 @@ def _placeholders(prog, name: str = "", entry: str = ""):
 
 
 def compile_model(models, output_dir: str, opts: Options | None = None) -> BundleInfo:
-    from glowpy.codegen.module import add_bundle_config, build_module, compile_module
     from glowpy.codegen.target import TargetError, resolve_target
-    from glowpy.ir.dot import to_dot
 
     opts = opts or Options()
     models = [models] if isinstance(models, (str, os.PathLike)) else [os.fspath(m) for m in models]
@@ -213,25 +221,69 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     except TargetError as e:
         raise UsageError(str(e)) from None
     limit = resolve_limit(opts.max_region_size, target.pointer_bits)
+    counter = _instrument_counter(opts, target, name, entry)
+    from glowpy.progress import Progress
+    progress = Progress(opts.verbose, live=opts.progress)
+    ok = False
+    try:
+        info = _compile(models, output_dir, opts, name, entry, target, limit, counter, progress)
+        ok = True
+        return info
+    finally:
+        progress.done(ok)
 
-    graph = load_graph(models, opts, limit)
-    _setup_quantization(graph, opts)
-    if opts.dump_graph_dag_before_compile:
-        write_dump("dump-graph-DAG-before-compile", opts.dump_graph_dag_before_compile, to_dot(graph))
-    graph = optimize(graph, opts.opt_level)
-    if opts.dump_graph_dag:
-        write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
-    _check_dtypes(graph)
+
+def _instrument_counter(opts: Options, target, name: str, entry: str) -> str | None:
+    """The profile counter -instrument-profile uses (None without it); checks the options."""
+    from glowpy.codegen import instrument
+    if opts.instrument_profile_counter not in instrument.COUNTERS:
+        raise UsageError(f"-instrument-profile-counter={opts.instrument_profile_counter}: "
+                         f"expected {', '.join(instrument.COUNTERS)}")
+    if opts.instrument_debug or opts.instrument_profile:
+        clash = [s for s in instrument.symbols(name).values() if s == entry]
+        if clash:
+            raise UsageError(f"-main-entry-name: the entry '{entry}' would clash with the "
+                             "instrumentation's symbol of that name; choose another")
+    if not opts.instrument_profile:
+        return None
+    return instrument.counter_for(target, opts.instrument_profile_counter)
+
+
+def _compile(models, output_dir, opts, name, entry, target, limit, counter, progress):
+    from glowpy.codegen import instrument
+    from glowpy.codegen.module import add_bundle_config, build_module, compile_module
+    from glowpy.ir.dot import to_dot
+    from glowpy import elf
+
+    with progress.stage("load"):
+        graph = load_graph(models, opts, limit)
+        _setup_quantization(graph, opts)
+        if opts.dump_graph_dag_before_compile:
+            write_dump("dump-graph-DAG-before-compile", opts.dump_graph_dag_before_compile,
+                       to_dot(graph))
+    with progress.stage("optimize"):
+        graph = optimize(graph, opts.opt_level)
+        if opts.dump_graph_dag:
+            write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
+        _check_dtypes(graph)
     from glowpy.codegen import registry
     from glowpy.codegen.kernels.catalog import post_lowering  # (registers every kernel)
     with registry.forcing(opts.kernel_variants):
-        prog = build_program(graph, optimize=opts.opt_level > 0,
-                             reuse=opts.reuse_activation_memory,
-                             transform=post_lowering(target) if opts.winograd else None)
-        check_regions(prog.sizes, limit)
-        placeholders = _placeholders(prog, name, entry)
-        prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
-        mod = build_module(prog, target, entry)
+        with progress.stage("plan"):
+            prog = build_program(graph, optimize=opts.opt_level > 0,
+                                 reuse=opts.reuse_activation_memory,
+                                 transform=post_lowering(target) if opts.winograd else None)
+            check_regions(prog.sizes, limit)
+            placeholders = _placeholders(prog, name, entry)
+            prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
+            table = instrument.reserve_table(prog) if counter else None
+        make = None
+        if opts.instrument_debug or counter:
+            def make(mod, fn, eb, intp):
+                return instrument.Instrumenter(mod, fn, eb, intp, prog, target,
+                                               opts.instrument_debug, counter, table, name)
+        with progress.stage("codegen"):
+            mod = build_module(prog, target, entry, make, progress.kernels)
     check_regions(prog.sizes, limit)  # again: kernels may have added tables to the constants
     if opts.dump_memory_report:  # after codegen: kernels may add tables to the constant region
         from glowpy.ir.report import memory_report_json
@@ -241,16 +293,22 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
                           [(p.symbol, p.offset, p.elements, 1) for p in placeholders])
     if opts.dump_llvm_ir:
         write_dump("dump-llvm-ir", opts.dump_llvm_ir, str(mod))
-    obj = compile_module(mod, target, opts.llvm_opt)
-    image = bw.weights_image(prog)
-    man = bw.manifest(name, entry, opts.bundle_api, prog, placeholders, target, opts.recorded(),
-                      __version__)
-    man["integrity"] = bw.integrity({".o": obj, ".weights.bin": image})
-    files = {".o": obj, ".h": bw.header_text(name, entry, opts.bundle_api, prog, placeholders,
-                                             __version__),
-             ".weights.bin": image, ".weights.txt": bw.weights_text(image),
-             ".json": bw.manifest_json(man)}
-    paths = publish(output_dir, name, files)
+    with progress.stage("llvm"):
+        obj = compile_module(mod, target, opts.llvm_opt)
+    with progress.stage("write"):
+        image = bw.weights_image(prog)
+        man = bw.manifest(name, entry, opts.bundle_api, prog, placeholders, target,
+                          opts.recorded(), __version__)
+        header_extra = None
+        if opts.instrument_debug or counter:
+            man["instrumentation"], header_extra = instrument.bundle_description(
+                prog, name, opts.instrument_debug, counter, table, elf.Elf(obj).functions())
+        man["integrity"] = bw.integrity({".o": obj, ".weights.bin": image})
+        files = {".o": obj, ".h": bw.header_text(name, entry, opts.bundle_api, prog,
+                                                 placeholders, __version__, header_extra),
+                 ".weights.bin": image, ".weights.txt": bw.weights_text(image),
+                 ".json": bw.manifest_json(man)}
+        paths = publish(output_dir, name, files)
     return BundleInfo(output_dir, name, entry, paths, man)
 
 

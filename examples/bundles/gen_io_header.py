@@ -75,7 +75,8 @@ def _comment(s: str) -> str:
 
 
 def io_header_text(network_name: str, inputs, outputs, *, entry_name: str | None = None,
-                   header_name: str | None = None, weights_name: str | None = None) -> str:
+                   header_name: str | None = None, weights_name: str | None = None,
+                   profile: dict | None = None) -> str:
     """The text of model_io.h (see write_io_header)."""
     legal = legalize(network_name)
     upper = legal.upper()
@@ -101,6 +102,12 @@ def io_header_text(network_name: str, inputs, outputs, *, entry_name: str | None
     w(f"#define MODEL_MUTABLE_MEM_SIZE {upper}_MUTABLE_MEM_SIZE\n")
     w(f"#define MODEL_ACTIVATIONS_MEM_SIZE {upper}_ACTIVATIONS_MEM_SIZE\n")
     w(f"#define MODEL_MEM_ALIGN {upper}_MEM_ALIGN\n\n")
+    if profile:  # -instrument-profile: the runner prints the counters (and gives the clock)
+        w(f"#define MODEL_PROFILE_OFFSET {upper}_PROFILE_OFFSET\n")
+        w(f"#define MODEL_PROFILE_ENTRIES {upper}_PROFILE_ENTRIES\n")
+        if profile.get("counter_function"):
+            w(f"#define MODEL_PROFILE_COUNTER {profile['counter_function']}\n")
+        w("\n")
     for code, name in sorted(_DT_NAMES.items()):
         w(f"#define MODEL_DT_{name} {code}\n")
     w("\ntypedef struct { uint32_t offset; uint32_t nbytes; const uint8_t *data; } model_input_t;\n")
@@ -142,7 +149,8 @@ def io_header_text(network_name: str, inputs, outputs, *, entry_name: str | None
 
 
 def write_io_header(path, network_name: str, inputs, outputs, *, entry_name: str | None = None,
-                    header_name: str | None = None, weights_name: str | None = None) -> str:
+                    header_name: str | None = None, weights_name: str | None = None,
+                    profile: dict | None = None) -> str:
     """Write model_io.h for the bundle runners; returns the text written.
 
     network_name: the network name the bundle was built with (NAME of NAME.h,
@@ -153,9 +161,10 @@ def write_io_header(path, network_name: str, inputs, outputs, *, entry_name: str
     entry_name: entry function if -main-entry-name renamed it (default: the
         legalized network name); header_name/weights_name: file names if they
         differ from NAME.h / NAME.weights.txt.
+    profile: the manifest's instrumentation profile (-instrument-profile), or None.
     """
     text = io_header_text(network_name, inputs, outputs, entry_name=entry_name,
-                          header_name=header_name, weights_name=weights_name)
+                          header_name=header_name, weights_name=weights_name, profile=profile)
     with open(path, "w", encoding="ascii") as f:
         f.write(text)
     return text
@@ -178,7 +187,8 @@ def write_io_header_from_manifest(path, manifest: dict, input_arrays: dict) -> s
     outs = [(p["symbol"], p["dtype"], int(np.prod(p["shape"], dtype=np.int64)))
             for p in manifest["outputs"]]
     name = manifest["network_name"]
-    return write_io_header(path, name, ins, outs, entry_name=manifest.get("entry"))
+    return write_io_header(path, name, ins, outs, entry_name=manifest.get("entry"),
+                           profile=(manifest.get("instrumentation") or {}).get("profile"))
 
 
 def parse_run_output(text: str) -> dict:

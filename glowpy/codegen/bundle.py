@@ -74,7 +74,10 @@ def type_str(dtype, shape) -> str:
     return f"{GLOW_NAMES.get(np.dtype(dtype), np.dtype(dtype).name)}<{' x '.join(map(str, shape))}>"
 
 
-def header_text(name: str, entry: str, api: str, prog, placeholders, version: str) -> str:
+def header_text(name: str, entry: str, api: str, prog, placeholders, version: str,
+                instrument: dict | None = None) -> str:
+    """instrument: the instrumentation's declarations (codegen/instrument.py), or None: then
+    the header is exactly that of an uninstrumented bundle."""
     upper = legalize(name).upper()
     macros = [f"{upper}_{p.symbol}" for p in placeholders]
     bound = prog.plan_info.get("lower_bound", 0)
@@ -90,7 +93,7 @@ def header_text(name: str, entry: str, api: str, prog, placeholders, version: st
         size_width=len(upper) + len("_ACTIVATIONS_MEM_SIZE"), upper=upper,
         constant_size=prog.sizes["constant"], mutable_size=prog.sizes["mutable"],
         activation_size=prog.sizes["activation"], alignment=ALIGN, entry=entry,
-        config=f"{legalize(name)}_config")
+        config=f"{legalize(name)}_config", instrument=instrument)
     return _ENV.get_template(f"bundle_{api}.h.j2").render(**ctx)
 
 

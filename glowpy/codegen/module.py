@@ -66,7 +66,11 @@ def _share(mod: ir.Module, fn: ir.Function, shared: dict) -> ir.Function:
     return fn
 
 
-def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Module:
+def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=None,
+                 progress=None) -> ir.Module:
+    """instrument: None, or a function (module, entry, builder, pointer type) -> an
+    instrument.Instrumenter whose call() wraps each kernel call. progress(n, N): after each
+    instruction's kernel. Sets prog.kernels: each instruction's kernel function name."""
     mod = ir.Module(name=prog.name)
     mod.triple = target.triple
     intp = ir.IntType(target.caps.pointer_bits)
@@ -77,6 +81,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
         a.attributes.align = 64
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
     shared: dict = {}  # kernel text (its name blanked) -> the function first emitted with it
+    inst = instrument(mod, entry, eb, intp) if instrument else None
+    prog.kernels.clear()
     for idx, ins in enumerate(prog.instrs):
         bufs = [x for x in ins.inputs if x is not None] + list(ins.outputs)
         index, slots = _operand_slots(bufs)
@@ -100,9 +106,17 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str) -> ir.Modul
             epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
         fn = _share(mod, fn, shared)
+        prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]
-        eb.call(fn, ptrs + [entry.args[0]])
+        if inst:
+            inst.call(idx, ins, ptrs, index, lambda f=fn, p=ptrs: eb.call(f, p + [entry.args[0]]))
+        else:
+            eb.call(fn, ptrs + [entry.args[0]])
+        if progress:
+            progress(idx + 1, len(prog.instrs))
+    if inst:
+        inst.finish()
     eb.ret(ir.Constant(cg.I32, 0))
     return mod
 

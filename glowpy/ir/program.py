@@ -104,6 +104,7 @@ class Program:
     plan_info: dict = field(default_factory=dict)
     overlaps: list = field(default_factory=list)  # (instr index, in storage, out storage, D)
     transformed: bool = False  # the backend's post-lowering transform changed something
+    kernels: list = field(default_factory=list)  # per instruction: its kernel function's name
 
     @property
     def placeholders(self) -> list:

@@ -2,6 +2,8 @@
 
     b = Bundle("out")                       # loads out/NAME.o into this process (no C compiler)
     b.run({"Input3": x})["Plus214_Output_0"]  # -> a copy of the output
+    b.profile({"Input3": x}, repeat=100)    # -instrument-profile bundles: per-op cycles
+    b.trace({"Input3": x})                  # -instrument-debug bundles: every layer's output
     s = b.session()                         # own mutable + activation regions: one per thread
     s.inputs["Input3"][...] = x; s.invoke(); s.outputs["Plus214_Output_0"]   # zero copy
 
@@ -18,7 +20,7 @@ import threading
 from glowpy.runtime.harness import Harness, RuntimeError_, find_cc, placeholder_views, write_inputs
 from glowpy.runtime.inprocess import Loaded, Session, host_refusal
 
-__all__ = ["Bundle", "Session", "RuntimeError_", "find_cc"]
+__all__ = ["Bundle", "Session", "RuntimeError_", "find_cc", "host_refusal"]
 
 
 class Bundle:
@@ -68,6 +70,19 @@ class Bundle:
         img = bytearray(self.manifest["memory"]["mutable"])
         write_inputs(self.manifest, placeholder_views(self.manifest, img, ("inputs",)), inputs)
         return img
+
+    def profile(self, inputs: dict, repeat: int = 1) -> dict:
+        """Runs an -instrument-profile bundle `repeat` times in process; returns its profile
+        (perf_profile.build: per-instruction and per-op cycles, MACs, bytes, code size, and
+        the whole calls measured around the entry with the same counter)."""
+        from glowpy.perf_profile import build
+        counts, total = self.session().profile_counts(inputs, repeat)
+        return build(self.manifest, counts, total)
+
+    def trace(self, inputs: dict) -> list[dict]:
+        """Runs an -instrument-debug bundle once in process; returns each instruction's
+        outputs as it finished (Session.trace)."""
+        return self.session().trace(inputs)
 
     def run(self, inputs: dict, repeat: int = 1, timeout: float = 600) -> dict:
         """Runs the bundle; returns {output name: array} (copies). After it, `self.best_ns` holds

@@ -24,6 +24,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from glowpy import elf
+from glowpy.runtime import trace
 from glowpy.runtime.harness import RuntimeError_, placeholder_views, write_inputs
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -98,6 +99,9 @@ class Loaded:
                 data = f.read()
             image = elf.Elf(data)
             needs, relocs = image.undefined(), image.relocation_types()
+            # weak references (-instrument-debug's callback) may stay unresolved: LLVM's
+            # loader makes them null, and the entry then skips the calls
+            weak = {s.name for s in image.symbols() if s.bind == "weak" and not s.defined}
         except (OSError, elf.ElfError) as e:
             raise RuntimeError_(f"{what}: cannot read {obj}: {getattr(e, 'strerror', None) or e}") from None
         if image.machine == "x86_64" and any(t in relocs for t in elf.X86_64_ABS32):
@@ -105,9 +109,12 @@ class Loaded:
             raise RuntimeError_(f"{what}: its object has absolute 32-bit relocations ({bad}), "
                                 "which need it loaded below 2 GiB; compile it with "
                                 "-relocation-model=pic to run it in process")
+        desc = manifest.get("instrumentation") or {}
+        if desc.get("debug"):
+            trace.register(desc["callback"])
         libc = ctypes.CDLL(None)
         for sym in needs:  # LLVM aborts the process on a symbol it cannot resolve: check first
-            if llvm.address_of_symbol(sym) is None:
+            if llvm.address_of_symbol(sym) is None and sym not in weak:
                 fn = getattr(libc, sym, None)
                 if fn is None:
                     raise RuntimeError_(f"{what}: its object needs '{sym}', which this process "
@@ -131,6 +138,39 @@ class Loaded:
             os.path.join(directory, name + ".weights.bin"), manifest["memory"]["constant"], what)
 
 
+_TIMED = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.c_void_p)
+_timed = None  # (engine, function): built once per process
+
+
+def timed_entry():
+    """`uint64_t timed(entry, c, m, a)`: calls entry(c, m, a) between two readings of the
+    counter -instrument-profile's cycles counter reads (codegen/instrument.py), so a profile's
+    per-instruction counts and the whole call are measured with one clock. JIT-compiled once."""
+    global _timed
+    with _LOAD_LOCK:
+        if _timed is None:
+            from glowpy.codegen.instrument import counter_text
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            machine = llvm.Target.from_default_triple().create_target_machine()
+            clock, decl = counter_text(llvm.get_process_triple().split("-")[0])
+            text = f"""
+define i64 @glowpy_timed(ptr %f, ptr %c, ptr %m, ptr %a) {{
+  %t0 = {clock}
+  %r = call i32 %f(ptr %c, ptr %m, ptr %a)
+  %t1 = {clock}
+  %d = sub i64 %t1, %t0
+  ret i64 %d
+}}
+{decl}
+"""
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(text), machine)
+            engine.finalize_object()
+            _timed = (engine, _TIMED(engine.get_function_address("glowpy_timed")))
+    return _timed[1]
+
+
 class Session:
     """One mutable and one activation region of a bundle, sharing the bundle's constant region.
     A session runs one inference at a time; give each thread its own (Bundle.session()).
@@ -150,6 +190,52 @@ class Session:
         self._args = (ctypes.c_void_p(loaded.constant_addr), ctypes.c_void_p(self.mutable.ctypes.data),
                       ctypes.c_void_p(self.activations.ctypes.data))
         self.best_ns = None
+
+    def profile_counts(self, inputs: dict, repeat: int = 1) -> tuple[np.ndarray, int]:
+        """Runs an -instrument-profile bundle `repeat` times on `inputs` from zeroed counters:
+        (its counter table: per-instruction ticks then the call count, and the ticks of the
+        whole calls measured around the entry with the same counter)."""
+        prof = (self.manifest.get("instrumentation") or {}).get("profile")
+        if not prof:
+            raise RuntimeError_(f"bundle '{self.name}' has no profile counters; compile it "
+                                "with -instrument-profile")
+        if prof["counter"] != "cycles":
+            raise RuntimeError_(f"bundle '{self.name}' counts with {prof['counter']}; in "
+                                "process only -instrument-profile-counter=cycles (auto on "
+                                "this host) runs")
+        write_inputs(self.manifest, self.inputs, inputs)
+        table = self.mutable[prof["offset"]:prof["offset"] + 8 * prof["entries"]].view(np.uint64)
+        table[:] = 0
+        timed, entry = timed_entry(), ctypes.cast(self._loaded.entry, ctypes.c_void_p)
+        total = sum(int(timed(entry, *self._args)) for _ in range(repeat))
+        return table.copy(), total
+
+    def trace(self, inputs: dict) -> list[dict]:
+        """Runs an -instrument-debug bundle once on `inputs`; returns per instruction, in
+        order, {"id", "op", "node", "kernel", "outputs": {buffer name: array copy}}: every
+        intermediate tensor as its instruction left it (the manifest's "instrumentation")."""
+        desc = self.manifest.get("instrumentation") or {}
+        if not desc.get("debug"):
+            raise RuntimeError_(f"bundle '{self.name}' has no instrumentation callbacks; "
+                                "compile it with -instrument-debug")
+        rows = desc["instructions"]
+        out = []
+
+        def after(kind, idx, addrs, sizes):
+            if kind != 1:
+                return
+            r = rows[idx]
+            tensors = {}
+            for o, addr, n in zip(r["operands"], addrs, sizes):
+                if o["role"] == "out":
+                    raw = ctypes.string_at(addr, n)
+                    tensors[o["name"]] = np.frombuffer(raw, o["dtype"]).reshape(o["shape"])
+            out.append({k: r[k] for k in ("id", "op", "node", "kernel")} | {"outputs": tensors})
+
+        write_inputs(self.manifest, self.inputs, inputs)
+        with trace.handling(after):
+            self.invoke()
+        return out
 
     def invoke(self) -> None:
         """Runs the entry on what the input views hold."""

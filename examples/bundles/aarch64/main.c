@@ -10,6 +10,8 @@
  *   ...
  *   cycles <generic-timer ticks (CNTVCT_EL0) spent in the entry function>
  *   stack <bytes of stack used by the entry function>
+ *   profile <instruction id> <CNTVCT_EL0 ticks>   (bundles built -instrument-profile;
+ *                                                 the last id: the number of calls)
  *
  * Weights are compiled in (#include of NAME.weights.txt), like on the
  * microcontroller.  The entry runs on a thread whose stack is allocated here,
@@ -145,5 +147,12 @@ int main(void) {
   }
   printf("cycles %llu\n", (unsigned long long)job.ticks);
   printf("stack %lu\n", used);
+#ifdef MODEL_PROFILE_OFFSET
+  for (int i = 0; i < MODEL_PROFILE_ENTRIES; i++) {
+    uint64_t count;
+    memcpy(&count, mutableWeight + MODEL_PROFILE_OFFSET + 8 * i, sizeof count);
+    printf("profile %d %llu\n", i, (unsigned long long)count);
+  }
+#endif
   return 0;
 }

@@ -13,6 +13,12 @@
  *   ...
  *   cycles <SysTick ticks spent in the entry function>
  *   stack <stack high-water mark in bytes, from the top of the stack>
+ *   profile <instruction id> <SysTick ticks>   (bundles built -instrument-profile;
+ *                                               the last id: the number of calls)
+ *
+ * A bundle built with -instrument-profile -instrument-profile-counter=callback
+ * reads its clock from NAME_profile_counter(), defined here as the same
+ * SysTick count as "cycles" (QEMU's MPS2 boards do not model DWT CYCCNT).
  *
  * and exits QEMU with status 0.  If the entry returns an error it prints
  * "error <code>" and exits with status 1; a fault prints "fault ..." and
@@ -40,6 +46,10 @@ static uint8_t mutableWeight[NONZERO(MODEL_MUTABLE_MEM_SIZE)]
     __attribute__((aligned(MODEL_MEM_ALIGN), section(".bss.model.mutable")));
 static uint8_t activations[NONZERO(MODEL_ACTIVATIONS_MEM_SIZE)]
     __attribute__((aligned(MODEL_MEM_ALIGN), section(".bss.model.activations")));
+
+#ifdef MODEL_PROFILE_COUNTER
+uint64_t MODEL_PROFILE_COUNTER(void) { return cycles_now(); }
+#endif
 
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
@@ -116,6 +126,15 @@ int main(void) {
   fputs("cycles ", stdout);
   print_u64(t1 - t0);
   printf("\nstack %lu\n", (unsigned long)stack);
+#ifdef MODEL_PROFILE_OFFSET
+  for (int i = 0; i < MODEL_PROFILE_ENTRIES; i++) {
+    uint64_t count;
+    memcpy(&count, mutableWeight + MODEL_PROFILE_OFFSET + 8 * i, sizeof count);
+    printf("profile %d ", i);
+    print_u64(count);
+    fputc('\n', stdout);
+  }
+#endif
   if (stack_overflowed()) {
     printf("error stack overflow (stack size %lu)\n", (unsigned long)board_stack_size());
     return 2;
