@@ -101,14 +101,16 @@ def constant_entry(c, prog) -> dict:
     """A constant's manifest entry; `layout` is "plain" for row-major bytes of the shape
     given (the model's layout; also the int8 passes' tables), else how the
     compiler stored them, for which instruction, its kernel function (module.py's
-    k<index>_<op>) and its kernel variant."""
+    k<index>_<op>, shared by instructions with identical kernels) and its kernel variant."""
     d = {"name": c.name, "dtype": np.dtype(c.dtype).name, "shape": list(c.shape),
          "offset": c.offset, "bytes": c.nbytes, "layout": "plain"}
     if c.layout:
         d.update(c.layout)
         for idx, ins in enumerate(prog.instrs):
             if ins.name == c.layout["for"]:
-                d["kernel"] = f"k{idx}_{ins.op}"
+                # the function the instruction calls (identical kernels share one: module.py)
+                kernels = getattr(prog, "kernels", None)
+                d["kernel"] = kernels[idx] if kernels else f"k{idx}_{ins.op}"
                 if "variant" in ins.attrs:
                     d["variant"] = ins.attrs["variant"]["name"]
                 break
