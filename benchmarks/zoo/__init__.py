@@ -37,3 +37,11 @@ ZOO = {
     "bert_tiny": text_tf.bert,
     "gpt_decoder": text_tf.gpt,
 }
+
+
+def errors(got, expected) -> list[tuple[float, float]]:
+    """Per output (max |got - expected|, tolerance): the issue's model tolerance
+    1e-3 * max|expected| + 1e-4 (tests/test_zoo.py and benchmarks/zoo_perf.py)."""
+    import numpy as np
+    return [(float(np.abs(np.asarray(g, np.float64) - e).max()), 1e-3 * float(np.abs(e).max()) + 1e-4)
+            for g, e in zip(got, expected)]

@@ -29,7 +29,7 @@ def vgg(perf=False):
 
 def _stem(net, hw, c):
     x = net.input("input", (1, 3, hw, hw))
-    x = net.cbn(x, 3, c, 7, 2)
+    x = net.conv_bn(x, 3, c, 7, 2)
     return net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 
 
@@ -41,8 +41,8 @@ def resnet18(perf=False):
     for stage, c in enumerate(widths):
         for block in range(2):
             s = 2 if stage > 0 and block == 0 else 1
-            y = net.cbn(net.cbn(x, cin, c, 3, s), c, c, 3, act=None)
-            short = x if s == 1 and cin == c else net.cbn(x, cin, c, 1, s, act=None)
+            y = net.conv_bn(net.conv_bn(x, cin, c, 3, s), c, c, 3, act=None)
+            short = x if s == 1 and cin == c else net.conv_bn(x, cin, c, 1, s, act=None)
             x = net.node("Relu", [net.node("Add", [y, short])])
             cin = c
     return net.model(net.classifier(x, cin, 1000 if perf else 10))
@@ -56,12 +56,12 @@ def _bottlenecks(net, x, cin, widths, blocks, group=1, width_per_group=None, se=
         mid = c * width_per_group // 64 * group if width_per_group else c
         for block in range(n):
             s = 2 if stage > 0 and block == 0 else 1
-            y = net.cbn(x, cin, mid, 1)
-            y = net.cbn(y, mid, mid, 3, s, group=group)
+            y = net.conv_bn(x, cin, mid, 1)
+            y = net.conv_bn(y, mid, mid, 3, s, group=group)
             if se:
                 y = net.se(y, mid, max(1, cin // 4))
-            y = net.cbn(y, mid, out, 1, act=None)
-            short = x if s == 1 and cin == out else net.cbn(x, cin, out, 1, s, act=None)
+            y = net.conv_bn(y, mid, out, 1, act=None)
+            short = x if s == 1 and cin == out else net.conv_bn(x, cin, out, 1, s, act=None)
             x = net.node("Relu", [net.node("Add", [y, short])])
             cin = out
     return x, cin
@@ -93,16 +93,16 @@ def regnet(perf=False):
     hw, widths, blocks = ((224, (48, 104, 208, 440), (1, 3, 6, 6)) if perf
                           else (32, (16, 24, 32, 48), (1, 1, 2, 1)))
     x = net.input("input", (1, 3, hw, hw))
-    x = net.cbn(x, 3, 32 if perf else 16, 3, 2)
+    x = net.conv_bn(x, 3, 32 if perf else 16, 3, 2)
     cin = 32 if perf else 16
     for stage, (c, n) in enumerate(zip(widths, blocks)):
         for block in range(n):
             s = 2 if block == 0 else 1
-            y = net.cbn(x, cin, c, 1)
-            y = net.cbn(y, c, c, 3, s, group=c // 8)
+            y = net.conv_bn(x, cin, c, 1)
+            y = net.conv_bn(y, c, c, 3, s, group=c // 8)
             y = net.se(y, c, max(1, cin // 4))
-            y = net.cbn(y, c, c, 1, act=None)
-            short = x if s == 1 and cin == c else net.cbn(x, cin, c, 1, s, act=None)
+            y = net.conv_bn(y, c, c, 1, act=None)
+            short = x if s == 1 and cin == c else net.conv_bn(x, cin, c, 1, s, act=None)
             x = net.node("Relu", [net.node("Add", [y, short])])
             cin = c
     return net.model(net.classifier(x, cin, 1000 if perf else 10))
@@ -163,8 +163,8 @@ def inception(perf=False):
     net = Net("inception", 3)
     hw, m = (149, 1) if perf else (35, 8)
     x = net.input("input", (1, 3, hw, hw))
-    x = net.cbn(x, 3, 32 // m * 2, 3, 2)
-    x = net.cbn(x, 32 // m * 2, 64 // m, 3)
+    x = net.conv_bn(x, 3, 32 // m * 2, 3, 2)
+    x = net.conv_bn(x, 32 // m * 2, 64 // m, 3)
     x = net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2])
     c = 64 // m
 

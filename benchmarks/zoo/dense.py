@@ -11,7 +11,7 @@ from .net import Net
 
 
 def _double(net, x, cin, c):
-    return net.cbn(net.cbn(x, cin, c, 3), c, c, 3)
+    return net.conv_bn(net.conv_bn(x, cin, c, 3), c, c, 3)
 
 
 def unet(perf=False):
@@ -44,7 +44,7 @@ def yolo(perf=False):
     hw, c, nc = (320, 32, 80) if perf else (64, 8, 3)
     na, no = 3, nc + 5
     x = net.input("images", (1, 3, hw, hw))
-    conv = lambda x, ci, co, k=3, s=1: net.cbn(x, ci, co, k, s, act="swish")  # noqa: E731
+    conv = lambda x, ci, co, k=3, s=1: net.conv_bn(x, ci, co, k, s, act="swish")  # noqa: E731
     x = net.act(net.bn(net.convnd(x, 3, c, 6, 2, bias=False, pads=[2] * 4), c), "swish")  # 6x6/2 stem
     x = conv(x, c, 2 * c, 3, 2)                  # 4
     x = net.node("Add", [x, conv(conv(x, 2 * c, 2 * c, 1), 2 * c, 2 * c)])
@@ -94,7 +94,7 @@ def crnn(perf=False):
     x = net.input("input", (1, 1, 32, w_in))
     cin = 1
     for i, (co, pool) in enumerate(((c, (2, 2)), (2 * c, (2, 2)), (4 * c, (2, 1)), (4 * c, (2, 1)))):
-        x = net.cbn(x, cin, co, 3)
+        x = net.conv_bn(x, cin, co, 3)
         x = net.node("MaxPool", [x], kernel_shape=list(pool), strides=list(pool))
         cin = co
     b, ch, h, w = (net.dim(x, i) for i in range(4))
@@ -143,7 +143,7 @@ def ds_cnn(perf=False):
                  pads=[5, 1, 5, 1])
     x = net.act(net.bn(x, c), "relu")
     for _ in range(blocks):
-        x = net.cbn(net.cbn(x, c, c, 3, group=c), c, c, 1)
+        x = net.conv_bn(net.conv_bn(x, c, c, 3, group=c), c, c, 1)
     x = net.node("AveragePool", [x], kernel_shape=[25, 5])
     x = net.node("Flatten", [x], axis=1)
     return net.model(net.linear(x, c, 12))

@@ -18,11 +18,11 @@ def mobilenet_v1(perf=False):
     hw, a = (224, 1.0) if perf else (32, 0.25)
     x = net.input("input", (1, 3, hw, hw))
     c = int(32 * a)
-    x = net.cbn(x, 3, c, 3, 2)
+    x = net.conv_bn(x, 3, c, 3, 2)
     for out, s in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)) + ((512, 1),) * 5 + \
             ((1024, 2), (1024, 1)):
         out = int(out * a)
-        x = net.cbn(net.cbn(x, c, c, 3, s, group=c), c, out, 1)
+        x = net.conv_bn(net.conv_bn(x, c, c, 3, s, group=c), c, out, 1)
         c = out
     return net.model(net.classifier(x, c, 1000 if perf else 10))
 
@@ -32,20 +32,15 @@ def mobilenet_v2(perf=False):
     hw, a = (224, 1.0) if perf else (32, 0.25)
     x = net.input("input", (1, 3, hw, hw))
     cin = _div(32 * a)
-    x = net.cbn(x, 3, cin, 3, 2, act="relu6")
+    x = net.conv_bn(x, 3, cin, 3, 2, act="relu6")
     for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                        (6, 160, 3, 2), (6, 320, 1, 1)):
         c = _div(c * a)
         for i in range(n if perf else min(n, 2)):
-            stride = s if i == 0 else 1
-            hidden = cin * t
-            y = x if t == 1 else net.cbn(x, cin, hidden, 1, act="relu6")
-            y = net.cbn(y, hidden, hidden, 3, stride, group=hidden, act="relu6")
-            y = net.cbn(y, hidden, c, 1, act=None)
-            x = net.node("Add", [x, y]) if stride == 1 and cin == c else y
+            x = net.inverted_residual(x, cin, cin * t, c, stride=s if i == 0 else 1)
             cin = c
     last = 1280 if perf else 64
-    x = net.cbn(x, cin, last, 1, act="relu6")
+    x = net.conv_bn(x, cin, last, 1, act="relu6")
     return net.model(net.classifier(x, last, 1000 if perf else 10))
 
 
@@ -56,7 +51,7 @@ def mobilenet_v3_small(perf=False):
     hw, a = (224, 1.0) if perf else (32, 0.5)
     x = net.input("input", (1, 3, hw, hw))
     cin = _div(16 * a)
-    x = net.cbn(x, 3, cin, 3, 2, act="hardswish")
+    x = net.conv_bn(x, 3, cin, 3, 2, act="hardswish")
     cfg = ((3, 16, 16, True, "relu", 2), (3, 72, 24, False, "relu", 2), (3, 88, 24, False, "relu", 1),
            (5, 96, 40, True, "hardswish", 2), (5, 240, 40, True, "hardswish", 1),
            (5, 240, 40, True, "hardswish", 1), (5, 120, 48, True, "hardswish", 1),
@@ -64,15 +59,11 @@ def mobilenet_v3_small(perf=False):
            (5, 576, 96, True, "hardswish", 1), (5, 576, 96, True, "hardswish", 1))
     for k, exp, out, use_se, act, s in cfg:
         exp, out = _div(exp * a), _div(out * a)
-        y = x if exp == cin else net.cbn(x, cin, exp, 1, act=act)
-        y = net.cbn(y, exp, exp, k, s, group=exp, act=act)
-        if use_se:
-            y = net.se(y, exp, _div(exp // 4), gate="hardsigmoid")
-        y = net.cbn(y, exp, out, 1, act=None)
-        x = net.node("Add", [y, x]) if s == 1 and cin == out else y
+        se = (lambda y, c: net.se(y, c, _div(c // 4), gate="hardsigmoid")) if use_se else None
+        x = net.inverted_residual(x, cin, exp, out, k, s, act, se)
         cin = out
     last = 6 * cin
-    x = net.cbn(x, cin, last, 1, act="hardswish")
+    x = net.conv_bn(x, cin, last, 1, act="hardswish")
     x = net.node("Flatten", [net.node("GlobalAveragePool", [x])], axis=1)
     hidden = 1024 if perf else 64
     x = net.act(net.linear(x, last, hidden), "hardswish")
@@ -86,21 +77,17 @@ def efficientnet_b0(perf=False):
     hw, a = (224, 1.0) if perf else (32, 0.25)
     x = net.input("input", (1, 3, hw, hw))
     cin = _div(32 * a)
-    x = net.cbn(x, 3, cin, 3, 2, act="swish")
+    x = net.conv_bn(x, 3, cin, 3, 2, act="swish")
     for t, k, s, c, n in ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
                           (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
         c = _div(c * a)
         for i in range(n if perf else 1):
-            stride = s if i == 0 else 1
-            hidden = cin * t
-            y = x if t == 1 else net.cbn(x, cin, hidden, 1, act="swish")
-            y = net.cbn(y, hidden, hidden, k, stride, group=hidden, act="swish")
-            y = net.se(y, hidden, max(1, cin // 4), inner="swish")
-            y = net.cbn(y, hidden, c, 1, act=None)
-            x = net.node("Add", [y, x]) if stride == 1 and cin == c else y
+            squeeze = max(1, cin // 4)
+            x = net.inverted_residual(x, cin, cin * t, c, k, s if i == 0 else 1, "swish",
+                                      lambda y, h: net.se(y, h, squeeze, inner="swish"))
             cin = c
     last = 1280 if perf else 64
-    x = net.cbn(x, cin, last, 1, act="swish")
+    x = net.conv_bn(x, cin, last, 1, act="swish")
     return net.model(net.classifier(x, last, 1000 if perf else 10))
 
 
@@ -112,7 +99,7 @@ def shufflenet_v2(perf=False):
     hw, widths, repeats = ((224, (116, 232, 464), (4, 8, 4)) if perf else (32, (16, 32, 64), (2, 2, 1)))
     x = net.input("input", (1, 3, hw, hw))
     c = 24
-    x = net.cbn(x, 3, c, 3, 2)
+    x = net.conv_bn(x, 3, c, 3, 2)
     x = net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 
     def shuffle(x):
@@ -123,15 +110,15 @@ def shufflenet_v2(perf=False):
         return net.view(y, [b, -1, h, w])
 
     def branch(x, cin, out, stride):
-        y = net.cbn(x, cin, out, 1)
-        y = net.cbn(y, out, out, 3, stride, group=out, act=None)
-        return net.cbn(y, out, out, 1)
+        y = net.conv_bn(x, cin, out, 1)
+        y = net.conv_bn(y, out, out, 3, stride, group=out, act=None)
+        return net.conv_bn(y, out, out, 1)
 
     for out, n in zip(widths, repeats):
         half = out // 2
         for i in range(n):
             if i == 0:
-                b1 = net.cbn(net.cbn(x, c, c, 3, 2, group=c, act=None), c, half, 1)
+                b1 = net.conv_bn(net.conv_bn(x, c, c, 3, 2, group=c, act=None), c, half, 1)
                 x = net.node("Concat", [b1, branch(x, c, half, 2)], axis=1)
             else:
                 x1, x2 = net.ops("Split", [x, net.i64([half, half])], 2, axis=1)
@@ -139,7 +126,7 @@ def shufflenet_v2(perf=False):
             x = shuffle(x)
             c = out
     last = 1024 if perf else 64
-    x = net.cbn(x, c, last, 1)
+    x = net.conv_bn(x, c, last, 1)
     x = net.node("ReduceMean", [x], axes=[2, 3], keepdims=0)  # x.mean([2, 3])
     return net.model(net.linear(x, last, 1000 if perf else 10))
 
@@ -149,7 +136,8 @@ def convnext(perf=False):
     -> LayerNorm -> Linear 4x -> GELU (Erf) -> Linear -> layer scale Mul -> permute -> residual
     Add; LayerNorm2d between stages by Transpose, opset 17 (LayerNormalization)."""
     net = Net("convnext", 7, opset=17)
-    hw, dims, depths = (224, (96, 192, 384, 768), (3, 3, 9, 3)) if perf else (32, (8, 16, 24, 32), (1, 1, 2, 1))
+    hw, dims, depths = ((224, (96, 192, 384, 768), (3, 3, 9, 3)) if perf
+                        else (32, (8, 16, 24, 32), (1, 1, 2, 1)))
     x = net.input("input", (1, 3, hw, hw))
 
     def ln2d(x, c):

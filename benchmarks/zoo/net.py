@@ -87,8 +87,9 @@ class Net(_BaseNet):
                          dilations=[dilation] * dims, group=group,
                          pads=pads if pads is not None else [p] * (2 * dims))
 
-    def cbn(self, x, cin, cout, k, stride=1, group=1, act="relu") -> str:
-        """Conv (no bias) + BatchNormalization + activation, as torchvision exports them."""
+    def conv_bn(self, x, cin, cout, k, stride=1, group=1, act="relu") -> str:
+        """Conv (no bias) + BatchNormalization + activation (any of act's), as torchvision
+        exports them."""
         return self.act(self.bn(self.conv(x, cin, cout, k, stride, group), cout), act)
 
     def act(self, x, kind) -> str:
