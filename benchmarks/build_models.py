@@ -73,6 +73,17 @@ class Net:
             return self.node("Clip", [y, self.init("lo", np.float32(0)), self.init("hi", np.float32(6))])
         return y
 
+    def inverted_residual(self, x, cin, hidden, cout, k=3, stride=1, act="relu6", se=None):
+        """MobileNetV2's block (MobileNetV3's and EfficientNet's MBConv too): a 1x1 expansion
+        unless hidden == cin, the k x k depthwise, `se(y, hidden)` if given (squeeze and
+        excitation), the linear 1x1 projection, and the residual Add when the shape is kept."""
+        y = x if hidden == cin else self.conv_bn(x, cin, hidden, 1, act=act)
+        y = self.conv_bn(y, hidden, hidden, k, stride, group=hidden, act=act)
+        if se is not None:
+            y = se(y, hidden)
+        y = self.conv_bn(y, hidden, cout, 1, act=None)
+        return self.node("Add", [x, y]) if stride == 1 and cin == cout else y
+
     def head(self, x, c, classes=1000):
         x = self.node("GlobalAveragePool", [x])
         x = self.node("Flatten", [x], axis=1)
@@ -115,12 +126,7 @@ def mobilenetv2() -> onnx.ModelProto:
     for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                        (6, 160, 3, 2), (6, 320, 1, 1)):
         for i in range(n):
-            stride = s if i == 0 else 1
-            hidden = cin * t
-            y = x if t == 1 else net.conv_bn(x, cin, hidden, 1, act="relu6")
-            y = net.conv_bn(y, hidden, hidden, 3, stride, group=hidden, act="relu6")
-            y = net.conv_bn(y, hidden, c, 1, act=None)
-            x = net.node("Add", [x, y]) if stride == 1 and cin == c else y
+            x = net.inverted_residual(x, cin, cin * t, c, stride=s if i == 0 else 1)
             cin = c
     x = net.conv_bn(x, cin, 1280, 1, act="relu6")
     return net.model("input", net.head(x, 1280))

@@ -422,18 +422,20 @@ def table(rows: list[dict], peak: float | None = None) -> str:
     return out
 
 
-def write_between(path: str, text: str):
+def write_between(path: str, text: str, begin: str = BEGIN, end: str = END):
+    """Replaces what lies between the markers `begin` and `end` in `path` with `text`."""
     with open(path, encoding="utf-8") as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"perf.py: {path} has no benchmark markers ({BEGIN} ... {END})")
-    pre, rest = doc.split(BEGIN, 1)
+    if begin not in doc or end not in doc:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {path} has no benchmark markers ({begin} ... {end})")
+    pre, rest = doc.split(begin, 1)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(pre + BEGIN + "\n" + text + END + rest.split(END, 1)[1])
+        f.write(pre + begin + "\n" + text + end + rest.split(end, 1)[1])
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, docs_help: str) -> argparse.ArgumentParser:
+    """The command line of the timing benchmarks (this one and zoo_perf.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--models", help="comma-separated names (default: all)")
     ap.add_argument("--rounds", type=int, default=3, help="bundle/onnxruntime alternations")
     ap.add_argument("--seconds", type=float, default=0.05, help="target length of one batch")
@@ -443,32 +445,43 @@ def main(argv=None) -> int:
                     "time spent descheduled by other processes is not counted); wall: monotonic")
     ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
-    ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md "
-                    "and README.md (they are only rewritten when every model is measured)")
-    a = ap.parse_args(argv)
-    built = build_models.build()
-    models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_models()}
-    models.update(built)
-    names = a.models.split(",") if a.models else list(models)
-    unknown = [n for n in names if n not in models]
+    ap.add_argument("--no-docs", action="store_true", help=docs_help)
+    return ap
+
+
+def measure_all(ap, a, available, measure_one, script: str) -> tuple[list[dict], float | None, str]:
+    """Rows of measure_one(name, work) for the models --models names (all of `available` by
+    default), the FMA peak, and the sentence that states when, with what and where."""
+    names = a.models.split(",") if a.models else list(available)
+    unknown = [n for n in names if n not in available]
     if unknown:
-        ap.error(f"unknown models {unknown}; available: {', '.join(models)}")
+        ap.error(f"unknown models {unknown}; available: {', '.join(available)}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="glowpy-perf-") as tmp:
         work = a.work or tmp
         for n in names:
             print(f"{n} ...", file=sys.stderr, flush=True)
-            row = measure(n, models[n], work, a.rounds, a.seconds, a.batches, a.clock)
-            print("  " + json.dumps(row), file=sys.stderr, flush=True)
-            rows.append(row)
+            rows.append(measure_one(n, work))
+            print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
         peak = fma_peak(work)
     clock = ("CPU time of the calling thread" if a.clock == "thread" else "wall-clock time")
-    text = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/perf.py` "
-            f"(glowpy {glowpy.__version__}, onnxruntime "
+    said = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/{script}` (glowpy {glowpy.__version__}, onnxruntime "
             f"{__import__('onnxruntime').__version__}) on {machine()}"
             + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s" if peak else "")
             + f". Times: best batch of back-to-back calls, {clock}, bundle and onnxruntime "
-            f"alternating for {a.rounds} rounds; GFLOP/s count 2 per multiply-add of Conv, Gemm "
+            f"alternating for {a.rounds} rounds")
+    return rows, peak, said
+
+
+def main(argv=None) -> int:
+    ap = arguments(__doc__, "do not rewrite docs/performance.md and README.md (they are only "
+                   "rewritten when every model is measured)")
+    a = ap.parse_args(argv)
+    models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_models()}
+    models.update(build_models.build())
+    rows, peak, said = measure_all(ap, a, models, lambda n, work: measure(
+        n, models[n], work, a.rounds, a.seconds, a.batches, a.clock), "perf.py")
+    text = (said + "; GFLOP/s count 2 per multiply-add of Conv, Gemm "
             f"and MatMul; * marks a target that needs more than the measured FMA peak, or a faster "
             f"read of the weights than this machine's for a buffer of their size.\n\n"
             + table(rows, peak))

@@ -1,0 +1,47 @@
+"""A zoo of architectures built with onnx.helper in the op patterns PyTorch's exporter writes
+(torchvision, Hugging Face), random weights from a fixed seed. Each builder takes
+`perf=False` (a small size for tests/test_zoo.py) or `perf=True` (a realistic size for
+benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array}).
+
+    import zoo; model, feeds = zoo.ZOO["resnet18"]()
+
+Recurrent architectures (LSTM/GRU) are not here yet: glowpy's op registry has no LSTM/GRU."""
+from __future__ import annotations
+
+from . import classic, dense, mobile, text_tf, vision_tf
+
+ZOO = {
+    "vgg_small": classic.vgg,
+    "resnet18": classic.resnet18,
+    "resnet50": classic.resnet50,
+    "resnext": classic.resnext,
+    "regnet_y": classic.regnet,
+    "squeezenet": classic.squeezenet,
+    "densenet": classic.densenet,
+    "inception": classic.inception,
+    "mobilenet_v1": mobile.mobilenet_v1,
+    "mobilenet_v2": mobile.mobilenet_v2,
+    "mobilenet_v3_small": mobile.mobilenet_v3_small,
+    "efficientnet_b0": mobile.efficientnet_b0,
+    "shufflenet_v2": mobile.shufflenet_v2,
+    "convnext": mobile.convnext,
+    "unet": dense.unet,
+    "yolo": dense.yolo,
+    "autoencoder": dense.autoencoder,
+    "crnn": dense.crnn,
+    "tcn": dense.tcn,
+    "ds_cnn": dense.ds_cnn,
+    "vit_tiny": vision_tf.vit,
+    "swin": vision_tf.swin,
+    "mlp_mixer": vision_tf.mixer,
+    "bert_tiny": text_tf.bert,
+    "gpt_decoder": text_tf.gpt,
+}
+
+
+def errors(got, expected) -> list[tuple[float, float]]:
+    """Per output (max |got - expected|, tolerance): the issue's model tolerance
+    1e-3 * max|expected| + 1e-4 (tests/test_zoo.py and benchmarks/zoo_perf.py)."""
+    import numpy as np
+    return [(float(np.abs(np.asarray(g, np.float64) - e).max()), 1e-3 * float(np.abs(e).max()) + 1e-4)
+            for g, e in zip(got, expected)]

@@ -1,0 +1,149 @@
+"""Dense-prediction and sequence nets as PyTorch exports them: a UNet (ConvTranspose and
+bilinear Resize upsampling, skip Concat), a YOLOv5-style detector (SiLU backbone, nearest
+Resize neck, heads decoded with Sigmoid, Slice, Mul/Add/Pow on constant grids), a dense
+autoencoder, a CRNN-style OCR net (conv front end, view/permute to a sequence, Linear,
+Softmax), a TCN (dilated causal Conv1d with Slice chomps) and a DS-CNN keyword spotter."""
+from __future__ import annotations
+
+import numpy as np
+
+from .net import Net
+
+
+def _double(net, x, cin, c):
+    return net.conv_bn(net.conv_bn(x, cin, c, 3), c, c, 3)
+
+
+def unet(perf=False):
+    """UNet with three levels: the deepest decoder step is ConvTranspose 2x2/2, the next
+    nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True), i.e. Resize with
+    scales and coordinate_transformation_mode=align_corners."""
+    net = Net("unet", 5)
+    hw, c = (128, 32) if perf else (32, 8)
+    x = net.input("input", (1, 3, hw, hw))
+    e1 = _double(net, x, 3, c)
+    e2 = _double(net, net.node("MaxPool", [e1], kernel_shape=[2, 2], strides=[2, 2]), c, 2 * c)
+    b = _double(net, net.node("MaxPool", [e2], kernel_shape=[2, 2], strides=[2, 2]), 2 * c, 4 * c)
+    w = net.weight((4 * c, 2 * c, 2, 2), fan_in=4 * c)
+    u = net.node("ConvTranspose", [b, w, net.init("b", np.zeros(2 * c))], kernel_shape=[2, 2],
+                 strides=[2, 2])
+    d2 = _double(net, net.node("Concat", [e2, u], axis=1), 4 * c, 2 * c)
+    u = net.node("Resize", [d2, net.const(np.zeros(0, np.float32), "roi"),
+                            net.const(np.array([1, 1, 2, 2], np.float32), "scales")],
+                 mode="linear", coordinate_transformation_mode="align_corners")
+    d1 = _double(net, net.node("Concat", [e1, u], axis=1), 3 * c, c)
+    return net.model(net.convnd(d1, c, 2, 1))
+
+
+def yolo(perf=False):
+    """YOLOv5-style: Conv-BN-SiLU backbone with C3-like residual blocks, an FPN neck (nearest
+    Resize x2 + Concat) and Detect heads at strides 8 and 16: view(bs, na, no, ny, nx)
+    from x.shape, permute, Sigmoid, xy = (s[..., :2] * 2 - 0.5 + grid) * stride,
+    wh = (s[..., 2:4] * 2) ** 2 * anchor_grid, Concat, view(bs, -1, no), Concat of scales."""
+    net = Net("yolo", 5)
+    hw, c, nc = (320, 32, 80) if perf else (64, 8, 3)
+    na, no = 3, nc + 5
+    x = net.input("images", (1, 3, hw, hw))
+    conv = lambda x, ci, co, k=3, s=1: net.conv_bn(x, ci, co, k, s, act="swish")  # noqa: E731
+    x = net.act(net.bn(net.convnd(x, 3, c, 6, 2, bias=False, pads=[2] * 4), c), "swish")  # 6x6/2 stem
+    x = conv(x, c, 2 * c, 3, 2)                  # 4
+    x = net.node("Add", [x, conv(conv(x, 2 * c, 2 * c, 1), 2 * c, 2 * c)])
+    p3 = conv(conv(x, 2 * c, 4 * c, 3, 2), 4 * c, 4 * c)   # 8
+    p4 = conv(conv(p3, 4 * c, 8 * c, 3, 2), 8 * c, 8 * c)  # 16
+    up = net.node("Resize", [conv(p4, 8 * c, 4 * c, 1), net.const(np.zeros(0, np.float32), "roi"),
+                             net.const(np.array([1, 1, 2, 2], np.float32), "scales")],
+                  mode="nearest")
+    n3 = conv(net.node("Concat", [up, p3], axis=1), 8 * c, 4 * c)
+    anchors = {8: [[10, 13], [16, 30], [33, 23]], 16: [[30, 61], [62, 45], [59, 119]]}
+    outs = []
+    for feat, ch, stride in ((n3, 4 * c, 8), (p4, 8 * c, 16)):
+        y = net.convnd(feat, ch, na * no, 1)
+        bs, ny, nx = net.dim(y, 0), net.dim(y, 2), net.dim(y, 3)
+        y = net.node("Transpose", [net.view(y, [bs, na, no, ny, nx])], perm=[0, 1, 3, 4, 2])
+        s = net.node("Sigmoid", [y])
+        g = hw // stride
+        gy, gx = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+        grid = (np.stack((gx, gy), -1)[None, None] - 0.5).astype(np.float32)  # (1, 1, g, g, 2)
+        agrid = np.array(anchors[stride], np.float32).reshape(1, na, 1, 1, 2)
+        sl = lambda a, b: net.node("Slice", [s, net.i64([a]), net.i64([b]), net.i64([4])])  # noqa: E731
+        xy = net.node("Mul", [net.node("Add", [net.node("Mul", [sl(0, 2), net.f32(2.0)]),
+                                               net.const(grid, "grid")]), net.f32(float(stride))])
+        wh = net.node("Mul", [net.node("Pow", [net.node("Mul", [sl(2, 4), net.f32(2.0)]), net.f32(2.0)]),
+                              net.const(np.broadcast_to(agrid, (1, na, g, g, 2)).copy(), "anchor_grid")])
+        y = net.node("Concat", [xy, wh, sl(4, no)], axis=-1)
+        outs.append(net.view(y, [bs, -1, no]))
+    return net.model(net.node("Concat", outs, axis=1))
+
+
+def autoencoder(perf=False):
+    """A dense autoencoder: Gemm + Relu down to a code and back, Sigmoid output."""
+    net = Net("autoencoder", 9)
+    widths = (784, 512, 256, 64, 256, 512, 784) if perf else (784, 128, 64, 16, 64, 128, 784)
+    x = net.input("input", (1, widths[0]))
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        x = net.act(net.linear(x, a, b), "sigmoid" if i == len(widths) - 2 else "relu")
+    return net.model(x)
+
+
+def crnn(perf=False):
+    """CRNN-style OCR without the recurrent layers: conv front end on a 32-pixel text line,
+    conv.view(b, c * h, w).permute(2, 0, 1) into a (T, b, features) sequence, two Linear
+    layers over it, and Softmax over the character classes."""
+    net = Net("crnn", 4)
+    w_in, c, classes = (256, 64, 96) if perf else (64, 8, 37)
+    x = net.input("input", (1, 1, 32, w_in))
+    cin = 1
+    for i, (co, pool) in enumerate(((c, (2, 2)), (2 * c, (2, 2)), (4 * c, (2, 1)), (4 * c, (2, 1)))):
+        x = net.conv_bn(x, cin, co, 3)
+        x = net.node("MaxPool", [x], kernel_shape=list(pool), strides=list(pool))
+        cin = co
+    b, ch, h, w = (net.dim(x, i) for i in range(4))
+    x = net.view(x, [b, net.node("Mul", [ch, h]), w])
+    x = net.node("Transpose", [x], perm=[2, 0, 1])
+    feat = 4 * c * 2
+    x = net.act(net.linear(x, feat, 2 * c, rank=3), "relu")
+    x = net.linear(x, 2 * c, classes, rank=3)
+    return net.model(net.node("Softmax", [x], axis=2))
+
+
+def tcn(perf=False):
+    """Temporal convolutional network on (1, mel bands, frames): residual blocks of two
+    dilated causal Conv1d (padding (k-1)*d on both sides, then the right side chomped off
+    with Slice), Relu, a 1x1 Conv1d on the skip when the width changes; the last frame
+    (Gather index -1) feeds a Gemm."""
+    net = Net("tcn", 1)
+    bands, frames, widths = (40, 400, (64, 64, 128, 128, 128, 128)) if perf else (16, 64, (16, 16, 32, 32))
+    x = net.input("input", (1, bands, frames))
+    cin, k = bands, 3
+    for i, c in enumerate(widths):
+        d = 2 ** i
+        p = (k - 1) * d
+
+        def causal(x, ci):
+            y = net.convnd(x, ci, c, k, dilation=d, pads=[p, p], dims=1)
+            return net.node("Relu", [net.node("Slice", [y, net.i64([0]), net.i64([-p]), net.i64([2])])])
+
+        y = causal(causal(x, cin), c)
+        short = x if cin == c else net.convnd(x, cin, c, 1, dims=1)
+        x = net.node("Relu", [net.node("Add", [y, short])])
+        cin = c
+    last = net.node("Gather", [x, net.const(np.int64(-1), "idx")], axis=2)
+    return net.model(net.linear(last, cin, 12 if not perf else 35))
+
+
+def ds_cnn(perf=False):
+    """DS-CNN keyword spotter (MLPerf Tiny layout) on 49x10 MFCCs: a 10x4/2 Conv, depthwise
+    separable blocks (dw 3x3 + BN + Relu, pw 1x1 + BN + Relu), AveragePool over the whole
+    map, Flatten, Gemm to 12 keywords."""
+    net = Net("ds_cnn", 12)
+    c, blocks = (172, 4) if perf else (32, 4)
+    x = net.input("input", (1, 1, 49, 10))
+    w = net.weight((c, 1, 10, 4), fan_in=40)
+    x = net.node("Conv", [x, w, net.init("b", np.zeros(c))], kernel_shape=[10, 4], strides=[2, 2],
+                 pads=[5, 1, 5, 1])
+    x = net.act(net.bn(x, c), "relu")
+    for _ in range(blocks):
+        x = net.conv_bn(net.conv_bn(x, c, c, 3, group=c), c, c, 1)
+    x = net.node("AveragePool", [x], kernel_shape=[25, 5])
+    x = net.node("Flatten", [x], axis=1)
+    return net.model(net.linear(x, c, 12))

@@ -1,0 +1,166 @@
+"""Efficient classifiers as torchvision exports them: MobileNetV1/V2/V3-small, EfficientNet-B0,
+ShuffleNetV2 and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
+(opset 14), SiLU as x*Sigmoid(x), squeeze-and-excitation, channel shuffle with torch's
+Shape/Gather size arithmetic and Split, ConvNeXt's LayerNorm over channels via Transpose."""
+from __future__ import annotations
+
+from .net import Net
+
+
+def _div(v, d=8):
+    """torchvision's _make_divisible: round to a multiple of d, never down by more than 10%."""
+    n = max(d, int(v + d / 2) // d * d)
+    return n + d if n < 0.9 * v else n
+
+
+def mobilenet_v1(perf=False):
+    net = Net("mobilenet_v1", 1)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+    x = net.input("input", (1, 3, hw, hw))
+    c = int(32 * a)
+    x = net.conv_bn(x, 3, c, 3, 2)
+    for out, s in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)) + ((512, 1),) * 5 + \
+            ((1024, 2), (1024, 1)):
+        out = int(out * a)
+        x = net.conv_bn(net.conv_bn(x, c, c, 3, s, group=c), c, out, 1)
+        c = out
+    return net.model(net.classifier(x, c, 1000 if perf else 10))
+
+
+def mobilenet_v2(perf=False):
+    net = Net("mobilenet_v2", 2)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+    x = net.input("input", (1, 3, hw, hw))
+    cin = _div(32 * a)
+    x = net.conv_bn(x, 3, cin, 3, 2, act="relu6")
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1)):
+        c = _div(c * a)
+        for i in range(n if perf else min(n, 2)):
+            x = net.inverted_residual(x, cin, cin * t, c, stride=s if i == 0 else 1)
+            cin = c
+    last = 1280 if perf else 64
+    x = net.conv_bn(x, cin, last, 1, act="relu6")
+    return net.model(net.classifier(x, last, 1000 if perf else 10))
+
+
+def mobilenet_v3_small(perf=False):
+    """torchvision's mobilenet_v3_small: inverted residuals with SE (Relu inside, HardSigmoid
+    gate), HardSwish in the later blocks and the head (Linear-HardSwish-Linear), opset 14."""
+    net = Net("mobilenet_v3_small", 3, opset=14)
+    hw, a = (224, 1.0) if perf else (32, 0.5)
+    x = net.input("input", (1, 3, hw, hw))
+    cin = _div(16 * a)
+    x = net.conv_bn(x, 3, cin, 3, 2, act="hardswish")
+    cfg = ((3, 16, 16, True, "relu", 2), (3, 72, 24, False, "relu", 2), (3, 88, 24, False, "relu", 1),
+           (5, 96, 40, True, "hardswish", 2), (5, 240, 40, True, "hardswish", 1),
+           (5, 240, 40, True, "hardswish", 1), (5, 120, 48, True, "hardswish", 1),
+           (5, 144, 48, True, "hardswish", 1), (5, 288, 96, True, "hardswish", 2),
+           (5, 576, 96, True, "hardswish", 1), (5, 576, 96, True, "hardswish", 1))
+    for k, exp, out, use_se, act, s in cfg:
+        exp, out = _div(exp * a), _div(out * a)
+        se = (lambda y, c: net.se(y, c, _div(c // 4), gate="hardsigmoid")) if use_se else None
+        x = net.inverted_residual(x, cin, exp, out, k, s, act, se)
+        cin = out
+    last = 6 * cin
+    x = net.conv_bn(x, cin, last, 1, act="hardswish")
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x])], axis=1)
+    hidden = 1024 if perf else 64
+    x = net.act(net.linear(x, last, hidden), "hardswish")
+    return net.model(net.linear(x, hidden, 1000 if perf else 10))
+
+
+def efficientnet_b0(perf=False):
+    """MBConv blocks: 1x1 expand, depthwise 3x3/5x5, SE (SiLU inside, Sigmoid gate, squeeze =
+    input channels / 4), 1x1 project; SiLU written as x*Sigmoid(x) (opset 13)."""
+    net = Net("efficientnet_b0", 0)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+    x = net.input("input", (1, 3, hw, hw))
+    cin = _div(32 * a)
+    x = net.conv_bn(x, 3, cin, 3, 2, act="swish")
+    for t, k, s, c, n in ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                          (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
+        c = _div(c * a)
+        for i in range(n if perf else 1):
+            squeeze = max(1, cin // 4)
+            x = net.inverted_residual(x, cin, cin * t, c, k, s if i == 0 else 1, "swish",
+                                      lambda y, h: net.se(y, h, squeeze, inner="swish"))
+            cin = c
+    last = 1280 if perf else 64
+    x = net.conv_bn(x, cin, last, 1, act="swish")
+    return net.model(net.classifier(x, last, 1000 if perf else 10))
+
+
+def shufflenet_v2(perf=False):
+    """ShuffleNetV2 x1.0: stride-1 units Split the channels in halves, stride-2 units run two
+    branches; channel_shuffle is x.view(b, 2, c // 2, h, w).transpose(1, 2).view(b, -1, h, w)
+    with the sizes taken from x.size() (Shape -> Gather -> Div -> Unsqueeze -> Concat)."""
+    net = Net("shufflenet_v2", 2)
+    hw, widths, repeats = ((224, (116, 232, 464), (4, 8, 4)) if perf else (32, (16, 32, 64), (2, 2, 1)))
+    x = net.input("input", (1, 3, hw, hw))
+    c = 24
+    x = net.conv_bn(x, 3, c, 3, 2)
+    x = net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+
+    def shuffle(x):
+        b, ch, h, w = (net.dim(x, i) for i in range(4))
+        per = net.node("Div", [ch, net.const(2, "groups")])
+        y = net.view(x, [b, 2, per, h, w])
+        y = net.node("Transpose", [y], perm=[0, 2, 1, 3, 4])
+        return net.view(y, [b, -1, h, w])
+
+    def branch(x, cin, out, stride):
+        y = net.conv_bn(x, cin, out, 1)
+        y = net.conv_bn(y, out, out, 3, stride, group=out, act=None)
+        return net.conv_bn(y, out, out, 1)
+
+    for out, n in zip(widths, repeats):
+        half = out // 2
+        for i in range(n):
+            if i == 0:
+                b1 = net.conv_bn(net.conv_bn(x, c, c, 3, 2, group=c, act=None), c, half, 1)
+                x = net.node("Concat", [b1, branch(x, c, half, 2)], axis=1)
+            else:
+                x1, x2 = net.ops("Split", [x, net.i64([half, half])], 2, axis=1)
+                x = net.node("Concat", [x1, branch(x2, half, half, 1)], axis=1)
+            x = shuffle(x)
+            c = out
+    last = 1024 if perf else 64
+    x = net.conv_bn(x, c, last, 1)
+    x = net.node("ReduceMean", [x], axes=[2, 3], keepdims=0)  # x.mean([2, 3])
+    return net.model(net.linear(x, last, 1000 if perf else 10))
+
+
+def convnext(perf=False):
+    """ConvNeXt-tiny layout: patchify stem (4x4/4 Conv), blocks of depthwise 7x7 -> permute
+    -> LayerNorm -> Linear 4x -> GELU (Erf) -> Linear -> layer scale Mul -> permute -> residual
+    Add; LayerNorm2d between stages by Transpose, opset 17 (LayerNormalization)."""
+    net = Net("convnext", 7, opset=17)
+    hw, dims, depths = ((224, (96, 192, 384, 768), (3, 3, 9, 3)) if perf
+                        else (32, (8, 16, 24, 32), (1, 1, 2, 1)))
+    x = net.input("input", (1, 3, hw, hw))
+
+    def ln2d(x, c):
+        y = net.layernorm(net.node("Transpose", [x], perm=[0, 2, 3, 1]), c, eps=1e-6)
+        return net.node("Transpose", [y], perm=[0, 3, 1, 2])
+
+    def patchify(x, cin, cout, k):
+        return net.convnd(x, cin, cout, k, k, pads=[0, 0, 0, 0])
+
+    x = ln2d(patchify(x, 3, dims[0], 4), dims[0])
+    cin = dims[0]
+    for stage, (c, n) in enumerate(zip(dims, depths)):
+        if stage:
+            x = patchify(ln2d(x, cin), cin, c, 2)
+        for _ in range(n):
+            y = net.convnd(x, c, c, 7, group=c)
+            y = net.node("Transpose", [y], perm=[0, 2, 3, 1])
+            y = net.layernorm(y, c, eps=1e-6)
+            y = net.act(net.linear(y, c, 4 * c, rank=4), "gelu")
+            y = net.linear(y, 4 * c, c, rank=4)
+            y = net.node("Mul", [net.init("gamma", 0.1 + 0.05 * net.rng.standard_normal(c)), y])
+            x = net.node("Add", [x, net.node("Transpose", [y], perm=[0, 3, 1, 2])])
+        cin = c
+    x = ln2d(net.node("GlobalAveragePool", [x]), cin)
+    x = net.node("Flatten", [x], axis=1)
+    return net.model(net.linear(x, cin, 1000 if perf else 10))

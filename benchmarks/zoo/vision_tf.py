@@ -1,0 +1,150 @@
+"""Vision transformers and MLP-Mixer as timm exports them (opset 17, LayerNormalization op):
+ViT-tiny, a Swin stage pair (padding with Mod, shifted windows, relative position bias,
+constant attention mask, patch merging) and MLP-Mixer."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import attention
+from .net import Net
+
+INT_MAX = np.iinfo(np.int64).max
+
+
+def _patch_embed(net: Net, x: str, cin: int, c: int, p: int) -> str:
+    """Conv(k=p, stride=p) then x.flatten(2).transpose(1, 2): (B, N, C)."""
+    y = net.convnd(x, cin, c, p, p, pads=[0, 0, 0, 0])
+    return net.node("Transpose", [net.view(y, [net.dim(y, 0), c, -1])], perm=[0, 2, 1])
+
+
+def _mlp(net: Net, x: str, c: int, hidden: int) -> str:
+    return net.linear(net.act(net.linear(x, c, hidden, rank=3), "gelu"), hidden, c, rank=3)
+
+
+def vit(perf=False):
+    """ViT: patch embedding, cls token expanded to the batch (Expand on a shape from
+    x.size(0)) and concatenated, position embedding Add, pre-norm blocks (timm attention,
+    GELU MLP), final LayerNorm, x[:, 0] (Gather) and the Gemm head."""
+    net = Net("vit_tiny", 16, opset=17)
+    hw, p, c, heads, depth = (224, 16, 192, 3, 12) if perf else (32, 4, 32, 2, 2)
+    x = net.input("input", (1, 3, hw, hw))
+    x = _patch_embed(net, x, 3, c, p)
+    n = (hw // p) ** 2
+    b = net.dim(x, 0)
+    cls = net.node("Expand", [net.init("cls", 0.02 * net.rng.standard_normal((1, 1, c))),
+                              net.node("Concat", [net.unsq(b), net.i64([1]), net.i64([c])], axis=0)])
+    x = net.node("Concat", [cls, x], axis=1)
+    x = net.node("Add", [x, net.init("pos", 0.02 * net.rng.standard_normal((1, n + 1, c)))])
+    for _ in range(depth):
+        x = net.node("Add", [x, attention.timm(net, net.layernorm(x, c, 1e-6), c, heads)])
+        x = net.node("Add", [x, _mlp(net, net.layernorm(x, c, 1e-6), c, 4 * c)])
+    x = net.layernorm(x, c, 1e-6)
+    x = net.node("Gather", [x, net.const(np.int64(0), "idx")], axis=1)
+    return net.model(net.linear(x, c, 1000 if perf else 10))
+
+
+def mixer(perf=False):
+    """MLP-Mixer: token mixing on x.transpose(1, 2) (MatMul over patches), channel mixing,
+    both pre-norm with GELU MLPs; mean over tokens (ReduceMean) and the head."""
+    net = Net("mlp_mixer", 21, opset=17)
+    hw, p, c, depth = (224, 16, 256, 8) if perf else (32, 4, 32, 2)
+    x = net.input("input", (1, 3, hw, hw))
+    x = _patch_embed(net, x, 3, c, p)
+    n = (hw // p) ** 2
+    for _ in range(depth):
+        y = net.node("Transpose", [net.layernorm(x, c, 1e-6)], perm=[0, 2, 1])
+        y = _mlp(net, y, n, n // 2 if perf else 2 * n)
+        x = net.node("Add", [x, net.node("Transpose", [y], perm=[0, 2, 1])])
+        x = net.node("Add", [x, _mlp(net, net.layernorm(x, c, 1e-6), c, 4 * c)])
+    x = net.node("ReduceMean", [net.layernorm(x, c, 1e-6)], axes=[1], keepdims=0)
+    return net.model(net.linear(x, c, 1000 if perf else 10))
+
+
+def _roll(net: Net, x: str, shift: int, size: int) -> str:
+    """torch.roll(x, shifts=(shift, shift), dims=(1, 2)): per dim Slice + Concat."""
+    k = shift % size
+    for axis in (1, 2):
+        tail = net.node("Slice", [x, net.i64([size - k]), net.i64([INT_MAX]), net.i64([axis])])
+        head = net.node("Slice", [x, net.i64([0]), net.i64([size - k]), net.i64([axis])])
+        x = net.node("Concat", [tail, head], axis=axis)
+    return x
+
+
+def _window_mask(hp: int, ws: int, s: int) -> np.ndarray:
+    """Swin's attention mask for shifted windows: (windows, N, N), -100 between regions."""
+    img = np.zeros((hp, hp))
+    cnt = 0
+    for h in (slice(0, -ws), slice(-ws, -s), slice(-s, None)):
+        for w in (slice(0, -ws), slice(-ws, -s), slice(-s, None)):
+            img[h, w] = cnt
+            cnt += 1
+    win = img.reshape(hp // ws, ws, hp // ws, ws).transpose(0, 2, 1, 3).reshape(-1, ws * ws)
+    diff = win[:, None, :] - win[:, :, None]
+    return np.where(diff != 0, -100.0, 0.0).astype(np.float32)
+
+
+def _rel_bias(net: Net, ws: int, heads: int) -> str:
+    """relative_position_bias_table[index].view(N, N, heads).permute(2, 0, 1).unsqueeze(0)."""
+    coords = np.stack(np.meshgrid(np.arange(ws), np.arange(ws), indexing="ij")).reshape(2, -1)
+    rel = (coords[:, :, None] - coords[:, None, :]).transpose(1, 2, 0) + (ws - 1)
+    index = (rel[..., 0] * (2 * ws - 1) + rel[..., 1]).reshape(-1)
+    table = net.init("rpb", 0.02 * net.rng.standard_normal(((2 * ws - 1) ** 2, heads)))
+    b = net.node("Gather", [table, net.const(index.astype(np.int64), "rpi")], axis=0)
+    b = net.node("Reshape", [b, net.i64([ws * ws, ws * ws, heads])])
+    return net.unsq(net.node("Transpose", [b], perm=[2, 0, 1]))
+
+
+def _swin_block(net: Net, x: str, hw: int, c: int, heads: int, ws: int, shift: int) -> str:
+    shortcut = x
+    b = net.dim(x, 0)
+    x = net.view(net.layernorm(x, c), [b, hw, hw, c])
+    # pad H and W to multiples of the window: pad = (ws - H % ws) % ws from x.size()
+    wsc = net.const(np.int64(ws), "ws")
+    pad = [net.unsq(net.node("Mod", [net.node("Sub", [wsc, net.node("Mod", [net.dim(x, a), wsc])]), wsc]))
+           for a in (1, 2)]
+    x = net.node("Pad", [x, net.node("Concat", [net.i64([0, 0, 0, 0, 0])] + pad + [net.i64([0])], axis=0)])
+    hp = -(-hw // ws) * ws
+    nw = (hp // ws) ** 2
+    if shift:
+        x = _roll(net, x, -shift, hp)
+    x = net.view(x, [b, hp // ws, ws, hp // ws, ws, c])
+    x = net.view(net.node("Transpose", [x], perm=[0, 1, 3, 2, 4, 5]), [-1, ws * ws, c])
+    mask = net.const(_window_mask(hp, ws, shift), "attn_mask") if shift else None
+    x = attention.timm(net, x, c, heads, bias=_rel_bias(net, ws, heads), windows=nw, mask=mask)
+    x = net.view(x, [b, hp // ws, hp // ws, ws, ws, c])
+    x = net.view(net.node("Transpose", [x], perm=[0, 1, 3, 2, 4, 5]), [b, hp, hp, c])
+    if shift:
+        x = _roll(net, x, shift, hp)
+    x = net.node("Slice", [x, net.i64([0, 0]), net.i64([hw, hw]), net.i64([1, 2])])
+    x = net.node("Add", [shortcut, net.view(x, [b, hw * hw, c])])
+    return net.node("Add", [x, _mlp(net, net.layernorm(x, c), c, 4 * c)])
+
+
+def _patch_merging(net: Net, x: str, hw: int, c: int) -> str:
+    """x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2] concatenated,
+    LayerNorm, Linear 4C -> 2C without bias."""
+    b = net.dim(x, 0)
+    x = net.view(x, [b, hw, hw, c])
+    parts = [net.node("Slice", [x, net.i64([i, j]), net.i64([INT_MAX, INT_MAX]), net.i64([1, 2]),
+                                net.i64([2, 2])]) for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    x = net.view(net.node("Concat", parts, axis=-1), [b, -1, 4 * c])
+    return net.linear(net.layernorm(x, 4 * c), 4 * c, 2 * c, bias=False, rank=3)
+
+
+def swin(perf=False):
+    """Swin-T's first two stages (two blocks each: regular then shifted windows) with patch
+    merging between; the test size pads its 10x10 and 5x5 maps to the window (Pad by Mod)."""
+    net = Net("swin", 7, opset=17)
+    hw, c, heads, ws = (224, 96, 3, 7) if perf else (40, 16, 2, 4)
+    x = net.input("input", (1, 3, hw, hw))
+    x = net.layernorm(_patch_embed(net, x, 3, c, 4), c)
+    r = hw // 4
+    for stage in range(2):
+        for i in range(2):
+            shift = ws // 2 if i % 2 and r > ws else 0
+            x = _swin_block(net, x, r, c, heads, ws, shift)
+        if stage == 0:
+            x = _patch_merging(net, x, r, c)
+            r, c, heads = (r + 1) // 2, 2 * c, 2 * heads
+    x = net.node("ReduceMean", [net.layernorm(x, c)], axes=[1], keepdims=0)
+    return net.model(net.linear(x, c, 1000 if perf else 10))

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The architecture zoo (benchmarks/zoo) at realistic sizes: bundle speed against onnxruntime
+(one thread) on this machine.
+
+    python benchmarks/zoo_perf.py                      # every zoo model; rewrites its table
+                                                       # in docs/performance.md
+    python benchmarks/zoo_perf.py --models resnet18,bert_tiny --no-docs
+
+Each model is built with its `perf=True` size (ImageNet classifiers at 224x224 with their
+real widths, BERT-mini/GPT at 128 tokens, ... see each builder's docstring), saved into the
+work directory, compiled for the host CPU and measured the way benchmarks/perf.py measures
+(its harness and onnxruntime timer: a C timing harness linked with the bundle's object,
+onnxruntime with intra_op_num_threads=1, default graph optimizations and IOBinding; the
+best batch of back-to-back calls, the two sides alternating for several rounds, the calling
+thread's CPU time). The outputs are checked against onnxruntime's with the issue's model
+tolerance (1e-3 * max|ref| + 1e-4). GFLOP/s count 2 per multiply-add of Conv, ConvTranspose,
+Gemm and MatMul (perf.model_macs, from the shapes glowpy infers)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import onnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import perf  # noqa: E402  (puts the checkout and tests/ on the path)
+import glowpy  # noqa: E402
+from zoo import ZOO, errors  # noqa: E402
+
+BEGIN, END = "<!-- zoo benchmark: begin -->", "<!-- zoo benchmark: end -->"
+
+
+def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clock: str) -> dict:
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model, feeds = ZOO[name](perf=True)
+    path = os.path.join(d, name + ".onnx")
+    onnx.save(model, path)
+    t0 = time.process_time()
+    info = glowpy.compile(path, os.path.join(d, "bundle"))
+    compile_s = time.process_time() - t0
+    h = perf.Harness(os.path.join(d, "bundle"), info, d)
+    ort = perf.OrtTimer(path, feeds)
+    bt = ot = float("inf")
+    outs = None
+    for _ in range(rounds):
+        t, outs = h.run(feeds, seconds, batches, clock)
+        bt = min(bt, t)
+        ot = min(ot, ort.run(seconds, batches, clock))
+    errs = errors(outs, ort.outputs)
+    flops = 2 * perf.model_macs(path)
+    return {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot, "gflop": flops / 1e9,
+            "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
+            "weights_mb": info.manifest["memory"]["constant"] / 1e6, "compile_s": compile_s,
+            "inputs": ", ".join("x".join(map(str, v.shape)) for v in feeds.values()),
+            "agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs)}
+
+
+def table(rows: list[dict]) -> str:
+    out = ("| model | input | GFLOP | weights MB | bundle ms | onnxruntime ms | ratio | "
+           "GFLOP/s (onnxruntime) | compile s | outputs (max error / tolerance) |\n"
+           "|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+    for r in rows:
+        ok = "agree" if r["agrees"] else "**differ**"
+        out += (f"| {r['model']} | {r['inputs']} | {r['gflop']:.3g} | {r['weights_mb']:.3g} | "
+                f"{r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
+                f"{r['gflops']:.1f} ({r['ort_gflops']:.1f}) | {r['compile_s']:.1f} | "
+                f"{ok} ({r['max_error']:.2g}) |\n")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = perf.arguments(__doc__, "do not rewrite the zoo table in docs/performance.md (only "
+                        "rewritten when every model is measured)")
+    ap.set_defaults(batches=5)
+    a = ap.parse_args(argv)
+    rows, _, said = perf.measure_all(ap, a, ZOO, lambda n, work: measure(
+        n, work, a.rounds, a.seconds, a.batches, a.clock), "zoo_perf.py")
+    ratios = sorted(r["ratio"] for r in rows)
+    text = (said + f"; compile s: CPU seconds. Median ratio {ratios[len(ratios) // 2]:.2f} over "
+            f"{len(rows)} models.\n\n" + table(rows))
+    print(text)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if not a.no_docs and not a.models:
+        perf.write_between(perf.DOC, text, BEGIN, END)
+    return 0 if all(r["agrees"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
