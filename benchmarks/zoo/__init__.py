@@ -5,10 +5,10 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 
     import zoo; model, feeds = zoo.ZOO["resnet18"]()
 
-Recurrent architectures (LSTM/GRU) are not here yet: glowpy's op registry has no LSTM/GRU."""
+"""
 from __future__ import annotations
 
-from . import classic, dense, mobile, text_tf, vision_tf
+from . import classic, dense, mobile, recurrent, text_tf, vision_tf
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -36,6 +36,9 @@ ZOO = {
     "mlp_mixer": vision_tf.mixer,
     "bert_tiny": text_tf.bert,
     "gpt_decoder": text_tf.gpt,
+    "lstm_classifier": recurrent.lstm_classifier,
+    "gru_tagger": recurrent.gru_tagger,
+    "crnn_lstm": recurrent.crnn_lstm,
 }
 
 
