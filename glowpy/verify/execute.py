@@ -38,15 +38,17 @@ def runner_for(target: dict) -> tuple[str, dict] | None:
     from glowpy.runtime.inprocess import host_refusal
     if host_refusal(target) is None:
         return None
+    from glowpy.codegen.target.triples import parts
     triple, cpu = target.get("triple", ""), target.get("cpu", "")
-    if triple.startswith(("thumb", "arm")):
+    arch = parts(triple).Arch  # LLVM's reading of the triple (the target package's)
+    if arch in ("arm", "thumb"):
         if cpu not in BOARDS:
             raise UsageError(f"-mcpu={cpu}: model-verify runs Arm bundles on QEMU's MPS2 boards, "
                              f"which have {', '.join(BOARDS)}; choose one of them")
-        abi = "hard" if triple.endswith("hf") else "soft"
+        abi = "hard" if parts(triple).Env.endswith("hf") else "soft"
         _tools("cortex_m7")
         return "cortex_m7", {"BOARD": BOARDS[cpu], "FLOAT_ABI": abi, "STACK_SIZE": 65536}
-    if triple.startswith("aarch64"):
+    if arch == "aarch64":
         _tools("aarch64")
         return "aarch64", {}
     raise UsageError(f"bundle for {show(triple)} (-mcpu={show(cpu)}): model-verify runs host "
