@@ -58,8 +58,20 @@ def tensor_bytes(dtype, shape) -> int:
     return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
 
 
+# numpy (constant folding, the op references) holds at most 64 dims and kernels nest one loop
+# per dim; ONNX models use up to 8. A rank from a model's constants (ConstantOfShape of a
+# 200000-element shape, Unsqueeze with 100000 axes) is refused before any work of that size
+MAX_RANK = 32
+
+
+def check_rank(rank: int, where: str):
+    if rank > MAX_RANK:
+        raise ModelError(f"{where} has {rank} dimensions; at most {MAX_RANK} are supported")
+
+
 def check_dims(shape, where: str, allow_zero: bool = False):
-    """Refuses negative (and unless allowed, zero) dimensions."""
+    """Refuses more than MAX_RANK dims and negative (and unless allowed, zero) dimensions."""
+    check_rank(len(shape), where)
     for i, d in enumerate(shape):
         if d < 0 or (d == 0 and not allow_zero):
             raise ModelError(f"{where}: dimension {i} is {d} in {list(shape)}; tensors with "
@@ -79,6 +91,7 @@ def check_output_sizes(graph, node, types):
     if limit is None:
         return
     for i, (dt, shape) in enumerate(types):
+        check_rank(len(shape), f"node '{show(node.name)}' ({node.op}): output {i}")
         check_size(tensor_bytes(dt, shape), f"node '{show(node.name)}' ({node.op}): output {i} "
                    f"{np.dtype(dt).name}{list(shape)}", limit)
 

@@ -143,7 +143,12 @@ class Resize(Resample):
                 sc[d] = F32(scales[i])
             if not all(np.isfinite(s) and s > 0 for s in sc):  # NaN compares false: test both
                 raise self._bad(node, f"scales {scales.tolist()} must be positive finite numbers")
-            out = [int(s * F32(n)) for s, n in zip(sc, x.shape)]  # float32 product, truncated
+            with np.errstate(over="ignore"):
+                prods = [s * F32(n) for s, n in zip(sc, x.shape)]  # float32 product, truncated
+            if not all(np.isfinite(p) for p in prods):
+                raise self._bad(node, f"scales {scales.tolist()} times the input's dims "
+                                      f"{list(x.shape)} overflow float32")
+            out = [int(p) for p in prods]
         else:
             out = list(x.shape)
             for i, d in enumerate(axes):
