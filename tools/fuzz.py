@@ -6,13 +6,14 @@ graph wiring, external data) and compiles each mutant, checking that the compile
     an "internal error" (any other exception) is a failure;
   * never crashes (the worker process dies) and never hangs (per-case time limit);
   * leaves nothing behind on failure, and exactly the five bundle files on success;
-  * writes a header that compiles as C (`cc -fsyntax-only -Wall -Werror`), whatever names the
-    mutant carries.
+  * writes a header that a program including the C standard headers compiles as C and as
+    GNU C++17 (`-Wall -Werror`, where `linux` and `unix` are predefined), whatever names and
+    options the mutant carries.
 
 Compiles run in a separate worker process, so a crash or a hang is caught and reported with
-the model that caused it. The mutations are driven by a `Chooser`: `RandomChooser` for long
-runs (this script), or hypothesis' `data` object in tests/test_fuzz.py (fixed seed,
-shrinking).
+the model that caused it. The mutations (fuzz_mutators.py, fuzz_bombs.py, fuzz_hostile.py) are
+driven by a `Chooser` (fuzz_seeds.py): `RandomChooser` for long runs (this script), or
+hypothesis' `data` object in tests/test_fuzz.py (fixed seed, shrinking).
 
     python tools/fuzz.py --cases 5000 --seed 1 [--seeds-from-onnx] [--save DIR]
 """
@@ -35,13 +36,16 @@ if REPO not in sys.path:
 
 # (beside this file: tools/ is sys.path[0] or the tests add it)
 import fuzz_bombs  # noqa: E402
-import fuzz_hostile  # noqa: E402
-from fuzz_mutators import make_case  # noqa: E402,F401  (the tests use it from here)
+from fuzz_mutators import STRUCTURAL, make_case  # noqa: E402,F401  (the tests use them)
 from fuzz_seeds import (HypothesisChooser, RandomChooser, builtin_seeds,  # noqa: E402,F401
                         onnx_node_seeds, shared_seeds)
 
 FUZZ_LIMIT = 64 << 20  # -max-region-size for fuzz cases: keeps every case small and fast
-BUNDLE_FILES = {"fuzz.o", "fuzz.h", "fuzz.weights.bin", "fuzz.weights.txt", "fuzz.json"}
+BUNDLE_SUFFIXES = (".o", ".h", ".weights.bin", ".weights.txt", ".json")
+# options a mutant may set (fuzz_hostile); the network name defaults to "fuzz"
+OPTION_KEYS = ("network_name", "main_entry_name", "target", "mcpu", "march", "mattr", "float_abi")
+HEADER_PROGRAM = "".join(f"#include <{h}.h>\n" for h in (
+    "stdint stdio stdlib string math errno limits stddef stdbool unistd".split()))
 
 
 # -- the worker (compiles cases in its own process) -------------------------------------------
@@ -61,8 +65,8 @@ def worker_main():
         res = {"status": "ok", "message": ""}
         try:
             compile_model(req["model"], req["out"],
-                          Options(network_name="fuzz", llvm_opt=req.get("llvm_opt", 0),
-                                  max_region_size=FUZZ_LIMIT))
+                          Options(**dict({"network_name": "fuzz"}, **req.get("options", {})),
+                                  llvm_opt=req.get("llvm_opt", 0), max_region_size=FUZZ_LIMIT))
         except GlowpyError as e:
             res = {"status": "error", "message": one_line(e), "exit": e.exit_code}
         except Exception as e:  # noqa: BLE001 - that is what the fuzzer looks for
@@ -80,6 +84,7 @@ class Worker:
         self.proc = None
         self.n = 0
         self.cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+        self.cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
 
     def _start(self):
         self.log = open(os.path.join(self.workdir, "worker.log"), "ab")
@@ -95,7 +100,8 @@ class Worker:
             self.proc = None
             self.log.close()
 
-    def run(self, data: bytes, extra_files: dict | None = None) -> dict:
+    def run(self, data: bytes, extra_files: dict | None = None,
+            options: dict | None = None) -> dict:
         """Compiles one model (bytes); returns {"status": ok|error|internal|crash|hang|leak|
         header, "message": ...}."""
         if self.proc is None or self.proc.poll() is not None:
@@ -115,8 +121,11 @@ class Worker:
         except OSError:
             pass
         out = os.path.join(case, "out")
+        options = {k: v for k, v in (options or {}).items() if k in OPTION_KEYS}
+        with open(os.path.join(case, "options.json"), "w") as f:  # (--replay reads it)
+            json.dump(options, f)
         t0 = time.monotonic()
-        self.proc.stdin.write((json.dumps({"model": model, "out": out,
+        self.proc.stdin.write((json.dumps({"model": model, "out": out, "options": options,
                                            "llvm_opt": self.llvm_opt}) + "\n").encode())
         self.proc.stdin.flush()
         sel = selectors.DefaultSelector()
@@ -138,18 +147,29 @@ class Worker:
         if res["status"] == "error" and os.path.lexists(out):
             res = {"status": "leak", "message": f"failed compile left {sorted(os.listdir(out))}"}
         elif res["status"] == "ok":
+            name = options.get("network_name", "fuzz")
             files = set(os.listdir(out))
-            if files != BUNDLE_FILES:
+            if files != {name + s for s in BUNDLE_SUFFIXES}:
                 res = {"status": "leak", "message": f"bundle directory holds {sorted(files)}"}
-            elif self.cc:
-                r = subprocess.run([self.cc, "-fsyntax-only", "-Wall", "-Werror", "-x", "c",
-                                    os.path.join(out, "fuzz.h")], capture_output=True, text=True)
-                if r.returncode:
-                    res = {"status": "header", "message": r.stderr[-2000:]}
+            else:
+                res = self._check_header(case, os.path.join(out, name + ".h"), res)
         if res["status"] in ("ok", "error"):
             shutil.rmtree(case, ignore_errors=True)
         else:
             res["case_dir"] = case
+        return res
+
+    def _check_header(self, case, header, res) -> dict:
+        """The header in a program with the standard headers, as C and as GNU C++17."""
+        src = os.path.join(case, "use.c")
+        with open(src, "w") as f:
+            f.write(HEADER_PROGRAM + f'#include "{header}"\n')
+        for cc, lang in ((self.cc, ["-x", "c"]), (self.cxx, ["-x", "c++", "-std=gnu++17"])):
+            if cc:
+                r = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", *lang, src],
+                                   capture_output=True, text=True)
+                if r.returncode:
+                    return {"status": "header", "message": f"{' '.join(lang)}: {r.stderr[-2000:]}"}
         return res
 
 
@@ -164,8 +184,10 @@ def replay(paths, timeout, llvm_opt) -> int:
             for p in paths:
                 src = os.path.join(p, "m.onnx") if os.path.isdir(p) else p
                 d = os.path.dirname(os.path.abspath(src))
+                opts = os.path.join(d, "options.json")
+                options = json.load(open(opts)) if os.path.exists(opts) else {}
                 with open(src, "rb") as f:
-                    res = w.run(f.read())
+                    res = w.run(f.read(), options=options)
                 bad += res["status"] not in OK_STATUSES
                 print(f"{d}: {res['status']}: {res['message'][:300]}")
         finally:
@@ -206,8 +228,8 @@ def main(argv=None) -> int:
         w = Worker(work, a.timeout, a.llvm_opt)
         try:
             for i in range(a.cases):
-                data, applied = make_case(c, seeds)
-                res = w.run(data)
+                data, applied, options = make_case(c, seeds)
+                res = w.run(data, options=options)
                 stats[res["status"]] += 1
                 muts.update(applied)
                 if res["status"] not in OK_STATUSES:

@@ -353,8 +353,9 @@ def mutate_bytes(c, data: bytes) -> bytes:
     return bytes(b)
 
 
-def make_case(c, seeds) -> tuple[bytes, list[str]]:
-    """One mutant: (serialized model, names of the mutations applied)."""
+def make_case(c, seeds) -> tuple[bytes, list[str], dict]:
+    """One mutant: (serialized model, names of the mutations applied, compile options the
+    mutations chose: fuzz_hostile.take_options)."""
     m = onnx.ModelProto()
     m.CopyFrom(c.choice(seeds))
     applied = []
@@ -365,6 +366,7 @@ def make_case(c, seeds) -> tuple[bytes, list[str]]:
         except (ValueError, TypeError, UnicodeError, IndexError):
             continue  # protobuf refused the value (e.g. a lone surrogate): not a model
         applied.append(mut.__name__)
+    options = fuzz_hostile.take_options(m)
     try:
         data = m.SerializeToString()
     except Exception:  # noqa: BLE001 - e.g. a lone surrogate in a string field: not a model
@@ -373,4 +375,4 @@ def make_case(c, seeds) -> tuple[bytes, list[str]]:
     if c.bool(0.1):
         data = mutate_bytes(c, data)
         applied.append("mutate_bytes")
-    return data, applied
+    return data, applied, options
