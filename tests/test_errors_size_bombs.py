@@ -1,6 +1,6 @@
 """Ops whose output sizes a model's attributes or constants decide (Resize, Upsample, Pad, Slice,
 Tile, Expand, ConstantOfShape, Range, ConvTranspose, DepthToSpace, SpaceToDepth, Unsqueeze,
-Reshape): absurd values end in one line (exit 1) naming the node, before anything of that size
+Reshape), or that fold constants into huge ones: absurd values end in one line (exit 1) naming the node, before anything of that size
 is allocated and within the hang guard, and leave nothing behind; extreme but legitimate values
 (steps past the end, wide edge pads) compile and match onnxruntime."""
 import numpy as np
@@ -119,6 +119,19 @@ CASES = {
     "space_to_depth_blocksize": (lambda: one("SpaceToDepth", {}, blocksize=1 << 31),
                                  "node 'b' (SpaceToDepth): spatial dims 4x4 are not multiples of "
                                  "blocksize 2147483648"),
+    # under the size limit, but folded into the bundle's weights: 1.2 GB of memory and 1.8 GB
+    # of files for 256 MiB from a 100-byte model; 4 GiB would have exhausted both
+    "constant_of_shape_folded_expansion": (
+        lambda: one("ConstantOfShape", {"s": i64(1 << 25)}, inputs=()),
+        "node 'b' (ConstantOfShape): its outputs would be a 134217728-byte constant computed from "
+        "8 bytes of constant inputs; constants are stored in the bundle's weights, and glowpy "
+        "folds none over 67108864 bytes that is more than 64 times its inputs"),
+    "tile_of_a_constant_folded_expansion": (
+        lambda: model([helper.make_node("Tile", ["c", "r"], ["y"], name="b")], [], [vi("y", None)],
+                      [const("c", np.ones((4, 4), np.float32)), const("r", i64(1 << 12, 1 << 11))]),
+        "node 'b' (Tile): its outputs would be a 536870912-byte constant computed from 80 bytes "
+        "of constant inputs; constants are stored in the bundle's weights, and glowpy folds none "
+        "over 67108864 bytes that is more than 64 times its inputs"),
     "lp_pool_unsupported": (lambda: one("LpPool", {}, kernel_shape=[1 << 40, 2], p=1 << 40),
                             "unsupported ops (1 nodes): LpPool x1 (b)"),
 }

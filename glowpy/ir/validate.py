@@ -96,6 +96,27 @@ def check_output_sizes(graph, node, types):
                    f"{np.dtype(dt).name}{list(shape)}", limit)
 
 
+# Folded constants are stored in the bundle's weights (and 6 times over in NAME.weights.txt),
+# and folding holds several copies in memory: a 100-byte ConstantOfShape of 256 MiB took 1.2 GB
+# of memory and 1.8 GB of disk, so one of 4 GiB (under the size limit) would exhaust both. A
+# fold that expands its constant inputs more than FOLD_RATIO times past FOLD_BYTES is refused.
+FOLD_BYTES = 64 << 20
+FOLD_RATIO = 64
+
+
+def check_fold(node, types):
+    """Before a node whose inputs are all constant is folded (Graph.add, the fold pass)."""
+    if not all(v is None or v.is_const for v in node.inputs):
+        return
+    out = sum(tensor_bytes(dt, shape) for dt, shape in types)
+    given = sum(int(v.const.nbytes) for v in node.inputs if v is not None)
+    if out > FOLD_BYTES and out > FOLD_RATIO * given:
+        raise ModelError(f"node '{show(node.name)}' ({node.op}): its outputs would be a "
+                         f"{out}-byte constant computed from {given} bytes of constant inputs; "
+                         f"constants are stored in the bundle's weights, and glowpy folds none "
+                         f"over {FOLD_BYTES} bytes that is more than {FOLD_RATIO} times its inputs")
+
+
 def check_regions(sizes: dict, limit: int | None):
     """Planned region sizes (bytes) against the limit."""
     for region, n in sizes.items():
