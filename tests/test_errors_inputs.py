@@ -40,6 +40,27 @@ def test_option_values_that_reach_llvm_text(capsys, tmp_path, arg, expect):
     assert not out.exists()
 
 
+MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bool, float, float16, float32, "
+                     "int32, int64, int8, uint8, or name,int8q,scale,offset,[...])")
+
+
+@pytest.mark.parametrize("arg, expect", [
+    # int(), \d and str.isdigit take Arabic-Indic and superscript digits: ASCII only
+    ("-model-input=Input3,float,[1,1,28,\u0662\u0668]",
+     f"-model-input=Input3,float,[1,1,28,\u0662\u0668]: {MODEL_INPUT_USAGE}"),
+    ("-model-input=Input3,int8q,0.5,\u0661,[1,1,28,28]",
+     f"-model-input=Input3,int8q,0.5,\u0661,[1,1,28,28]: {MODEL_INPUT_USAGE}"),
+    ("-max-region-size=\u0663K", "-max-region-size=\u0663K: expected a positive byte count such "
+                                "as 65536, 512K, 64M or 2G"),
+    ("-onnx-define-symbol=N,\u0663", "-onnx-define-symbol=N,\u0663: expected name,value with a "
+                                    "positive integer value"),
+])
+def test_unicode_digits_in_numeric_options(capsys, tmp_path, arg, expect):
+    out = tmp_path / "out"
+    assert one_error(capsys, f"-model={MNIST}", f"-emit-bundle={out}", arg, status=2) == expect
+    assert not out.exists()
+
+
 def relu(shape=(1, 4), et=TensorProto.FLOAT):
     return model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", list(shape), et)],
                  [vi("y", list(shape), et)])

@@ -32,7 +32,7 @@ def parse_size(text: str, option: str = "max-region-size") -> int:
     t = str(text).strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     digits = t[:-1] if mult > 1 else t
-    if not digits.isdigit() or int(digits) <= 0:
+    if not (digits.isascii() and digits.isdigit()) or int(digits) <= 0:
         raise UsageError(f"-{option}={show(text)}: expected a positive byte count such as "
                          "65536, 512K, 64M or 2G")
     return int(digits) * mult
