@@ -170,7 +170,7 @@ def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
     return name, entry
 
 
-def _placeholders(prog, name: str = "", entry: str = ""):
+def _placeholders(prog, name: str, entry: str):
     upper = legalize(name).upper() + "_"
     macros = HEADER_MACROS | {upper + m for m in SIZE_MACROS} | {entry} | RESERVED_SYMBOLS | \
         {f"{legalize(name)}_config"}

@@ -54,6 +54,8 @@ def unique_legal_names(names: list[str], taken: set[str] | None = None,
     prefix + name: runs of '_' become one and a leading '_' is dropped ('onnx::x' -> 'onnx_x',
     '_x' -> 'x'; C++ reserves any '__'), and a macro that a C or C++ program may already have
     ('INT8_' + 'MAX') takes the next suffix ('MAX_1')."""
+    if prefix and reserved_form(prefix + "X"):  # no candidate could pass: refused before
+        raise ValueError(f"macro prefix {prefix!r} is itself reserved")
     taken = set(taken or ())
     out = []
     for n in names:
