@@ -48,6 +48,14 @@ CASES = {
         lambda: resize(s=f32(1, 1, 3.4e38, 3.4e38)),
         "node 'b' (Resize): scales [1.0, 1.0, 3.3999999521443642e+38, 3.3999999521443642e+38] "
         "times the input's dims [1, 1, 4, 4] overflow float32"),
+    # the tap table grows with the input: 2^23 -> 1 was 2^24 taps built in Python (~90 s)
+    "resize_antialias_downscale": (
+        lambda: model([helper.make_node("Resize", ["x", "", "", "s"], ["y"], name="b",
+                                        mode="linear", antialias=1)],
+                      [vi("x", [1, 1, 1, 1 << 23])], [vi("y", None)], [const("s", i64(1, 1, 1, 1))],
+                      opset=18),
+        "node 'b' (Resize): the antialiased downscale of dim 3 from 8388608 to 1 needs 16777217 "
+        "filter taps, more than 4194304; downscale in steps"),
     "upsample_float32_overflow": (
         lambda: one("Upsample", {"s": f32(1, 1, 3.4e38, 1)}, opset=9, mode="nearest"),
         "node 'b' (Upsample): scales [1.0, 1.0, 3.3999999521443642e+38, 1.0] times the input's "
