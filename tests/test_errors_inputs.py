@@ -18,8 +18,12 @@ from util import REPO
 TARGET_TEXT = "expected an LLVM name (letters, digits, '_', '.', '-'; at most 200 characters)"
 CPU_TEXT = "expected an LLVM name (letters, digits, '_', '.', '-', '+'; at most 100 characters)"
 
+MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bool, float, float16, float32, "
+                     "int32, int64, int8, uint8, or name,int8q,scale,offset,[...])")
+
 
 @pytest.mark.parametrize("arg, expect", [
+    # these reached `target triple = "..."` and made LLVM's parser fail (an internal error)
     ('-target=x86_64-unknown-linux-gnu"', f'-target=x86_64-unknown-linux-gnu": {TARGET_TEXT}'),
     ('-target=riscv32-"-none-elf', f'-target=riscv32-"-none-elf: {TARGET_TEXT}'),
     ("-target=x86_64\n!0 = x", f"-target=x86_64\\n!0 = x: {TARGET_TEXT}"),
@@ -32,19 +36,6 @@ CPU_TEXT = "expected an LLVM name (letters, digits, '_', '.', '-', '+'; at most 
                         "separated)"),
     ("-mattr=+a\x1bb", "-mattr: malformed feature '+a\\x1bb' (expected +name or -name, comma "
                        "separated)"),
-])
-def test_option_values_that_reach_llvm_text(capsys, tmp_path, arg, expect):
-    # these reached `target triple = "..."` and made LLVM's parser fail (an internal error)
-    out = tmp_path / "out"
-    assert one_error(capsys, f"-model={MNIST}", f"-emit-bundle={out}", arg, status=2) == expect
-    assert not out.exists()
-
-
-MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bool, float, float16, float32, "
-                     "int32, int64, int8, uint8, or name,int8q,scale,offset,[...])")
-
-
-@pytest.mark.parametrize("arg, expect", [
     # int(), \d and str.isdigit take Arabic-Indic and superscript digits: ASCII only
     ("-model-input=Input3,float,[1,1,28,\u0662\u0668]",
      f"-model-input=Input3,float,[1,1,28,\u0662\u0668]: {MODEL_INPUT_USAGE}"),
@@ -55,7 +46,7 @@ MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bool, float, float1
     ("-onnx-define-symbol=N,\u0663", "-onnx-define-symbol=N,\u0663: expected name,value with a "
                                     "positive integer value"),
 ])
-def test_unicode_digits_in_numeric_options(capsys, tmp_path, arg, expect):
+def test_option_value_is_one_usage_line(capsys, tmp_path, arg, expect):
     out = tmp_path / "out"
     assert one_error(capsys, f"-model={MNIST}", f"-emit-bundle={out}", arg, status=2) == expect
     assert not out.exists()
