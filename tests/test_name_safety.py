@@ -18,9 +18,8 @@ from hostile import model, save, vi
 
 HOSTILE = ["in */ int evil; /*", "x\n#define HOSTILE_CONSTANT_MEM_SIZE 1", 'q"uote\\', "ünï©ødé\u202e",
            "a/b", "a_b", "CONSTANT_MEM_SIZE", "0lead", "trail\\", "tri??/", "a:b"]
-# '_' runs become one and a leading '_' goes (a '__' in a macro is reserved in C++: test_c_names)
-SYMBOLS = ["in_int_evil_", "x_define_HOSTILE_CONSTANT_MEM_SIZE_1", "q_uote_", "n_d_",
-           "a_b", "a_b_1", "CONSTANT_MEM_SIZE_1", "A0lead", "trail_", "tri_", "a_b_2"]
+SYMBOLS = ["in____int_evil____", "x__define_HOSTILE_CONSTANT_MEM_SIZE_1", "q_uote_", "_n___d__",
+           "a_b", "a_b_1", "CONSTANT_MEM_SIZE_1", "A0lead", "trail_", "tri___", "a_b_2"]
 OPS = ["Relu", "Neg", "Abs", "Sigmoid", "Neg", "Relu", "Neg", "Abs", "Neg", "Relu"]
 
 

@@ -7,10 +7,13 @@ names via `check_file_stem` (one plain path component).
 
 Identifiers the header declares must not collide with what a C or C++ program that includes it
 may already have: keywords, the macros and names of the standard (and common POSIX) headers, the
-compilers' predefined macros (`linux` and `unix` under GNU C/C++) and the forms C and C++
-reserve (a leading '_', any '__'). Placeholder macros are renamed (`unique_legal_names` with a
-prefix); the network name and the entry symbol are refused, since renaming them would break the
-contract (the NAME_ prefix, the entry's name)."""
+compilers' predefined macros (`linux` and `unix` under GNU C/C++) and the form C reserves for
+file-scope names (a leading '_', which covers `__cplusplus` and `_Bool`). A placeholder macro
+that collides is renamed (`unique_legal_names` with a prefix: the next free suffix); the network
+name and the entry symbol are refused, since renaming them would break the contract (the NAME_
+prefix, the entry's name). A '__' inside a name is kept: it is Glow's legalization
+(`onnx::Gemm_0` gives `NAME_onnx__Gemm_0`, which Glow applications use), and no C or C++
+implementation declares such names (C++ reserves them on paper only)."""
 from __future__ import annotations
 
 import re
@@ -50,19 +53,15 @@ def legalize(name: str) -> str:
 def unique_legal_names(names: list[str], taken: set[str] | None = None,
                        prefix: str = "") -> list[str]:
     """Legalized names, made unique in list order by suffixes _1, _2, ... (deterministic).
-    With a macro `prefix` (the header's 'NAME_'), each name is also made safe as the macro
-    prefix + name: runs of '_' become one and a leading '_' is dropped ('onnx::x' -> 'onnx_x',
-    '_x' -> 'x'; C++ reserves any '__'), and a macro that a C or C++ program may already have
-    ('INT8_' + 'MAX') takes the next suffix ('MAX_1')."""
+    With a macro `prefix` (the header's 'NAME_'), a name whose macro a C or C++ program may
+    already have ('INT8_' + 'MAX') takes the next suffix ('MAX_1'); every other name is
+    Glow's."""
     if prefix and reserved_form(prefix + "X"):  # no candidate could pass: refused before
         raise ValueError(f"macro prefix {prefix!r} is itself reserved")
     taken = set(taken or ())
     out = []
     for n in names:
         base = legalize(n)
-        if prefix:
-            base = re.sub("_+", "_", base).lstrip("_")
-            base = "A" + base if not base or base[0].isdigit() else base
         sep = "" if base.endswith("_") else "_"
         cand, i = base, 1
         while cand in taken or (prefix and c_name_problem(prefix + cand)):
@@ -76,8 +75,6 @@ def reserved_form(ident: str) -> str | None:
     """Why C or C++ reserves `ident` for the implementation, or None."""
     if ident.startswith("_"):
         return "begins with '_' (C reserves such names for the implementation)"
-    if "__" in ident:
-        return "contains '__' (C++ reserves such names for the implementation)"
     return None
 
 
