@@ -1,7 +1,8 @@
 """Generated identifiers against what a C or C++ program already has: the standard (and POSIX)
 headers' macros and names, the compilers' predefined macros (`linux`, `unix` under GNU C++) and
-the reserved forms (a leading '_', any '__'). Placeholder macros that would collide are renamed
-(documented in DESIGN.md and docs/robustness.md); a network name or entry symbol that would
+the reserved form (a leading '_'; a '__' inside a name is Glow's legalization and is kept).
+Placeholder macros that would collide are renamed (documented in the header comment and
+docs/robustness.md); a network name or entry symbol that would
 collide is refused with one usage line. Each bundle is used by a real program that includes
 every standard header and the bundle header, built with -Wall -Werror as GNU C and as GNU C++17
 (where `linux` and `unix` are predefined), linked with the bundle and run."""
