@@ -18,7 +18,8 @@ from glowpy.errors import GlowpyError, UsageError, one_line
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["--help", "-h"]})
 
-_SHAPE = re.compile(r"^\[\s*(\d+(\s*,\s*\d+)*)?\s*\]$")
+# ASCII digits only: \d, int() and str.isdigit also take "٣" (Arabic-Indic) and "²"
+_SHAPE = re.compile(r"^\[\s*([0-9]+(\s*,\s*[0-9]+)*)?\s*\]$")
 
 
 def _name_list(values) -> list[str]:
@@ -44,6 +45,8 @@ def parse_model_input(text: str):
         parts = rest.split(",", 2)
         if len(parts) != 3:
             raise UsageError(usage)
+        if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", parts[1]):
+            raise UsageError(usage)
         try:
             scale, offset = float(parts[0]), int(parts[1])
         except ValueError:
@@ -55,14 +58,14 @@ def parse_model_input(text: str):
         raise UsageError(usage)
     if not _SHAPE.match(rest.strip()):
         raise UsageError(usage)
-    dims = tuple(int(d) for d in re.findall(r"\d+", rest))
+    dims = tuple(int(d) for d in re.findall(r"[0-9]+", rest))
     if any(d <= 0 for d in dims):
         raise UsageError(f"-model-input={text}: dimensions must be positive")
     return InputSpec(name, dtype, dims, scale, offset)
 
 
 def parse_symbol(text: str) -> tuple[str, int]:
-    m = re.match(r"^([^,]+),(\d+)$", text)
+    m = re.match(r"^([^,]+),([0-9]+)$", text)
     if not m or int(m.group(2)) <= 0:
         raise UsageError(f"-onnx-define-symbol={text}: expected name,value with a positive integer value")
     return m.group(1), int(m.group(2))

@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass, field
 
 from glowpy.codegen import bundle as bw
-from glowpy.codegen.names import (RESERVED_SYMBOLS, file_stem_problem, legalize, symbol_problem,
-                                  unique_legal_names)
+from glowpy.codegen.names import (RESERVED_SYMBOLS, c_name_problem, file_stem_problem, legalize,
+                                  reserved_form, symbol_problem, unique_legal_names)
 from glowpy.errors import ModelError, UsageError, one_line, show
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.ir.planner import build as build_program
@@ -165,6 +165,15 @@ def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
     if clash:
         raise UsageError(f"{src}: its header macro {clash[0]} would redefine the header's own "
                          "macro of that name; choose another network name")
+    # The NAME_ prefix is the contract (DESIGN.md), so a name C or C++ cannot take is refused
+    problem = reserved_form(upper + "_X")
+    if problem:
+        raise UsageError(f"{src}: the header's macros would begin '{upper}_', which {problem}; "
+                         "choose another network name")
+    for ident in [f"{upper}_{m}" for m in SIZE_MACROS] + [f"{legalize(name)}_config"]:
+        problem = c_name_problem(ident)
+        if problem:
+            raise UsageError(f"{src}: the header's '{ident}' {problem}; choose another network name")
     if opts.main_entry_name == "":  # legalize would make it '_'
         raise UsageError("-main-entry-name is empty; give the entry function's name, or leave "
                          "the option out to use the network name")
@@ -181,11 +190,12 @@ def bundle_names(models: list[str], opts: Options) -> tuple[str, str]:
     return name, entry
 
 
-def _placeholders(prog, name: str = "", entry: str = ""):
+def _placeholders(prog, name: str, entry: str):
     upper = legalize(name).upper() + "_"
-    macros = HEADER_MACROS | {upper + m for m in SIZE_MACROS} | {entry} | RESERVED_SYMBOLS
+    macros = HEADER_MACROS | {upper + m for m in SIZE_MACROS} | {entry} | RESERVED_SYMBOLS | \
+        {f"{legalize(name)}_config"}
     taken = {m[len(upper):] for m in macros if m.startswith(upper)}
-    symbols = unique_legal_names([b.name for b in prog.placeholders], taken)
+    symbols = unique_legal_names([b.name for b in prog.placeholders], taken, prefix=upper)
     return [bw.Placeholder(b.name, sym, b.dtype, b.shape, b.offset,
                            "input" if b in prog.inputs else "output",
                            b.value.qparams if b.value is not None else None)

@@ -51,7 +51,16 @@ def read_samples(name: str, fmt: str, path: str, dtype, shape) -> list[np.ndarra
         raise UsageError(f"{where}: the directory holds no sample files")
     out = []
     size = int(np.prod(shape))
+    need = size * np.dtype(dtype).itemsize
+    # a sample's file, whatever its format, is a bounded multiple of the input's size (a .npy
+    # header, ~25 characters per number in text): a larger one is refused before it is read
+    most = {"npy": need + 65536, "rawbin": need, "rawtxt": 32 * size + 4096}[fmt]
     for f in files:
+        got = os.path.getsize(f)
+        if got > most:
+            raise UsageError(f"{where}: '{show(f)}' is {got} bytes; a {fmt} sample of input "
+                             f"'{show(name)}' {np.dtype(dtype).name}{list(shape)} is at most "
+                             f"{most}")
         try:
             if fmt == "npy":
                 a = np.load(f, allow_pickle=False)
@@ -69,7 +78,15 @@ def read_samples(name: str, fmt: str, path: str, dtype, shape) -> list[np.ndarra
         if a.size != size:
             raise UsageError(f"{where}: '{show(f)}' holds {a.size} values; input '{show(name)}' "
                              f"{list(shape)} needs {size}")
-        out.append(np.asarray(a, dtype).reshape(shape))
+        if np.dtype(dtype).kind in "iu" and a.size and (
+                not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or
+                a.min() < np.iinfo(dtype).min or a.max() > np.iinfo(dtype).max):
+            info = np.iinfo(dtype)
+            raise UsageError(f"{where}: '{show(f)}' holds values that are not integers from "
+                             f"{info.min} to {info.max}; input '{show(name)}' is "
+                             f"{np.dtype(dtype).name}")
+        with np.errstate(over="ignore"):
+            out.append(np.asarray(a, dtype).reshape(shape))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import numpy as np
 import onnx
@@ -35,6 +36,21 @@ def one_error(capsys, *args, status: int) -> str:
     assert errors[0].startswith(PREFIX), errors[0]
     assert "Traceback" not in "\n".join(lines)
     return errors[0][len(PREFIX):]
+
+
+HANG_GUARD = 30  # seconds: only a hang guard, the refusals take milliseconds
+
+
+def refused(capsys, tmp_path, m, *args, status=1) -> str:
+    """Compiles model `m` with the CLI; asserts one error line with `status`, within the hang
+    guard, and no output directory; returns the message."""
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    msg = one_error(capsys, f"-model={save(m, tmp_path / 'm.onnx')}", f"-emit-bundle={out}", *args,
+                    status=status)
+    assert time.monotonic() - t0 < HANG_GUARD
+    assert not out.exists()
+    return msg
 
 
 def vi(name, shape, et=TensorProto.FLOAT):

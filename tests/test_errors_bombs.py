@@ -11,21 +11,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from hostile import const, model, one_error, save, vi
+from hostile import HANG_GUARD, const, model, one_error, refused, save, vi
 from util import REPO, check_against_onnxruntime
 
 RNG = np.random.default_rng(7)
-HANG_GUARD = 30  # seconds
-
-
-def refused(capsys, tmp_path, m, *args, status=1):
-    out = tmp_path / "out"
-    t0 = time.monotonic()
-    msg = one_error(capsys, f"-model={save(m, tmp_path / 'm.onnx')}", f"-emit-bundle={out}", *args,
-                    status=status)
-    assert time.monotonic() - t0 < HANG_GUARD
-    assert not out.exists()
-    return msg
 
 
 def pool(op, shape, **attrs):

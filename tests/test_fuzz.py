@@ -33,8 +33,8 @@ def test_fuzz_smoke(worker):
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def one_case(data):
-        data_bytes, applied = fuzz.make_case(fuzz.HypothesisChooser(data), seeds)
-        res = worker.run(data_bytes)
+        data_bytes, applied, options = fuzz.make_case(fuzz.HypothesisChooser(data), seeds)
+        res = worker.run(data_bytes, options=options)
         stats[res["status"]] += 1
         kinds.update(applied)
         assert res["status"] in fuzz.OK_STATUSES, (

@@ -84,6 +84,14 @@ def case_upsample_antialias():
     return m
 
 
+def case_gemm_c_of_rank_3():
+    # np.broadcast_shapes([4, 4, 1], (1, 10)) is (4, 4, 10): C broadcast both ways reached the
+    # kernel (IndexError in gemm/vector.py)
+    return model([n("Gemm", ["a", "b", "c"], ["y"], name="g", transB=1)], [vi("a", [1, 108])],
+                 [vi("y", None)], [const("b", np.ones((10, 108), np.float32)),
+                                   const("c", np.ones((4, 4, 1), np.float32))])
+
+
 def case_logsoftmax_scalar():
     return model([n("LogSoftmax", ["x"], ["y"], name="ls", axis=0)], [vi("x", [])], [vi("y", None)])
 
@@ -106,6 +114,7 @@ def case_logsoftmax_scalar():
     (case_split_scalar, "node 'sp' (Split): input 'x' is a scalar; Split needs rank >= 1"),
     (case_conv_kernel_shape_disagrees, "node 'c' (Conv): kernel_shape [5, 65536] disagrees with "
                                        "the weights' shape [8, 1, 5, 5]"),
+    (case_gemm_c_of_rank_3, "node 'g' (Gemm): C shape [4, 4, 1] does not broadcast to [1, 10]"),
     (case_logsoftmax_scalar, "node 'ls' (LogSoftmax): input 'x' is a scalar; LogSoftmax needs "
                              "rank >= 1"),
     (case_upsample_antialias, "node 'up' (Upsample): attribute 'antialias' is not an attribute of "

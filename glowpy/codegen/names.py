@@ -3,10 +3,22 @@
 Model strings are untrusted. They reach generated text only through this module: as C/LLVM
 identifiers via `legalize`/`unique_legal_names` (only [A-Za-z0-9_], never a reserved word),
 inside comments and string literals via `comment_text` (printable ASCII, escaped), and as file
-names via `check_file_stem` (one plain path component)."""
+names via `check_file_stem` (one plain path component).
+
+Identifiers the header declares must not collide with what a C or C++ program that includes it
+may already have: keywords, the macros and names of the standard (and common POSIX) headers, the
+compilers' predefined macros (`linux` and `unix` under GNU C/C++) and the form C reserves for
+file-scope names (a leading '_', which covers `__cplusplus` and `_Bool`). A placeholder macro
+that collides is renamed (`unique_legal_names` with a prefix: the next free suffix); the network
+name and the entry symbol are refused, since renaming them would break the contract (the NAME_
+prefix, the entry's name). A '__' inside a name is kept: it is Glow's legalization
+(`onnx::Gemm_0` gives `NAME_onnx__Gemm_0`, which Glow applications use), and no C or C++
+implementation declares such names (C++ reserves them on paper only)."""
 from __future__ import annotations
 
 import re
+
+from glowpy.codegen.c_names import LIBRARY, PREDEFINED
 
 _BAD = re.compile(r"[^A-Za-z0-9_]")
 
@@ -38,26 +50,53 @@ def legalize(name: str) -> str:
     return "A" + s if s[0].isdigit() else s
 
 
-def unique_legal_names(names: list[str], taken: set[str] | None = None) -> list[str]:
-    """Legalized names, made unique in list order by suffixes _1, _2, ... (deterministic)."""
+def unique_legal_names(names: list[str], taken: set[str] | None = None,
+                       prefix: str = "") -> list[str]:
+    """Legalized names, made unique in list order by suffixes _1, _2, ... (deterministic).
+    With a macro `prefix` (the header's 'NAME_'), a name whose macro a C or C++ program may
+    already have ('INT8_' + 'MAX') takes the next suffix ('MAX_1'); every other name is
+    Glow's."""
+    if prefix and reserved_form(prefix + "X"):  # no candidate could pass: refused before
+        raise ValueError(f"macro prefix {prefix!r} is itself reserved")
     taken = set(taken or ())
     out = []
     for n in names:
         base = legalize(n)
+        sep = "" if base.endswith("_") else "_"
         cand, i = base, 1
-        while cand in taken:
-            cand, i = f"{base}_{i}", i + 1
+        while cand in taken or (prefix and c_name_problem(prefix + cand)):
+            cand, i = f"{base}{sep}{i}", i + 1
         taken.add(cand)
         out.append(cand)
     return out
 
 
+def reserved_form(ident: str) -> str | None:
+    """Why C or C++ reserves `ident` for the implementation, or None."""
+    if ident.startswith("_"):
+        return "begins with '_' (C reserves such names for the implementation)"
+    return None
+
+
+def c_name_problem(ident: str) -> str | None:
+    """Why `ident` cannot be declared by a bundle header (a program including it and any
+    standard header must compile as C and C++), or None if it can."""
+    if ident in C_KEYWORDS:
+        return "is a C/C++ keyword"
+    if ident in PREDEFINED:
+        return "is a macro compilers predefine (GNU C and C++ define 'linux' and 'unix')"
+    if ident in LIBRARY:
+        return "is a macro or name of the C standard or POSIX headers"
+    return reserved_form(ident)
+
+
 def symbol_problem(symbol: str) -> str | None:
     """Why a legal identifier cannot be an exported bundle symbol, or None if it can."""
-    if symbol in RESERVED_SYMBOLS:
-        return "is a C/C++ keyword or a name the bundle's header or object already uses"
-    if symbol.startswith("__") or re.match(r"^_[A-Z]", symbol):
-        return "is reserved by the C standard (starts with __ or _ and a capital letter)"
+    if symbol in RESERVED_SYMBOLS - C_KEYWORDS:
+        return "is a name the bundle's header or object already uses"
+    problem = c_name_problem(symbol)
+    if problem:
+        return problem
     if _INTERNAL.match(symbol):
         return "has the form glowpy uses for its internal kernel functions (k<number>_...)"
     return None

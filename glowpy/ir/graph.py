@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from glowpy.errors import ModelError
-from glowpy.ir.validate import check_output_sizes
+from glowpy.ir.validate import check_fold, check_output_sizes
 
 
 class Value:
@@ -118,6 +118,8 @@ class Graph:
         check_output_sizes(self, node, types)  # before folding allocates anything that size
         out_names = list(out_names or [])
         out_names += [f"{node.name}_out{i}" for i in range(len(out_names), len(types))]
+        if self.fold and "nofold" not in opdef.traits:
+            check_fold(node, types)
         folded = opdef.try_fold(node, types) if self.fold else None
         if folded is not None:
             return [self.constant(a.astype(t[0], copy=False).reshape(t[1]), n)

@@ -74,18 +74,27 @@ def write_profile(path: str, model: str, samples: int, stats: list[TensorProfile
                        for t in stats]}
     text = "# glowpy quantization profile (YAML; written by model-profiler)\n" + \
         json.dumps(doc, separators=(",", ":")) + "\n"
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"-dump-profile={show(path)}: cannot write: {e.strerror}") from None
+    from glowpy.output import write_dump  # through links and FIFOs, like the compiler's -dump-*
+    write_dump("dump-profile", path, text)
+
+
+# A profile holds a min, a max and BINS counts per float tensor: 64 MiB is some 10^4 tensors;
+# anything larger (or a FIFO, a device) is refused before it is read
+PROFILE_BYTES = 64 << 20
 
 
 def read_profile(path: str) -> Profile:
+    import stat
     where = f"-load-profile={show(path)}"
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{where}: not a regular file; give the profile model-profiler wrote")
+        if st.st_size > PROFILE_BYTES:
+            raise UsageError(f"{where}: {st.st_size} bytes, more than a profile can be "
+                             f"({PROFILE_BYTES} bytes)")
+        with open(path, "rb") as f:
+            text = f.read(PROFILE_BYTES + 1)[:PROFILE_BYTES].decode("utf-8")
     except OSError as e:
         raise UsageError(f"{where}: cannot read: {e.strerror}") from None
     except UnicodeDecodeError:

@@ -32,7 +32,7 @@ def parse_size(text: str, option: str = "max-region-size") -> int:
     t = str(text).strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     digits = t[:-1] if mult > 1 else t
-    if not digits.isdigit() or int(digits) <= 0:
+    if not (digits.isascii() and digits.isdigit()) or int(digits) <= 0:
         raise UsageError(f"-{option}={show(text)}: expected a positive byte count such as "
                          "65536, 512K, 64M or 2G")
     return int(digits) * mult
@@ -58,8 +58,20 @@ def tensor_bytes(dtype, shape) -> int:
     return math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
 
 
+# numpy (constant folding, the op references) holds at most 64 dims and kernels nest one loop
+# per dim; ONNX models use up to 8. A rank from a model's constants (ConstantOfShape of a
+# 200000-element shape, Unsqueeze with 100000 axes) is refused before any work of that size
+MAX_RANK = 32
+
+
+def check_rank(rank: int, where: str):
+    if rank > MAX_RANK:
+        raise ModelError(f"{where} has {rank} dimensions; at most {MAX_RANK} are supported")
+
+
 def check_dims(shape, where: str, allow_zero: bool = False):
-    """Refuses negative (and unless allowed, zero) dimensions."""
+    """Refuses more than MAX_RANK dims and negative (and unless allowed, zero) dimensions."""
+    check_rank(len(shape), where)
     for i, d in enumerate(shape):
         if d < 0 or (d == 0 and not allow_zero):
             raise ModelError(f"{where}: dimension {i} is {d} in {list(shape)}; tensors with "
@@ -79,8 +91,30 @@ def check_output_sizes(graph, node, types):
     if limit is None:
         return
     for i, (dt, shape) in enumerate(types):
+        check_rank(len(shape), f"node '{show(node.name)}' ({node.op}): output {i}")
         check_size(tensor_bytes(dt, shape), f"node '{show(node.name)}' ({node.op}): output {i} "
                    f"{np.dtype(dt).name}{list(shape)}", limit)
+
+
+# Folded constants are stored in the bundle's weights (and 6 times over in NAME.weights.txt),
+# and folding holds several copies in memory: a 100-byte ConstantOfShape of 256 MiB took 1.2 GB
+# of memory and 1.8 GB of disk, so one of 4 GiB (under the size limit) would exhaust both. A
+# fold that expands its constant inputs more than FOLD_RATIO times past FOLD_BYTES is refused.
+FOLD_BYTES = 64 << 20
+FOLD_RATIO = 64
+
+
+def check_fold(node, types):
+    """Before a node whose inputs are all constant is folded (Graph.add, the fold pass)."""
+    if not all(v is None or v.is_const for v in node.inputs):
+        return
+    out = sum(tensor_bytes(dt, shape) for dt, shape in types)
+    given = sum(int(v.const.nbytes) for v in node.inputs if v is not None)
+    if out > FOLD_BYTES and out > FOLD_RATIO * given:
+        raise ModelError(f"node '{show(node.name)}' ({node.op}): its outputs would be a "
+                         f"{out}-byte constant computed from {given} bytes of constant inputs; "
+                         f"constants are stored in the bundle's weights, and glowpy folds none "
+                         f"over {FOLD_BYTES} bytes that is more than {FOLD_RATIO} times its inputs")
 
 
 def check_regions(sizes: dict, limit: int | None):

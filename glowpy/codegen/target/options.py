@@ -38,6 +38,24 @@ def split_features(features: str):
     return [f for f in (x.strip() for x in features.split(",")) if f]
 
 
+# What LLVM's triples, CPU and architecture names are made of (`llc -mattr=help`, `-mcpu=help`,
+# Triple.cpp); the values reach the module's IR text (`target triple = "..."`), so anything
+# else (a quote, a newline, a NUL) is refused here rather than escaped there.
+_NAME_CHARS = {"-target": ("[A-Za-z0-9_.-]", "letters, digits, '_', '.', '-'", 200),
+               "-mcpu": ("[A-Za-z0-9_.+-]", "letters, digits, '_', '.', '-', '+'", 100),
+               "-march": ("[A-Za-z0-9_.+-]", "letters, digits, '_', '.', '-', '+'", 100)}
+
+
+def check_name(value, option: str):
+    """`value` of `option` (-target/-mcpu/-march) made only of the characters LLVM's names use."""
+    chars, what, most = _NAME_CHARS[option]
+    if isinstance(value, str) and value.strip() and \
+            not re.fullmatch(f"{chars}{{1,{most}}}", value.strip()):
+        from glowpy.errors import show
+        raise TargetError(f"{option}={show(value)}: expected an LLVM name ({what}; at most "
+                          f"{most} characters)")
+
+
 def parse_mattr(mattr) -> list:
     if mattr is None:
         return []
@@ -53,7 +71,8 @@ def parse_mattr(mattr) -> list:
         if item[0] not in "+-":
             item = "+" + item
         if len(item) == 1 or not re.fullmatch(r"[+-][A-Za-z0-9_.\-]+", item):
-            raise TargetError(f"-mattr: malformed feature '{item}' (expected "
+            from glowpy.errors import show
+            raise TargetError(f"-mattr: malformed feature '{show(item)}' (expected "
                               f"+name or -name, comma separated)")
         out.append(item)
     return out

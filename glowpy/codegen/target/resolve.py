@@ -13,7 +13,7 @@ from glowpy.codegen.target.listing import available_targets
 from glowpy.codegen.target.llvm_setup import initialize_llvm
 from glowpy.codegen.target.machine import PROBE_FP_IR, create_tm, get_target
 from glowpy.codegen.target.options import CODE_MODELS, FLOAT_ABIS, RELOCATION_MODELS, \
-    TargetError, check_choice, join_features, parse_mattr, split_features
+    TargetError, check_choice, check_name, join_features, parse_mattr, split_features
 from glowpy.codegen.target.riscv import resolve_riscv
 from glowpy.codegen.target.spec import TargetSpec
 from glowpy.codegen.target.triples import ARM_FAMILIES, SHORT_NAMES, host_triple, is_arch, \
@@ -35,6 +35,8 @@ def resolve_target(target=None, mcpu=None, march=None, mattr=None,
     float_abi: soft | hard | default (or None), plus ARM softfp.
     """
     initialize_llvm()
+    for value, option in ((target, "-target"), (mcpu, "-mcpu"), (march, "-march")):
+        check_name(value, option)
     fa = check_choice(float_abi, FLOAT_ABIS, "-float-abi")
     reloc = check_choice(relocation_model or "static", RELOCATION_MODELS,
                          "-relocation-model")

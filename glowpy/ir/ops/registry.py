@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from glowpy.errors import ModelError
+from glowpy.errors import ModelError, show
 
 REQUIRED = object()  # attribute default meaning "must be given"
 
@@ -115,6 +115,8 @@ def norm_axis(axis: int, rank: int, node) -> int:
 
 
 def broadcast_shapes(node, *shapes) -> tuple:
+    from glowpy.ir.validate import check_rank  # (numpy broadcasts at most 32 dims)
+    check_rank(max(map(len, shapes), default=0), f"node '{show(node.name)}' ({node.op}): output 0")
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:

@@ -143,7 +143,12 @@ class Resize(Resample):
                 sc[d] = F32(scales[i])
             if not all(np.isfinite(s) and s > 0 for s in sc):  # NaN compares false: test both
                 raise self._bad(node, f"scales {scales.tolist()} must be positive finite numbers")
-            out = [int(s * F32(n)) for s, n in zip(sc, x.shape)]  # float32 product, truncated
+            with np.errstate(over="ignore"):
+                prods = [s * F32(n) for s, n in zip(sc, x.shape)]  # float32 product, truncated
+            if not all(np.isfinite(p) for p in prods):
+                raise self._bad(node, f"scales {scales.tolist()} times the input's dims "
+                                      f"{list(x.shape)} overflow float32")
+            out = [int(p) for p in prods]
         else:
             out = list(x.shape)
             for i, d in enumerate(axes):
@@ -176,7 +181,25 @@ class Resize(Resample):
             raise self._bad(node, f"{node.attrs['mode']} mode needs a float input, got {x.dtype.name}")
         if node.attrs["antialias"] and node.attrs["mode"] == "nearest":
             raise self._bad(node, "antialias is only defined for the linear and cubic modes")
-        return tuple(self.plan(node)[0])
+        out, sc, _ = self.plan(node)
+        if node.attrs["antialias"]:
+            self._check_antialias(node, out, sc)
+        return tuple(out)
+
+    # An antialiased downscale by s stretches the filter 1/s wide: its tap table (built in
+    # Python, taps.antialias_taps, ~5 us a tap; then a constant of 12 bytes a tap) grows with the
+    # input, not the output. 2^20 -> 1 is 2^21 taps, 11 s; more than MAX_AA_TAPS is refused.
+    MAX_AA_TAPS = 1 << 22
+
+    def _check_antialias(self, node, out, sc):
+        for d, (n_in, n_out, s) in enumerate(zip(node.inputs[0].shape, out, sc)):
+            if s < 1:
+                support = (1.0 if node.attrs["mode"] == "linear" else 2.0) / float(s)
+                taps = n_out * (2 * int(np.ceil(support)) + 1)
+                if taps > self.MAX_AA_TAPS:
+                    raise self._bad(node, f"the antialiased downscale of dim {d} from {n_in} to "
+                                          f"{n_out} needs {taps} filter taps, more than "
+                                          f"{self.MAX_AA_TAPS}; downscale in steps")
 
     def taps(self, node):
         x, a = node.inputs[0], node.attrs

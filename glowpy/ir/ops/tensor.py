@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from glowpy.errors import ModelError
+from glowpy.errors import ModelError, show
 from glowpy.ir.ops.registry import Op, ints, norm_axis, register
+from glowpy.ir.validate import check_rank
 
 
 class View(Op):
@@ -110,6 +111,7 @@ class Unsqueeze(AxesOp, View):
     def infer(self, node):
         x = node.inputs[0]
         r = len(x.shape) + len(ints(node.const_input(1, "axes")))
+        check_rank(r, f"node '{show(node.name)}' (Unsqueeze): output 0")  # before O(r^2) work
         axes = self.axes(node, r)
         if len(axes) != r - len(x.shape):
             raise ModelError(f"node '{node.name}' (Unsqueeze): axes "

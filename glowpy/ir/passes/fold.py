@@ -3,6 +3,7 @@ with the op's numpy reference (epilogue included). The graph builder folds as it
 pass catches what other rewrites make constant. A folded graph output keeps its name."""
 from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph, Value
+from glowpy.ir.validate import check_fold
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -11,6 +12,7 @@ def fold_constants(graph: Graph) -> Graph:
         if "nofold" in n.opdef.traits or not all(v is None or v.is_const for v in n.inputs):
             kept.append(n)
             continue
+        check_fold(n, [(o.dtype, o.shape) for o in n.outputs])
         arrays = epilogue.reference(n, *[None if v is None else v.const for v in n.inputs])
         for o, a in zip(n.outputs, arrays):
             a = a.astype(o.dtype, copy=False).reshape(o.shape)
