@@ -223,5 +223,15 @@ class Vec:
         self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, 0), ir.Constant(cg.I32, 3),
                          ir.Constant(cg.I32, 1)])
 
+    def reduce(self, v, op):
+        """op over the lanes of v as a scalar: halving shuffles, log2(width) steps (op is
+        associative and commutative: fadd, fmax)."""
+        b, h = self.b, self.w // 2
+        while h:
+            idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l + h if l < h else l for l in range(self.w)])
+            v = op(v, b.shuffle_vector(v, ir.Constant(self.ty, ir.Undefined), idx))
+            h //= 2
+        return b.extract_element(v, ir.Constant(cg.I32, 0)) if self.w > 1 else v
+
     def and_(self, a, c):
         return c if a is None else a if c is None else self.b.and_(a, c)
