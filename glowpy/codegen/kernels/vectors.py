@@ -223,6 +223,25 @@ class Vec:
         self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, 0), ir.Constant(cg.I32, 3),
                          ir.Constant(cg.I32, 1)])
 
+    def sweep(self, base, count: int, init, step):
+        """acc = step(offset, mask, acc) over the vectors of the `count` elements from offset
+        `base` (an IR index): the whole vectors in a loop (mask None), then the last partial
+        one with a compile-time mask (a tuple of bools). Returns the final acc."""
+        k, b, w = self.k, self.b, self.w
+        full, rem = divmod(count, w)
+        with cg.for_range_carry(b, full, [init], intp=k.intp, name="v") as lp:
+            lp.carry([step(b.add(base, b.mul(lp.index, k.c(w))), None, lp.values[0])])
+        acc = lp.results[0]
+        if rem:
+            acc = step(b.add(base, k.c(full * w)), tuple(lane < rem for lane in range(w)), acc)
+        return acc
+
+    def keep(self, v, mask):
+        """v with the lanes outside a compile-time mask (a tuple; None: every lane) zeroed."""
+        if mask is None:
+            return v
+        return self.b.select(self._const_mask(mask), v, self.zero())
+
     def reduce(self, v, op):
         """op over the lanes of v as a scalar: halving shuffles, log2(width) steps (op is
         associative and commutative: fadd, fmax)."""

@@ -12,7 +12,6 @@ AVX2 Zen 3, onnxruntime 40; this one 45 (benchmarks/op_probe.py)."""
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
@@ -41,43 +40,31 @@ def _finisher(vec, mx, s, log):
 
 def _rows(k, vec, outer, r, log):
     """Softmax over the last axis: `outer` contiguous rows of r."""
-    b, w = k.b, vec.w
-    full, rem = divmod(r, w)
-    tail = tuple(lane < rem for lane in range(w))
+    b = k.b
     x, y = k.inp(0), k.out()
-
-    def sweep(base, init, step):
-        """step(offset, mask, acc) -> acc over the row's vectors (the last one masked)."""
-        with cg.for_range_carry(b, full, [init], intp=k.intp, name="v") as lp:
-            lp.carry([step(b.add(base, b.mul(lp.index, k.c(w))), None, lp.values[0])])
-        acc = lp.results[0]
-        return step(b.add(base, k.c(full * w)), tail, acc) if rem else acc
 
     def vmax(off, mask, acc):
         return fmax(b, vec.load(x, off, mask, fill=-np.inf), acc)
 
     with k.for_range(outer, name="o") as o:
         base = b.mul(o, k.c(r))
-        mx = vec.reduce(sweep(base, cg.const(vec.ty, -np.inf), vmax), lambda p, q: fmax(b, p, q))
+        mx = vec.reduce(vec.sweep(base, r, cg.const(vec.ty, -np.inf), vmax), lambda p, q: fmax(b, p, q))
         mxv = vec.splat(mx)
 
         def vsum(off, mask, acc):
             e = mathfn.exp(b, b.fsub(vec.load(x, off, mask), mxv))
             if not log:
                 vec.store(e, y, off, mask)
-            if mask is not None:
-                e = b.select(ir.Constant(vec.mty, list(mask)), e, vec.zero())
-            return b.fadd(acc, e)
+            return b.fadd(acc, vec.keep(e, mask))
 
-        s = vec.splat(vec.reduce(sweep(base, vec.zero(), vsum), b.fadd))
-
+        s = vec.splat(vec.reduce(vec.sweep(base, r, vec.zero(), vsum), b.fadd))
         fin = _finisher(vec, mxv, s, log)
 
         def out(off, mask, acc):
             vec.store(fin(vec.load(x if log else y, off, mask)), y, off, mask)
             return acc
 
-        sweep(base, vec.zero(), out)
+        vec.sweep(base, r, vec.zero(), out)
 
 
 def _columns(k, vec, outer, r, inner, log):
