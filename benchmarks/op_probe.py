@@ -75,16 +75,24 @@ def gelu_erf():
     return _model(nodes, x, inits), x
 
 
+def unary(op):
+    def build():
+        x = _rand(1, 128, 1024)
+        return _model([helper.make_node(op, ["x"], ["y"])], x), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
-          "layernorm": layernorm, "gelu_erf": gelu_erf}
+          "layernorm": layernorm, "gelu_erf": gelu_erf,
+          "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp")}
 
 
 def measure(name, work, a):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     model, x = PROBES[name]()
-    path = os.path.join(d, name + ".onnx")
+    path = os.path.join(d, "probe_" + name + ".onnx")  # "erf", "exp": names libm declares
     onnx.save(model, path)
     info = glowpy.compile(path, os.path.join(d, "bundle"))
     feeds = {"x": x}

@@ -142,6 +142,23 @@ def test_pow_small_constant(level, tmp_path):
         np.testing.assert_array_equal(np.signbit(r[r == 0]), np.signbit(e[e == 0]), err_msg=f"output {i}")
 
 
+@pytest.mark.parametrize("level", params())
+def test_long_chains_interleaved(level, tmp_path):
+    """The loops of mathfn ops interleave 4 (one op) or 2 (a fused chain) vector iterations:
+    lengths below one vector, below one interleaved group, and groups plus a vector tail plus
+    an element tail at 4, 8 and 16 lanes; the Erf GELU chain as exported (Div, Erf, Add, Mul,
+    Mul: one fused kernel) and single Exp, Tanh, Erf, Softplus."""
+    for n in [3, 29, 1037]:
+        x = np.concatenate([rand(n - 3, lo=-6, hi=6), np.float32([0.0, -30.0, 30.0])])
+        g = GraphBuilder(x=x)
+        d = g.node("Div", ["x", np.float32(np.sqrt(2))], output=False)
+        a = g.node("Add", [g.node("Erf", [d], output=False), np.float32(1.0)], output=False)
+        g.node("Mul", [g.node("Mul", ["x", a], output=False), np.float32(0.5)])
+        for op in ["Exp", "Tanh", "Erf", "Softplus"]:
+            g.node(op, ["x"])
+        check_op(g.model(13), g.feeds, tmp_path / str(n), **TRANS, **level.options)
+
+
 @pytest.mark.parametrize("opset", [9, 16])
 def test_prelu(opset, tmp_path):
     x = rand(2, 3, 4, 5)
