@@ -3,8 +3,8 @@
 Moments are computed in two passes over each row (mean, then the mean of squared deviations),
 which keeps float32 accuracy without a wider accumulator; both passes, and LayerNormalization's
 normalizing pass where scale and bias hold a value per normalized element, run on the target's
-vectors (LayerNormalization of (1,128,256): 64.6 us scalar, 16 vectorized, onnxruntime 25 on an
-AVX2 Zen 3; benchmarks/op_probe.py)."""
+vectors of up to four registers (Simd.widened; LayerNormalization of (1,128,256): 64.6 us
+scalar, 7.8 vectorized, onnxruntime 25 on an AVX2 Zen 3; benchmarks/op_probe.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +51,7 @@ def emit_layernorm(k):
         [cg.broadcast_strides(p.shape, norm_shape) for p in params]
     # the vector pass wants one scale (bias) value per normalized element, contiguous
     whole = all(st == strides[0] for st in strides[1:])
-    vec = Vec(k, Simd.of(k.caps))
+    vec = Vec(k, Simd.of(k.caps).widened(d))
     n_out = len(k.instr.outputs)
     with k.for_range(rows, name="r") as r:
         base = b.mul(r, k.c(d))
@@ -93,7 +93,7 @@ def emit_instancenorm(k):
     n_, c = x.shape[:2]
     plane = int(np.prod(x.shape[2:]))
     eps = float(node.attrs["epsilon"])
-    vec = Vec(k, Simd.of(k.caps))
+    vec = Vec(k, Simd.of(k.caps).widened(plane))
     with k.for_range(n_ * c, name="p") as p:
         ch = b.srem(p, k.c(c))
         base = b.mul(p, k.c(plane))

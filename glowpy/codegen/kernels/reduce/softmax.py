@@ -7,8 +7,9 @@ by 1/sum (Softmax) or x - max - log(sum) (LogSoftmax). The lanes run along the r
 when it is the last one (one row at a time, the sums and maxima reduced across the lanes at
 the end of the row, the row's last vector masked) and along the inner dimension otherwise (the
 reduced axis is then a stride; every lane is its own softmax, the last vector of the inner
-dimension masked). The scalar kernel took 411 us for (1,4,128,128) over the last axis on an
-AVX2 Zen 3, onnxruntime 40; this one 45 (benchmarks/op_probe.py)."""
+dimension masked); each IR vector spans up to four registers (Simd.widened). The scalar
+kernel took 411 us for (1,4,128,128) over the last axis on an AVX2 Zen 3, this one 53,
+onnxruntime 40 (benchmarks/op_probe.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,7 +105,7 @@ def _columns(k, vec, outer, r, inner, log):
 @variant("LogSoftmax", "vector", rank=10, plan=plan)
 def emit_softmax_vector(k, params):
     outer, r, inner = k.node.opdef.layout(k.node)
-    vec = Vec(k, Simd.of(k.caps))
+    vec = Vec(k, Simd.of(k.caps).widened(r if inner == 1 else inner))
     log = k.instr.op == "LogSoftmax"
     if inner == 1:
         _rows(k, vec, outer, r, log)
