@@ -52,12 +52,15 @@ class Carried:
 
 def _interleave(module, count):
     """`!llvm.loop` metadata asking the loop vectorizer for `count` interleaved vector
-    iterations (`llvm.loop.interleave.count`)."""
-    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                                ir.Constant(I32, count)])
-    md = module.add_metadata([hint, hint])
-    md.operands = (md, hint)  # self-referencing, as in _no_unroll
-    return md
+    iterations (`llvm.loop.interleave.count`), one node per count and module."""
+    cache = module.__dict__.setdefault("_glowpy_interleave", {})
+    if count not in cache:
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                    ir.Constant(I32, count)])
+        md = module.add_metadata([hint, hint])
+        md.operands = (md, hint)  # self-referencing, as in _no_unroll
+        cache[count] = md
+    return cache[count]
 
 
 def _no_unroll(module):
