@@ -8,6 +8,7 @@ import pytest
 import glowpy
 from glowpy.errors import ModelError
 from util import check_against_onnxruntime, compile_and_run, make_model, reference_of
+from vector_levels import params
 
 RNG = np.random.default_rng(11)
 
@@ -16,8 +17,8 @@ def R(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def check(model, feeds, tmp_path, rtol=1e-4, atol=1e-5):
-    got, expected = check_against_onnxruntime(model, feeds, tmp_path, rtol=rtol, atol=atol)
+def check(model, feeds, tmp_path, rtol=1e-4, atol=1e-5, **options):
+    got, expected = check_against_onnxruntime(model, feeds, tmp_path, rtol=rtol, atol=atol, **options)
     for r, e in zip(reference_of(model, feeds), expected):
         np.testing.assert_allclose(r, e, rtol=rtol, atol=atol)
 
@@ -85,6 +86,29 @@ def test_layer_normalization(case, tmp_path):
     m = make_model("LayerNormalization", {"X": x}, outputs=nout, attrs=attrs, initializers=inits,
                    opset=17)
     check(m, {"X": x}, tmp_path)
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("d", [1, 3, 8, 16, 17, 37, 256, 259])
+def test_layer_normalization_vector_lengths(d, level, tmp_path):
+    """Rows shorter than a vector, whole vectors only, whole vectors plus a masked tail at 4,
+    8 and 16 lanes (the moments and the normalizing pass on vectors); rows far from zero mean
+    (the masked lanes must not count in the variance); every output."""
+    x = R(5, d, scale=2) + 100
+    m = make_model("LayerNormalization", {"X": x}, outputs=3, attrs={"axis": -1},
+                   initializers={"Scale": R(d), "B": R(d)}, opset=17)
+    check(m, {"X": x}, tmp_path, **level.options)
+
+
+@pytest.mark.parametrize("level", params())
+def test_instance_normalization_vector_lengths(level, tmp_path):
+    """Planes of 5, 17 and 40 elements (a tail; whole vectors) far from zero mean."""
+    for shape in [(2, 3, 5), (1, 2, 17), (1, 3, 5, 8)]:
+        x = R(*shape, scale=3) + 50
+        c = shape[1]
+        m = make_model("InstanceNormalization", {"X": x}, initializers={"scale": R(c), "B": R(c)},
+                       opset=17)
+        check(m, {"X": x}, tmp_path / "x".join(map(str, shape)), **level.options)
 
 
 @pytest.mark.parametrize("shape,eps", [((2, 3, 5), 1e-5), ((1, 4, 3, 6), 1e-2), ((2, 2, 2, 3, 4), 1e-5)])

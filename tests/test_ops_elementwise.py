@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from util import GraphBuilder, check_op, compile_and_run
+from vector_levels import params
 
 RNG = np.random.default_rng(3)
 TRANS = dict(rtol=1e-5, atol=1e-6)
@@ -113,6 +114,49 @@ def test_pow(tmp_path):
     g.node("Pow", ["neg", np.array(2, np.int64)])  # integer exponent type (opset 12+)
     g.node("Pow", ["neg", np.array([3], np.int32)])
     check_op(g.model(15), g.feeds, tmp_path, **TRANS)
+
+
+POW_SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-20, -1e-20, 1e20, -1e20,
+                        1e-30, 3e38, -2.5], np.float32)
+
+
+@pytest.mark.parametrize("level", params())
+def test_pow_small_constant(level, tmp_path):
+    """Pow by 0, 1, 2, 3, 4, 0.5 and -1 (multiplications, a division, a square root instead of
+    the general pow) as its own instruction, with a float and an integer exponent, in a fused
+    elementwise chain and as a MatMul epilogue; lengths that leave vector tails at 4, 8 and 16
+    lanes; signed zeros, infinities, NaN, overflow. Within 1e-6 relative of onnxruntime (x*x*x
+    and (x*x)^2 round twice), and the zeros' signs as onnxruntime's (powf(-0, 0.5) = +0)."""
+    x = np.concatenate([rand(53, lo=-6, hi=6), POW_SPECIAL])  # 67 elements
+    quarters = lambda *shape: np.round(rand(*shape) * 4) / 4  # noqa: E731  (exact MatMul sums)
+    g = GraphBuilder(x=x, m=quarters(3, 16))
+    for c in [0.0, 1.0, 2.0, 3.0, 4.0, 0.5, -1.0]:
+        g.node("Pow", ["x", np.float32(c)])
+    g.node("Pow", ["x", np.array(3, np.int64)])
+    g.node("Pow", ["x", np.array(-1, np.int32)])
+    a = g.node("Add", ["x", np.float32(0.25)], output=False)
+    g.node("Mul", [g.node("Pow", [a, np.float32(3.0)], output=False), np.float32(0.5)])
+    g.node("Pow", [g.node("MatMul", ["m", quarters(16, 37)], output=False), np.float32(2.0)])
+    got, expected = check_op(g.model(15), g.feeds, tmp_path, rtol=1e-6, atol=1e-37, **level.options)
+    for i, (r, e) in enumerate(zip(got, expected)):
+        np.testing.assert_array_equal(np.signbit(r[r == 0]), np.signbit(e[e == 0]), err_msg=f"output {i}")
+
+
+@pytest.mark.parametrize("level", params())
+def test_long_chains_interleaved(level, tmp_path):
+    """The loops of mathfn ops interleave 4 (one op) or 2 (a fused chain) vector iterations:
+    lengths below one vector, below one interleaved group, and groups plus a vector tail plus
+    an element tail at 4, 8 and 16 lanes; the Erf GELU chain as exported (Div, Erf, Add, Mul,
+    Mul: one fused kernel) and single Exp, Tanh, Erf, Softplus."""
+    for n in [3, 29, 1037]:
+        x = np.concatenate([rand(n - 3, lo=-6, hi=6), np.float32([0.0, -30.0, 30.0])])
+        g = GraphBuilder(x=x)
+        d = g.node("Div", ["x", np.float32(np.sqrt(2))], output=False)
+        a = g.node("Add", [g.node("Erf", [d], output=False), np.float32(1.0)], output=False)
+        g.node("Mul", [g.node("Mul", ["x", a], output=False), np.float32(0.5)])
+        for op in ["Exp", "Tanh", "Erf", "Softplus"]:
+            g.node(op, ["x"])
+        check_op(g.model(13), g.feeds, tmp_path / str(n), **TRANS, **level.options)
 
 
 @pytest.mark.parametrize("opset", [9, 16])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from util import GraphBuilder, check_op
+from vector_levels import params
 
 RNG = np.random.default_rng(17)
 X = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
@@ -85,6 +86,29 @@ def test_softmax(op, opset, tmp_path):
     g.node(op, ["x3"])
     g.node(op, ["x3"], axis=1)
     check_op(g.model(opset), g.feeds, tmp_path, **SOFT_TOL)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("level", params())
+def test_softmax_vector_lengths(op, level, tmp_path):
+    """The float32 vector kernel at 4, 8 and 16 lanes: last-axis rows shorter than a vector,
+    whole vectors only and whole vectors plus a masked tail (1, 3, 8, 16, 17, 35, 128, 133),
+    non-last axes whose inner dimension is narrower than, equal to and wider than a vector
+    (lanes along the inner dimension, the last vector masked); -inf entries, large offsets."""
+    feeds, g = {}, None
+    for n in [1, 3, 8, 16, 17, 35, 128, 133]:
+        x = (RNG.standard_normal((3, n)) * 4).astype(np.float32)
+        x[2] += 300
+        if n > 2:
+            x[1, n // 2] = -np.inf
+        feeds[f"r{n}"] = x
+    for shape in [(2, 5, 3), (3, 7, 8), (2, 4, 16), (1, 6, 37), (2, 3, 2, 9)]:
+        feeds["c" + "_".join(map(str, shape))] = (RNG.standard_normal(shape) * 3).astype(np.float32)
+    g = GraphBuilder(**feeds)
+    for name in feeds:
+        g.node(op, [name], axis=-1 if name[0] == "r" else 1)
+    g.node(op, ["c2_3_2_9"], axis=2)  # outer 6, inner 9
+    check_op(g.model(13), g.feeds, tmp_path, **SOFT_TOL, **level.options)
 
 
 @pytest.mark.parametrize("opset", [9, 14, 15])

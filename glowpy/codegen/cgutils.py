@@ -33,9 +33,9 @@ def is_signed(dtype) -> bool:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i"):
+def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i", interleave=0):
     """`for (i = start; i < stop; i += step)`; yields i. Bounds may be ints or values."""
-    with for_range_carry(b, stop, (), start, step, intp, name) as c:
+    with for_range_carry(b, stop, (), start, step, intp, name, interleave=interleave) as c:
         yield c.index
 
 
@@ -48,6 +48,19 @@ class Carried:
 
     def carry(self, values):
         self.next = list(values)
+
+
+def _interleave(module, count):
+    """`!llvm.loop` metadata asking the loop vectorizer for `count` interleaved vector
+    iterations (`llvm.loop.interleave.count`), one node per count and module."""
+    cache = module.__dict__.setdefault("_glowpy_interleave", {})
+    if count not in cache:
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                    ir.Constant(I32, count)])
+        md = module.add_metadata([hint, hint])
+        md.operands = (md, hint)  # self-referencing, as in _no_unroll
+        cache[count] = md
+    return cache[count]
 
 
 def _no_unroll(module):
@@ -63,10 +76,13 @@ def _no_unroll(module):
 
 @contextmanager
 def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name="i",
-                    unroll=True):
+                    unroll=True, interleave=0):
     """for_range with loop-carried values (phis): register accumulators without allocas.
     unroll=False marks the loop not to be unrolled (a body that is already a register-blocked
-    tile gains nothing from copies, and they cost compile time and code size)."""
+    tile gains nothing from copies, and they cost compile time and code size). interleave=n
+    asks the loop vectorizer for n vector iterations side by side: a body that is one long
+    dependency chain per element (mathfn's range reductions and polynomials) then has
+    independent chains to overlap, where the vectorizer's cost model picks one."""
     start = ir.Constant(intp, start) if isinstance(start, int) else start
     stop = ir.Constant(intp, stop) if isinstance(stop, int) else stop
     pre = b.block
@@ -93,24 +109,28 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
     br = b.branch(header)
     if not unroll:
         br.set_metadata("llvm.loop", _no_unroll(b.module))
+    elif interleave > 1:
+        br.set_metadata("llvm.loop", _interleave(b.module, interleave))
     b.position_at_end(end)
     c.results = phis
 
 
 @contextmanager
-def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d"):
-    """Nested loops over a static shape; yields the list of indices (outermost first)."""
-    with _nest(b, list(shape), intp, name, []) as idx:
+def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d", interleave=0):
+    """Nested loops over a static shape; yields the list of indices (outermost first).
+    `interleave`: for the innermost loop (for_range_carry)."""
+    with _nest(b, list(shape), intp, name, [], interleave) as idx:
         yield idx
 
 
 @contextmanager
-def _nest(b, shape, intp, name, acc):
+def _nest(b, shape, intp, name, acc, interleave=0):
     if not shape:
         yield acc
         return
-    with for_range(b, shape[0], intp=intp, name=f"{name}{len(acc)}") as i:
-        with _nest(b, shape[1:], intp, name, acc + [i]) as idx:
+    with for_range(b, shape[0], intp=intp, name=f"{name}{len(acc)}",
+                   interleave=interleave if len(shape) == 1 else 0) as i:
+        with _nest(b, shape[1:], intp, name, acc + [i], interleave) as idx:
             yield idx
 
 
@@ -130,12 +150,14 @@ def collapse(shape, strides_list):
 
 
 @contextmanager
-def strided_loop(b: ir.IRBuilder, shape, strides_list, offsets=None, intp=I64, name="e"):
+def strided_loop(b: ir.IRBuilder, shape, strides_list, offsets=None, intp=I64, name="e",
+                 interleave=0):
     """Loops over `shape`; yields, per operand, its element offset (intp value)
-    `offsets[k] + sum(idx[d] * strides_list[k][d])`. Strides are in elements, 0 to broadcast."""
+    `offsets[k] + sum(idx[d] * strides_list[k][d])`. Strides are in elements, 0 to broadcast.
+    `interleave`: for the innermost loop (for_range_carry)."""
     shape, strides_list = collapse(shape, strides_list)
     offsets = offsets or [0] * len(strides_list)
-    with loop_nest(b, shape, intp, name) as idx:
+    with loop_nest(b, shape, intp, name, interleave) as idx:
         yield [linear(b, idx, st, off, intp) for st, off in zip(strides_list, offsets)]
 
 

@@ -8,7 +8,7 @@ from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import conv as int8_conv, matmul, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
-from glowpy.codegen.kernels.reduce import norm, reductions  # noqa: F401
+from glowpy.codegen.kernels.reduce import norm, reductions, softmax  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
 from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatter  # noqa: F401
 

@@ -177,7 +177,13 @@ def _pow(a, b):
     with np.errstate(all="ignore"):
         if np.issubdtype(a.dtype, np.integer):
             return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
-        return np.power(a, b.astype(a.dtype)).astype(a.dtype)
+        b = b.astype(a.dtype)
+        if b.size == 1:
+            # numpy's loop for a one-value exponent computes x ** 0.5 as sqrt (-0 of -0, NaN
+            # of -inf, where powf and onnxruntime give +0 and +inf); an exponent per element
+            # takes the general loop
+            b = np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape)).copy()
+        return np.power(a, b).astype(a.dtype)
 
 
 def _div(a, b):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.elementwise.arith import scalar
+from glowpy.codegen.kernels.elementwise.arith import interleave_for, scalar
 from glowpy.codegen.kernels.epilogue import extras, immediate, run_steps
 from glowpy.codegen.registry import emits
 from glowpy.ir import epilogue
@@ -22,7 +22,9 @@ def emit_fused_elementwise(k):
     used = sorted(set(base) | set(extras(k)))
     loaded = [j for j in used if immediate(k, j) is None]
     strides = [cg.broadcast_strides(k.in_buf(j).shape, out.shape) for j in loaded]
-    with k.strided_loop(out.shape, strides + [cg.contiguous_strides(out.shape)]) as offs:
+    ops = [node.op] + [st["op"] for st in epilogue.steps(node)]
+    with k.strided_loop(out.shape, strides + [cg.contiguous_strides(out.shape)],
+                        interleave=interleave_for(k, ops, len(ops) > 1)) as offs:
         vals = {j: k.load(k.inp(j), o, k.in_buf(j).dtype) for j, o in zip(loaded, offs)}
 
         def get(j):

@@ -188,12 +188,7 @@ def whole_plane(k, planes: int, pin: int, is_max: bool, div):
                                          tuple(l < rem for l in range(w)), fill=fill))
         while len(acc) > 1:
             acc = [op(acc[i], acc[i + 1]) if i + 1 < len(acc) else acc[i] for i in range(0, len(acc), 2)]
-        v, h = acc[0], w // 2
-        while h:
-            idx = ir.Constant(ir.VectorType(cg.I32, w), [l + h if l < h else l for l in range(w)])
-            v = op(v, b.shuffle_vector(v, ir.Constant(vec.ty, ir.Undefined), idx))
-            h //= 2
-        val = b.extract_element(v, ir.Constant(cg.I32, 0)) if w > 1 else v
+        val = vec.reduce(acc[0], op)
         if div is not None:
             val = b.fdiv(val, cg.const(cg.F32, div))
         b.store(val, cg.gep(b, k.out(), p, cg.F32), align=4)

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Single-op probes: bundle against onnxruntime (one thread), in one run, µs per call.
+
+    python benchmarks/op_probe.py                      # every probe
+    python benchmarks/op_probe.py --probes softmax,pow3
+
+The probes are the ops between the matrix products that issue 19 measured (Softmax, Pow by a
+small constant, LayerNormalization, the Erf GELU chain as exported), at the transformers'
+shapes. Each is timed the way benchmarks/perf.py times a model (its C harness and onnxruntime
+timer, alternating for --rounds, best batch, CPU time of the calling thread) and its output is
+checked against onnxruntime's (max |error| / max |reference| is printed)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import perf  # noqa: E402  (puts the checkout and tests/ on the path)
+import glowpy  # noqa: E402
+
+
+def _model(nodes, x, inits=None, opset=17):
+    g = helper.make_graph(nodes, "probe", [helper.make_tensor_value_info("x", 1, x.shape)],
+                          [helper.make_empty_tensor_value_info("y")],
+                          [numpy_helper.from_array(v, n) for n, v in (inits or {}).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def _rand(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def softmax(axis, op="Softmax"):
+    def build():
+        x = _rand(1, 4, 128, 128)
+        return _model([helper.make_node(op, ["x"], ["y"], axis=axis)], x), x
+    return build
+
+
+def pow_by(c):
+    def build():
+        x = _rand(128, 1024)
+        node = helper.make_node("Pow", ["x", "c"], ["y"])
+        return _model([node], x, {"c": np.array(c, np.float32)}), np.abs(x) if c == 0.5 else x
+    return build
+
+
+def layernorm():
+    x = _rand(1, 128, 256)
+    rng = np.random.default_rng(1)
+    inits = {"s": rng.standard_normal(256).astype(np.float32),
+             "b": rng.standard_normal(256).astype(np.float32)}
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)
+    return _model([node], x, inits), x
+
+
+def gelu_erf():
+    """x * 0.5 * (1 + Erf(x / sqrt(2))), node for node as PyTorch exports it."""
+    x = _rand(1, 128, 1024)
+    inits = {"r2": np.array(np.sqrt(2), np.float32), "one": np.array(1, np.float32),
+             "half": np.array(0.5, np.float32)}
+    nodes = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    return _model(nodes, x, inits), x
+
+
+def unary(op):
+    def build():
+        x = _rand(1, 128, 1024)
+        return _model([helper.make_node(op, ["x"], ["y"])], x), x
+    return build
+
+
+PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
+          "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
+          "layernorm": layernorm, "gelu_erf": gelu_erf,
+          "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp")}
+
+
+def measure(name, work, a):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    model, x = PROBES[name]()
+    path = os.path.join(d, "probe_" + name + ".onnx")  # "erf", "exp": names libm declares
+    onnx.save(model, path)
+    info = glowpy.compile(path, os.path.join(d, "bundle"))
+    feeds = {"x": x}
+    h = perf.Harness(os.path.join(d, "bundle"), info, d)
+    ort = perf.OrtTimer(path, feeds)
+    bt = ot = float("inf")
+    for _ in range(a.rounds):
+        t, outs = h.run(feeds, a.seconds, a.batches, a.clock)
+        bt = min(bt, t)
+        ot = min(ot, ort.run(a.seconds, a.batches, a.clock))
+    ref = ort.outputs[0]
+    err = float(np.max(np.abs(outs[0] - ref)) / max(np.max(np.abs(ref)), 1e-30))
+    return bt * 1e3, ot * 1e3, err
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--probes", help=f"comma-separated (default: all of {', '.join(PROBES)})")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=0.05)
+    ap.add_argument("--batches", type=int, default=7)
+    ap.add_argument("--clock", choices=("thread", "wall"), default="thread")
+    a = ap.parse_args(argv)
+    names = a.probes.split(",") if a.probes else list(PROBES)
+    bad = [n for n in names if n not in PROBES]
+    if bad:
+        ap.error(f"unknown probes {bad}; available: {', '.join(PROBES)}")
+    print(f"{'probe':<14} {'bundle us':>10} {'ort us':>10} {'ratio':>6}  rel. error")
+    with tempfile.TemporaryDirectory(prefix="glowpy-probe-") as work:
+        for n in names:
+            b, o, e = measure(n, work, a)
+            print(f"{n:<14} {b:>10.1f} {o:>10.1f} {b / o:>6.2f}  {e:.2g}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
