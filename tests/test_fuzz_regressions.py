@@ -96,7 +96,16 @@ def case_logsoftmax_scalar():
     return model([n("LogSoftmax", ["x"], ["y"], name="ls", axis=0)], [vi("x", [])], [vi("y", None)])
 
 
+def case_constant_of_shape_zero_and_huge_dim():
+    return model([n("ConstantOfShape", ["s"], ["y"], name="cs")], [], [vi("y", None)],
+                 [const("s", np.array([4, 0, 2**63 - 1], np.int64))])
+
+
 @pytest.mark.parametrize("build, expect", [
+    (case_constant_of_shape_zero_and_huge_dim, "node 'cs' (ConstantOfShape): output 0 float32[4, "
+                                               "0, 9223372036854775807]: dimension "
+                                               "9223372036854775807 alone needs more than the "
+                                               "limit of"),
     (case_reshape_without_shape, "Reshape (opset 4): missing attribute 'shape' (the target shape; "
                                  "it became an input in opset 5)"),
     (case_slice_without_starts, "node 's' (Slice): missing required attribute 'starts' (ONNX opset 9)"),

@@ -92,8 +92,14 @@ def check_output_sizes(graph, node, types):
         return
     for i, (dt, shape) in enumerate(types):
         check_rank(len(shape), f"node '{show(node.name)}' ({node.op}): output {i}")
-        check_size(tensor_bytes(dt, shape), f"node '{show(node.name)}' ({node.op}): output {i} "
-                   f"{np.dtype(dt).name}{list(shape)}", limit)
+        where = f"node '{show(node.name)}' ({node.op}): output {i} {np.dtype(dt).name}{list(shape)}"
+        check_size(tensor_bytes(dt, shape), where, limit)
+        # a zero dimension makes the size 0 whatever the others are, but numpy still refuses
+        # to allocate [4, 0, 2**63-1] (fuzz, seed 27): every dimension alone must fit too
+        widest = max((int(d) for d in shape), default=0)
+        if widest * np.dtype(dt).itemsize > limit:
+            raise ModelError(f"{where}: dimension {widest} alone needs more than the limit of "
+                             f"{limit} bytes (the target's address space, or -max-region-size)")
 
 
 # Folded constants are stored in the bundle's weights (and 6 times over in NAME.weights.txt),
