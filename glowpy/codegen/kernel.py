@@ -23,9 +23,18 @@ class Kernel:
     intp: ir.IntType
     module: ir.Module
     prog: Program = None
-    cbase: ir.Value = None  # the constant region's base (for tables added by the emitter)
+    # where the tables the emitter adds start (an instruction's tables are appended to the
+    # constant region one after another): the kernel addresses them relative to this pointer,
+    # so equal kernels with tables at other offsets are byte-identical and share one function
+    # (module._share); tables["base"] is the region offset the caller passes it at
+    cbase: ir.Value = None
     epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
     target: TargetSpec = None  # what the code is for
+    tables: dict = None  # {"base": region offset of the first table} shared with helper kernels
+
+    def __post_init__(self):
+        if self.tables is None:
+            self.tables = {"base": None}
 
     @property
     def caps(self) -> TargetCaps:
@@ -89,8 +98,10 @@ class Kernel:
         buf.offset = align(self.prog.sizes["constant"])
         self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
         self.prog.constants.append(buf)
-        return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset)], inbounds=True,
-                          source_etype=cg.I8)
+        if self.tables["base"] is None:
+            self.tables["base"] = buf.offset
+        return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset - self.tables["base"])],
+                          inbounds=True, source_etype=cg.I8)
 
     def c(self, value, ty=None):
         return cg.const(ty or self.intp, value)

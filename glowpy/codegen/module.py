@@ -86,8 +86,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
     for idx, ins in enumerate(prog.instrs):
         bufs = [x for x in ins.inputs if x is not None] + list(ins.outputs)
         index, slots = _operand_slots(bufs)
-        # one pointer per operand address, then the constant region's base (tables the
-        # emitter adds live there)
+        # one pointer per operand address, then where the instruction's tables start in the
+        # constant region (Kernel.add_table; the region base when it has none)
         fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [cg.PTR] * (len(slots) + 1)),
                          f"k{idx}_{ins.op}")
         fn.linkage = "internal"
@@ -109,10 +109,13 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]
+        tbase = entry.args[0] if kern.tables["base"] is None else eb.gep(
+            entry.args[0], [ir.Constant(intp, kern.tables["base"])], inbounds=True,
+            source_etype=cg.I8)  # the instruction's tables (Kernel.add_table)
         if inst:
-            inst.call(idx, ins, ptrs, index, lambda f=fn, p=ptrs: eb.call(f, p + [entry.args[0]]))
+            inst.call(idx, ins, ptrs, index, lambda f=fn, p=ptrs: eb.call(f, p + [tbase]))
         else:
-            eb.call(fn, ptrs + [entry.args[0]])
+            eb.call(fn, ptrs + [tbase])
         if progress:
             progress(idx + 1, len(prog.instrs))
     if inst:

@@ -243,7 +243,7 @@ class ChanEmitter:
             a.attributes.align = src.attributes.align
         bb = ir.IRBuilder(fn.append_basic_block("entry"))
         kk = Kernel(bb, k.instr, k.args_from(fn.args[:nops]), k.intp, k.module, k.prog,
-                    fn.args[nops], target=k.target)
+                    fn.args[nops], target=k.target, tables=k.tables)
         buf = fn.args[nops + 1]
         n, oc0, oh, ow0 = fn.args[nops + 2:]
         vec = Vec(kk, self.simd)
