@@ -38,3 +38,24 @@ def test_rms_normalization(axis, eps, tmp_path):
     m = make_model("RMSNormalization", {"x": X}, initializers={"s": scale},
                    attrs={"axis": axis, "epsilon": eps}, opset=23)
     check_against_onnxruntime(m, {"x": X}, tmp_path)
+
+
+@pytest.mark.parametrize("groups,per_group,opset", [(3, False, 21), (1, False, 21), (6, False, 21),
+                                                    (3, True, 18), (2, True, 18)])
+def test_group_normalization(groups, per_group, opset, tmp_path):
+    x = (RNG.standard_normal((2, 6, 4, 5)) * 3 + 1).astype(np.float32)
+    n = groups if per_group else 6
+    inits = {"s": RNG.standard_normal(n).astype(np.float32),
+             "b": RNG.standard_normal(n).astype(np.float32)}
+    m = make_model("GroupNormalization", {"x": x}, initializers=inits,
+                   attrs={"num_groups": groups, "epsilon": 1e-3}, opset=opset)
+    check_against_onnxruntime(m, {"x": x}, tmp_path)
+
+
+@pytest.mark.parametrize("op", ["Sinh", "Cosh", "Tan"])
+def test_trig_composites(op, tmp_path):
+    # normal ranges, with values near 0 (where Sinh's exponentials cancel) and beyond |x| = 0.5
+    x = np.concatenate([np.linspace(-4, 4, 161), RNG.uniform(-1e-3, 1e-3, 39)]).astype(np.float32)
+    if op == "Tan":
+        x = np.clip(x, -1.4, 1.4)  # away from the poles at +-pi/2
+    check_against_onnxruntime(make_model(op, {"x": x}), {"x": x}, tmp_path, rtol=1e-5, atol=1e-7)

@@ -158,3 +158,94 @@ class RMSNormalization(Composite):
         ms = add(g, node, "Add", [ms, _c(g, x, node.attrs["epsilon"])])[0]
         y = add(g, node, "Div", [x, add(g, node, "Sqrt", [ms])[0]])[0]
         return [add(g, node, "Mul", [y, scale], tag="scale")[0]]
+
+
+@register
+class GroupNormalization(Composite):
+    """ONNX 18/21: X (N, C, ...) normalized over each group of C / num_groups channels (and the
+    spatial dims), then scale and bias. Opset 21's scale/bias hold one value per channel,
+    opset 18's one per group: a per-group one is repeated over the group's channels (when
+    num_groups == C the two forms coincide). The variance is centered (E[(x - mean)^2]),
+    as onnxruntime computes it."""
+    inputs = ("X", "scale", "bias")
+    attrs = {"epsilon": 1e-5, "num_groups": None, "stash_type": 1}
+    attr_kinds = {"num_groups": int}
+    since = 18
+
+    def expand(self, g, node, ins, n_out):
+        x, scale, bias = ins
+        groups, shape = node.attrs["num_groups"], tuple(x.shape)
+        if groups is None or len(shape) < 2 or groups <= 0 or shape[1] % groups:
+            raise ModelError(f"node '{show(node.name)}' (GroupNormalization): num_groups="
+                             f"{groups} must divide the channel count of input "
+                             f"'{show(x.name)}' {list(shape)}")
+        c = shape[1]
+        xr = add(g, node, "Reshape", [x, _axes(g, [shape[0], groups, -1])], tag="group")[0]
+        ax = _axes(g, [2])
+        mean = add(g, node, "ReduceMean", [xr, ax], {"keepdims": 1}, tag="mean")[0]
+        xc = add(g, node, "Sub", [xr, mean])[0]
+        var = add(g, node, "ReduceMean", [add(g, node, "Mul", [xc, xc])[0], ax], {"keepdims": 1},
+                  tag="var")[0]
+        var = add(g, node, "Add", [var, _c(g, x, node.attrs["epsilon"])])[0]
+        std = add(g, node, "Sqrt", [var])[0]
+        y = add(g, node, "Reshape", [add(g, node, "Div", [xc, std])[0], _axes(g, shape)],
+                tag="ungroup")[0]
+        per_channel = []
+        for v, tag in ((scale, "scale"), (bias, "bias")):
+            n = int(np.prod(v.shape))
+            if n not in (c, groups):
+                raise ModelError(f"node '{show(node.name)}' (GroupNormalization): {tag} "
+                                 f"'{show(v.name)}' has {n} values; needs {c} (one per channel) "
+                                 f"or {groups} (one per group, opset 18)")
+            if n != c:  # opset 18: one value per group, repeated over its channels
+                v = add(g, node, "Reshape", [v, _axes(g, [groups, 1])], tag=f"{tag}_groups")[0]
+                v = add(g, node, "Tile", [v, _axes(g, [1, c // groups])], tag=f"{tag}_tile")[0]
+            per_channel.append(add(g, node, "Reshape", [v, _axes(g, [c] + [1] * (len(shape) - 2))],
+                                   tag=f"{tag}_channels")[0])
+        y = add(g, node, "Mul", [y, per_channel[0]], tag="scale")[0]
+        return [add(g, node, "Add", [y, per_channel[1]], tag="bias")[0]]
+
+
+@register
+class Sinh(Composite):
+    """(exp(x) - exp(-x)) / 2; below |x| = 0.5, where the difference cancels, its Taylor series
+    to x^7 (truncation < 1e-8 relative there)."""
+    inputs = ("input",)
+    since = 9
+
+    def expand(self, g, node, ins, n_out):
+        x = ins[0]
+        e = add(g, node, "Sub", [add(g, node, "Exp", [x])[0],
+                                 add(g, node, "Exp", [add(g, node, "Neg", [x])[0]])[0]])[0]
+        big = add(g, node, "Mul", [e, _c(g, x, 0.5)])[0]
+        x2 = add(g, node, "Mul", [x, x])[0]
+        p = _c(g, x, 1.0 / 5040)
+        for k in (1.0 / 120, 1.0 / 6, 1.0):  # Horner: ((x2/5040 + 1/120) x2 + 1/6) x2 + 1
+            p = add(g, node, "Add", [add(g, node, "Mul", [p, x2])[0], _c(g, x, k)])[0]
+        small = add(g, node, "Mul", [p, x])[0]
+        near0 = add(g, node, "Less", [add(g, node, "Abs", [x])[0], _c(g, x, 0.5)])[0]
+        return [add(g, node, "Where", [near0, small, big])[0]]
+
+
+@register
+class Cosh(Composite):
+    """(exp(x) + exp(-x)) / 2 (a sum of positives: no cancellation)."""
+    inputs = ("input",)
+    since = 9
+
+    def expand(self, g, node, ins, n_out):
+        x = ins[0]
+        s = add(g, node, "Add", [add(g, node, "Exp", [x])[0],
+                                 add(g, node, "Exp", [add(g, node, "Neg", [x])[0]])[0]])[0]
+        return [add(g, node, "Mul", [s, _c(g, x, 0.5)])[0]]
+
+
+@register
+class Tan(Composite):
+    """Sin(x) / Cos(x): each within a few ulp, so the quotient is too (away from the poles)."""
+    inputs = ("input",)
+    since = 7
+
+    def expand(self, g, node, ins, n_out):
+        x = ins[0]
+        return [add(g, node, "Div", [add(g, node, "Sin", [x])[0], add(g, node, "Cos", [x])[0]])[0]]
