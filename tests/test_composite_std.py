@@ -5,6 +5,7 @@ a few ulp; the normalizations sum in a different order); CastLike exactly."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 from tests.util import check_against_onnxruntime, make_model
@@ -59,3 +60,30 @@ def test_trig_composites(op, tmp_path):
     if op == "Tan":
         x = np.clip(x, -1.4, 1.4)  # away from the poles at +-pi/2
     check_against_onnxruntime(make_model(op, {"x": x}), {"x": x}, tmp_path, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows(op, periodic, tmp_path):
+    # the window folds to a constant; added to a graph input so the bundle computes something
+    x = RNG.standard_normal(10).astype(np.float32)
+    m = make_model(op, {}, outputs=["w"], initializers={"n": np.asarray(10, np.int64)},
+                   attrs={"periodic": periodic}, opset=17)
+    m.graph.node.append(onnx.helper.make_node("Add", ["w", "x"], ["y"]))
+    m.graph.input.append(onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [10]))
+    del m.graph.output[:]
+    m.graph.output.append(onnx.helper.make_empty_tensor_value_info("y"))
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_hardmax(axis, tmp_path):
+    x = RNG.integers(-3, 3, (3, 4, 5)).astype(np.float32)  # ties: the first maximum wins
+    check_against_onnxruntime(make_model("Hardmax", {"x": x}, attrs={"axis": axis}, opset=13),
+                              {"x": x}, tmp_path)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_global_lp_pool(p, tmp_path):
+    check_against_onnxruntime(make_model("GlobalLpPool", {"x": X}, attrs={"p": p}), {"x": X},
+                              tmp_path)
