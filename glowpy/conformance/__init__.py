@@ -52,7 +52,11 @@ EXTENDED_OPS = (
 CONTROL_OPS = (
     "If Loop Scan Mod BitShift ScatterND ScatterElements GatherElements GatherND Trilu Size "
     "NonZero BitwiseAnd BitwiseOr BitwiseXor BitwiseNot IsNaN IsInf OneHot EyeLike").split()
-SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS + CONTROL_OPS)
+# ONNX ops that exporters write, expanded into the ops above (glowpy/ir/ops/composite_std.py)
+COMPOSITE_OPS = (
+    "CastLike Swish Celu ThresholdedRelu Shrink LpNormalization MeanVarianceNormalization "
+    "RMSNormalization GroupNormalization Sinh Cosh Tan Hardmax GlobalLpPool").split()
+SCOPE_OPS = tuple(CORE_OPS + EXTENDED_OPS + CONTROL_OPS + COMPOSITE_OPS)
 
 # Exclusion categories: the only reasons a case of an in-scope op may be left failing.
 CATEGORIES = {
