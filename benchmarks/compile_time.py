@@ -142,11 +142,10 @@ def densenet121(size=224):
     x = b.node("Flatten", [x])
     w = b.const(RNG.standard_normal((1000, c)) * 0.01)
     bias = b.const(np.zeros(1000))
-    y = b.node("Gemm", [x, w, bias], transB=1)
+    b.node("Gemm", [x, w, bias], transB=1)
     b.nodes[-1].output[0] = "output"
     inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])
     out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1000])
-    del y
     return _model(b.nodes, b.inits, [inp], [out], "densenet121")
 
 

@@ -19,6 +19,7 @@ import pytest
 from glowpy.ir import epilogue, schedule
 from glowpy.ir.graph import Graph
 from util import check_against_onnxruntime
+from vector_levels import params
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import compile_time as models  # noqa: E402
@@ -103,12 +104,13 @@ def _kernel_functions(ir_path):
     return re.findall(r'define internal void @"?(k\d+_[A-Za-z0-9_]+)', text)
 
 
-def test_identical_kernels_share_one_function(tmp_path):
+@pytest.mark.parametrize("level", params())
+def test_identical_kernels_share_one_function(tmp_path, level):
     model = models.blocks(70)  # 10 residual blocks of one shape
     x = np.random.default_rng(1).standard_normal((1, 8, 8, 8)).astype(np.float32)
     ir_path = str(tmp_path / "m.ll")
     check_against_onnxruntime(model, {"x": x}, str(tmp_path / "out"), rtol=1e-4, atol=1e-4,
-                              dump_llvm_ir=ir_path)
+                              dump_llvm_ir=ir_path, **level.options)
     fns = _kernel_functions(ir_path)
     # 20 convolutions of two kinds (Conv+Relu, Conv+Add+Relu); the first block reads the
     # input placeholder and the last writes the output (other regions, other alignment

@@ -109,8 +109,7 @@ def constant_entry(c, prog) -> dict:
         for idx, ins in enumerate(prog.instrs):
             if ins.name == c.layout["for"]:
                 # the function the instruction calls (identical kernels share one: module.py)
-                kernels = getattr(prog, "kernels", None)
-                d["kernel"] = kernels[idx] if kernels else f"k{idx}_{ins.op}"
+                d["kernel"] = prog.kernels[idx] if prog.kernels else f"k{idx}_{ins.op}"
                 if "variant" in ins.attrs:
                     d["variant"] = ins.attrs["variant"]["name"]
                 break

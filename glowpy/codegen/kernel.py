@@ -2,7 +2,7 @@
 typed pointer per operand, the target) and the helpers it builds code with."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
@@ -30,11 +30,8 @@ class Kernel:
     cbase: ir.Value = None
     epilogue_done: bool = False  # set by kernels that applied the node's fused epilogue
     target: TargetSpec = None  # what the code is for
-    tables: dict = None  # {"base": region offset of the first table} shared with helper kernels
-
-    def __post_init__(self):
-        if self.tables is None:
-            self.tables = {"base": None}
+    # {"base": region offset of the first table}, shared with the kernel's helper kernels
+    tables: dict = field(default_factory=lambda: {"base": None})
 
     @property
     def caps(self) -> TargetCaps:

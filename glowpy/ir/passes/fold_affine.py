@@ -14,7 +14,7 @@ import numpy as np
 
 from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph, Node, Value
-from glowpy.ir.passes.util import only_user, take_output, users
+from glowpy.ir.passes.util import only_user, remove, take_output, users
 
 
 def channel_axis(p: Node) -> int | None:
@@ -125,7 +125,7 @@ def fold_affine(graph: Graph) -> Graph:
     to date and the folded nodes are dropped at the end (restarting after every fold made
     the pass quadratic in the model)."""
     us = users(graph)
-    folded = set()
+    folded = []
     for n in list(graph.nodes):
         if n.op not in ("Mul", "Add", "Sub", "Div"):
             continue
@@ -142,8 +142,7 @@ def fold_affine(graph: Graph) -> Graph:
             if fold_into(graph, p, *aff):
                 take_output(p, n)
                 us.pop(v, None)
-                folded.add(id(n))
+                folded.append(n)
                 break
-    if folded:
-        graph.nodes = [n for n in graph.nodes if id(n) not in folded]
+    remove(graph, *folded)
     return graph

@@ -12,7 +12,7 @@ import numpy as np
 
 from glowpy.ir.graph import Graph, Node
 from glowpy.ir.ops.registry import ints
-from glowpy.ir.passes.util import only_user, users
+from glowpy.ir.passes.util import only_user, remove, users
 
 
 def _spatial_pads(pad: Node):
@@ -51,7 +51,7 @@ def merge_pad(graph: Graph) -> Graph:
     if not has_op("Pad"):
         return graph
     us = users(graph)
-    merged = set()
+    merged = []
     for pad in list(graph.nodes):
         if pad.op != "Pad":
             continue
@@ -87,7 +87,6 @@ def merge_pad(graph: Graph) -> Graph:
         n.inputs = [pad.inputs[0]] + n.inputs[1:]
         us[pad.inputs[0]] = [n if u is pad else u for u in us.get(pad.inputs[0], [])]
         us.pop(y, None)
-        merged.add(id(pad))
-    if merged:  # (dropped at the end: a removal per merge made the pass quadratic)
-        graph.nodes = [n for n in graph.nodes if id(n) not in merged]
+        merged.append(pad)
+    remove(graph, *merged)  # once at the end: a removal per merge made the pass quadratic
     return graph
