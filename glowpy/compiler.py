@@ -49,6 +49,9 @@ class Options:
     dump_graph_dag_before_compile: str | None = None
     dump_llvm_ir: str | None = None
     dump_memory_report: str | None = None  # JSON: every activation buffer, the peak (report.py)
+    dump_report: str | None = None  # HTML: the bundle's report page (glowpy/report)
+    report_profile: str | None = None  # a bundle-profile -json profile shown in the report
+    collect_report: bool = False  # BundleInfo.report without writing it (model-verify adds to it)
     verbose: bool = False  # stage timings on stderr (progress.py)
     progress: bool = True  # the status line on a terminal stderr (progress.py)
     # -instrument-debug / -instrument-profile (codegen/instrument.py); off: today's bundle
@@ -99,6 +102,7 @@ class BundleInfo:
     entry: str
     files: dict  # suffix -> path
     manifest: dict
+    report: dict | None = None  # with -dump-report: {"data": collect.py's dict, "graph": picture}
 
     @property
     def inputs(self):
@@ -224,6 +228,7 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
         raise UsageError(f"-emit-bundle={show(output_dir)}: exists and is not a directory; "
                          "give a directory (it is created if missing)")
     name, entry = bundle_names(models, opts)
+    profile = _report_options(opts)
     precheck(output_dir, name)
     try:
         target = resolve_target(opts.target, opts.mcpu, opts.march, opts.mattr, opts.float_abi,
@@ -237,10 +242,27 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     ok = False
     try:
         info = _compile(models, output_dir, opts, name, entry, target, limit, counter, progress)
+        if opts.dump_report or opts.collect_report:
+            with progress.stage("report"):
+                info.report["data"]["profile"] = profile
+                if opts.dump_report:
+                    from glowpy import report
+                    report.write(opts.dump_report, info.report["data"], info.report["graph"])
         ok = True
         return info
     finally:
         progress.done(ok)
+
+
+def _report_options(opts: Options) -> dict | None:
+    """Checks -dump-report's requirements before compiling; the -report-profile profile."""
+    if opts.report_profile and not (opts.dump_report or opts.collect_report):
+        raise UsageError("-report-profile is shown in the report: give -dump-report=FILE.html too")
+    if not (opts.dump_report or opts.collect_report):
+        return None
+    from glowpy.report import collect, require
+    require()
+    return collect.load_profile(opts.report_profile) if opts.report_profile else None
 
 
 def _instrument_counter(opts: Options, target, name: str, entry: str) -> str | None:
@@ -319,7 +341,13 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                  ".weights.bin": image, ".weights.txt": bw.weights_text(image),
                  ".json": bw.manifest_json(man)}
         paths = publish(output_dir, name, files)
-    return BundleInfo(output_dir, name, entry, paths, man)
+    report = None
+    if opts.dump_report or opts.collect_report:  # the data while prog and graph are at hand
+        from glowpy.report import collect, graph_picture, warner
+        with progress.stage("report"):
+            data = collect.from_compile(prog, graph, man, obj, models, opts.symbols)
+            report = {"data": data, "graph": graph_picture(graph, data, warner("model-compiler"))}
+    return BundleInfo(output_dir, name, entry, paths, man, report)
 
 
 def _setup_quantization(graph, opts: Options):

@@ -7,7 +7,10 @@ def _q(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_dot(graph: Graph) -> str:
+def to_dot(graph: Graph, node_attrs=None, constants: bool = True) -> str:
+    """node_attrs(i, node) -> {DOT attribute: text} adds attributes to node i (the report's
+    ids, tooltips and links); constants=False leaves constant operands out (their long names
+    widen the picture; the report's tooltips give their shapes)."""
     lines = [f"digraph {_q(graph.name)} {{", "  rankdir=TB;", "  node [shape=record, fontsize=10];"]
     ids = {}
 
@@ -29,9 +32,10 @@ def to_dot(graph: Graph) -> str:
                           if v is not None and not k.startswith("_") and k != "value")
         outs = ", ".join(f"{o.dtype.name}{list(o.shape)}" for o in n.outputs)
         op = epilogue.label(n)  # fused epilogue steps show as Conv+Add+Relu
-        lines.append(f"  n{i} [label={_q(f'{{{op}|{n.name}|{attrs}|{outs}}}')}];")
+        more = "".join(f", {k}={_q(v)}" for k, v in (node_attrs(i, n) if node_attrs else {}).items())
+        lines.append(f"  n{i} [label={_q(f'{{{op}|{n.name}|{attrs}|{outs}}}')}{more}];")
         for v in n.inputs:
-            if v is None:
+            if v is None or (not constants and v.is_const and v.producer not in graph.nodes):
                 continue
             src = f"n{graph.nodes.index(v.producer)}" if v.producer in graph.nodes else vid(v)
             lines.append(f"  {src} -> n{i};")

@@ -126,7 +126,7 @@ def _prebuilt(directory: str, outputs: set) -> tuple[str, dict]:
 
 
 def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, json_path,
-           bundle_dir, keep) -> int:
+           bundle_dir, keep, report_path=None) -> int:
     import onnx
 
     from glowpy.cli import compile_options
@@ -140,6 +140,9 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
         raise UsageError("-bundle and -keep are alternatives: -keep writes a bundle, -bundle "
                          "verifies one")
     opts = compile_options(model_path, compile_args)
+    if report_path:
+        from glowpy.report import require
+        require()
     if not bundle_dir:  # refuse a target it cannot run before compiling for it
         from glowpy.codegen.target import TargetError, resolve_target
         try:
@@ -169,7 +172,9 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
                                        {L.tensor: L.dtype for L in layers}), aug_path)
         kernels = "prebuilt bundle"
         if not bundle_dir:
-            info = compile_model(aug_path, keep or os.path.join(work, "bundle"), opts)
+            info = compile_model(aug_path, keep or os.path.join(work, "bundle"),
+                                 dataclasses.replace(opts, report_profile=None) if report_path
+                                 else opts)  # the profile is the deployment bundle's
             directory, name, manifest = info.directory, info.name, info.manifest
             # the claim of the design, checked: observing changed no kernel and no fusion
             deploy = observe.kernel_labels(model_path, opts)
@@ -194,6 +199,9 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
             for r in rows:
                 t = r.layer.tensor
                 compare.measure(r, got[t], ref[t], tol, fref.get(r.layer.float_tensor))
+        if report_path:  # the deployment bundle's page (its memory plan, not the verify one's)
+            report = compile_model(model_path, os.path.join(work, "deploy"), dataclasses.replace(
+                opts, collect_report=True, progress=False)).report
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -210,6 +218,12 @@ def verify(model_path, compile_args, inputs, test_data, num_inputs, seed, tol, j
     n_out = sum(r.is_output for r in rows)
     print(f"outputs: {n_out - len(bad)} of {n_out} within tolerance" +
           (f"; beyond: {', '.join(show(r.layer.tensor) for r in bad)}" if bad else ""))
+    if report_path:
+        from glowpy import report as page
+        from glowpy.report import collect
+        report["data"].update(source=PROG, verify=collect.verify_section(
+            rows, {"run": runner.where, "reference": refs.kind}))
+        page.write(report_path, report["data"], report["graph"])
     if json_path:
         header = {"model": model_path, "bundle": name, "target": t, "run": runner.where,
                   "input_sets": len(sets), "inputs": origin, "kernels": kernels,
@@ -252,6 +266,9 @@ def model_verify(
     atol: float = typer.Option(1e-4, "--atol", help="Float tolerance: rtol*max|ref| + atol."),
     lsb: int = typer.Option(1, "--lsb", help="int8 tolerance in LSB."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Write the table as JSON."),
+    dump_report: Optional[str] = typer.Option(None, "--dump-report", help="Write the "
+                                              "deployment bundle's HTML report with the "
+                                              "per-layer error chart (needs matplotlib)."),
     bundle: Optional[str] = typer.Option(None, "--bundle", help="Verify this prebuilt bundle "
                                          "directory (e.g. one written by -keep) instead of "
                                          "compiling."),
@@ -264,7 +281,7 @@ def model_verify(
         raise UsageError("-rtol, -atol and -lsb must be >= 0, -num-inputs >= 1")
     n = num_inputs if num_inputs is not None else 10 ** 9 if test_data else 1
     rc = verify(model, list(ctx.args), input, test_data, n, seed,
-                compare.Tolerance(rtol, atol, lsb), json_path, bundle, keep)
+                compare.Tolerance(rtol, atol, lsb), json_path, bundle, keep, dump_report)
     raise typer.Exit(rc)
 
 

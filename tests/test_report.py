@@ -1,0 +1,204 @@
+"""-dump-report pages, opened in headless Chromium (playwright driving the system's
+/usr/bin/chromium; no browser is downloaded): for every shared float and int8 model the page
+loads without console errors, every chart's SVG is laid out with a non-empty box, the graph is
+drawn with one box per node, a full-page screenshot is not blank, and the numbers the page
+shows (region sizes, peak, floor, every buffer's offset and size) are the ones
+-dump-memory-report writes in the same compile. Then the page's other sources: a host profile
+(-report-profile), model-verify's per-layer errors, and the fallbacks (no Graphviz: the page
+says so; no matplotlib: a one-line usage error)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from toolchains import require_tool
+from util import FLOAT_MODELS, MODELS, REPO, model_path
+
+INT8_MODELS = sorted(f[:-5] for f in os.listdir(MODELS) if f.endswith("_int8_qdq.onnx"))
+CHROMIUM = "/usr/bin/chromium"
+
+
+def cli(tool: str, *args: str) -> int:
+    """One of glowpy's commands, in this process, exactly as its console script runs it."""
+    import typer
+    from glowpy.cli import run
+    if tool == "model-compiler":
+        from glowpy.cli import app
+    elif tool == "bundle-profile":
+        from glowpy.bundle_profile import app
+    else:
+        from glowpy.verify.cli import app
+    return run(list(args), tool, typer.main.get_command(app))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_tool("dot", "graphviz")
+    if not os.path.exists(CHROMIUM):
+        require_tool("chromium", "chromium")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def open_page(browser, path: str):
+    """(page, console errors) of the report at `path`."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto("file://" + os.path.abspath(path))
+    page.wait_for_load_state("load")
+    return page, errors
+
+
+def chart_boxes(page) -> dict:
+    """{chart id: (width, height, drawn elements)} of every chart on the page."""
+    return {k: tuple(v) for k, v in page.eval_on_selector_all(
+        ".chart", "els => els.map(e => { const s = e.querySelector('svg'); "
+        "const r = s.getBoundingClientRect(); "
+        "return [e.id, [r.width, r.height, s.querySelectorAll('path, rect, use, text').length]]; })")}
+
+
+def number(page, selector: str) -> int:
+    return int(page.inner_text(selector).replace(",", ""))
+
+
+def assert_not_blank(png: bytes):
+    from PIL import Image
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    colors = img.getcolors(maxcolors=1 << 20)
+    assert img.width >= 1000 and img.height > 2000
+    assert colors is None or len(colors) > 50  # charts and text, not one flat colour
+
+
+@pytest.mark.parametrize("name", FLOAT_MODELS + INT8_MODELS)
+def test_report_renders_and_shows_the_memory_reports_numbers(name, browser, tmp_path):
+    html, mem_json = tmp_path / "report.html", tmp_path / "memory.json"
+    assert cli("model-compiler", f"-model={model_path(name)}", f"-emit-bundle={tmp_path}/b",
+               f"-dump-report={html}", f"-dump-memory-report={mem_json}") == 0
+    mem = json.loads(mem_json.read_text())
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == []
+        charts = chart_boxes(page)
+        assert {"chart-regions", "chart-placement", "chart-constants", "chart-code"} <= set(charts)
+        for cid, (w, h, drawn) in charts.items():
+            assert w > 100 and h > 50 and drawn > 5, (cid, w, h, drawn)
+        # the graph: one box per node of the table, laid out
+        n_nodes = page.locator("#nodes tr[id^=row-]").count()
+        assert n_nodes > 0 and page.locator("#graph-view svg g.node[id^=node-n]").count() == n_nodes
+        box = page.locator("#graph-view svg").bounding_box()
+        assert box["width"] > 50 and box["height"] > 50
+        assert_not_blank(page.screenshot(full_page=True))
+        # the numbers
+        for key, want in (("region-constant", mem["regions"]["constant"]),
+                          ("region-mutable", mem["regions"]["mutable"]),
+                          ("region-activation", mem["regions"]["activation"]),
+                          ("peak", mem["activations"]["peak"]["bytes"]),
+                          ("floor", mem["activations"]["lower_bound"])):
+            assert number(page, f"[data-key={key}]") == want, key
+        rows = page.eval_on_selector_all(
+            "#buffers tr[data-buffer]", "rs => rs.map(r => [r.children[1].innerText, "
+            "r.querySelector('.offset').innerText, r.querySelector('.size').innerText])")
+        assert [(n, int(o.replace(",", "")), int(s.replace(",", ""))) for n, o, s in rows] == \
+            [(b["name"], b["offset"], b["size"]) for b in mem["buffers"]]
+        assert mem["activations"]["peak"]["bytes"] <= mem["regions"]["activation"]
+    finally:
+        page.close()
+
+
+def test_report_with_a_host_profile(browser, tmp_path):
+    """bundle-profile -json of a host run, shown by model-compiler -report-profile: per-op
+    bars and ticks per MAC, the numbers of the profile."""
+    model = model_path("mnist8")
+    assert cli("model-compiler", f"-model={model}", f"-emit-bundle={tmp_path}/p",
+               "-instrument-profile") == 0
+    prof_path = tmp_path / "profile.json"
+    assert cli("bundle-profile", f"{tmp_path}/p", "-repeat=3", f"-json={prof_path}") == 0
+    prof = json.loads(prof_path.read_text())
+    html = tmp_path / "report.html"
+    assert cli("model-compiler", f"-model={model}", f"-emit-bundle={tmp_path}/b",
+               f"-dump-report={html}", f"-report-profile={prof_path}") == 0
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == []
+        charts = chart_boxes(page)
+        assert {"chart-profile-ops", "chart-profile-per-mac"} <= set(charts)
+        assert all(w > 100 and h > 50 and n > 5 for w, h, n in charts.values())
+        shown = page.eval_on_selector_all(
+            "#profile-table tr", "rs => rs.slice(1).map(r => [r.children[0].textContent, "
+            "r.children[3].textContent])")
+        assert {op: int(v.replace(",", "")) for op, v in shown} == \
+            {op: o["cycles"] for op, o in prof["ops"].items()}
+    finally:
+        page.close()
+
+
+def test_report_from_model_verify(browser, tmp_path):
+    html = tmp_path / "verify.html"
+    name = "mnist8"
+    rc = cli("model-verify", f"-model={model_path(name)}", f"-test-data={MODELS}/{name}_data",
+             f"-json={tmp_path}/layers.json", f"-dump-report={html}")
+    assert rc == 0
+    layers = json.loads((tmp_path / "layers.json").read_text())["layers"]
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == []
+        w, h, drawn = chart_boxes(page)["chart-verify"]
+        assert w > 100 and h > 50 and drawn > len(layers)
+        shown = page.eval_on_selector_all("#verify-table tr", "rs => rs.slice(1).map(r => "
+                                          "[r.children[2].textContent, r.children[8].textContent])")
+        assert shown == [[L["tensor"], "yes" if L["ok"] else "no"] for L in layers]
+    finally:
+        page.close()
+
+
+def run_tool(args: list[str], env: dict, prelude: str = "") -> subprocess.CompletedProcess:
+    code = prelude + "import sys; from glowpy.cli import main; sys.argv[1:] = " + repr(args) + \
+        "; main()"
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_report_without_graphviz_says_so(browser, tmp_path):
+    """No `dot` on PATH: one warning line, the graph section says why, the rest is there."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    html = tmp_path / "r.html"
+    r = run_tool([f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
+                  f"-dump-report={html}"], {**os.environ, "PATH": str(empty)})
+    assert r.returncode == 0, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "-dump-report" in ln]
+    assert len(warn) == 1 and "Graphviz" in warn[0] and "graphviz" in warn[0]
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == [] and "not installed" in page.inner_text("#graph-missing")
+        assert page.locator("#graph-view").count() == 0
+        assert {"chart-regions", "chart-placement"} <= set(chart_boxes(page))
+    finally:
+        page.close()
+
+
+def test_report_without_matplotlib_is_a_usage_error(tmp_path):
+    # sys.modules[name] = None is how Python spells "this module is not installed"
+    r = run_tool([f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
+                  f"-dump-report={tmp_path}/r.html"], dict(os.environ),
+                 prelude="import sys; sys.modules['matplotlib'] = None; ")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "model-compiler: error: -dump-report needs matplotlib (the optional extra 'report'): "
+        "pip install 'glowpy[report]'"]
+    assert not os.path.exists(tmp_path / "b") and not os.path.exists(tmp_path / "r.html")
+
+
+def test_report_profile_needs_dump_report(tmp_path):
+    assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}",
+               f"-report-profile={tmp_path}/p.json") == 2
