@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# One command on a fresh machine: install the cross toolchains and emulators the tests need
-# (Debian packages, when missing and we may), install glowpy with its test extras, run the tests.
+# One command on a fresh machine: install the cross toolchains and emulators the tests need, and
+# Graphviz and Chromium for the HTML report's tests (Debian packages, when missing and we may), install glowpy with its test extras, run the tests.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 for pair in arm-none-eabi-gcc:gcc-arm-none-eabi qemu-system-arm:qemu-system-arm \
             qemu-aarch64:qemu-user aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
-            valgrind:valgrind cc:gcc make:make; do
+            valgrind:valgrind cc:gcc make:make dot:graphviz chromium:chromium; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 # newlib has no command of its own: look for its libc

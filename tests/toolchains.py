@@ -28,6 +28,8 @@ DEBIAN_PACKAGES = {
     "make": "make",
     "cc": "gcc",
     "gcc": "gcc",
+    "dot": "graphviz",
+    "chromium": "chromium",
 }
 
 
