@@ -58,12 +58,16 @@ def bundle_profile(
     counts: Optional[str] = typer.Option(None, "--counts", help="A run's counters instead of running: 'profile <i> <count>' lines (and 'cycles <n>'), or a JSON list."),
     unit: str = typer.Option("cycles", "--unit", help="With -counts: what the counts are, after -scale (cycles, instructions, ns...)."),
     scale: int = typer.Option(1, "--scale", help="With -counts: units per counter tick (the Cortex-M7 runner under QEMU -icount shift=2: -unit=instructions -scale=10)."),
+    dump_report: Optional[str] = typer.Option(None, "--dump-report", help="Also write an HTML report of the bundle with this profile (regions, constants, code per kernel, per-op time and ticks per MAC; model-compiler -dump-report -report-profile adds the memory plan and the graph). Needs matplotlib."),
     json_out: Optional[str] = typer.Option(None, "--json", help="Also write the profile JSON to this file ('-': print only the JSON)."),
     verbose: bool = typer.Option(False, "--verbose", help="Show internals on errors."),
 ):
     from glowpy.bundle_info import find_bundle, load_manifest
     name = find_bundle(directory, network_name)
     man = load_manifest(directory, name)
+    if dump_report:
+        from glowpy.report import require
+        require()
     if counts:
         try:
             with open(counts) as f:
@@ -83,6 +87,12 @@ def bundle_profile(
             raise ModelError(f"bundle '{show(name)}' {reason}: run it there and give its "
                              "counters with -counts")
         prof = Bundle(directory, name).profile(_inputs(man, input or []), repeat=repeat)
+    if dump_report:
+        from glowpy import report
+        from glowpy.report import collect
+        report.write(dump_report, collect.from_bundle(directory, name, man, prof), {
+            "svg": None, "note": "bundle-profile has no graph; model-compiler -dump-report "
+                                 "-report-profile=PROFILE.json draws it"})
     if json_out == "-":
         print(json.dumps(prof, indent=1))
         return

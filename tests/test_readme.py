@@ -105,6 +105,10 @@ def test_readme_commands_run_as_written(tmp_path):
     for text in (m7, a64):
         got = parse_run_output(text)["outputs"][0]
         np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
+    # the report of the keyword-spotting bundle, with its Cortex-M7 profile
+    with open(os.path.join(repo, "kws.html")) as f:
+        page = f.read()
+    assert "Profile: instructions per inference" in page and "thumbv7em" in page
     # the Caffe2 LeNet and the quantized ResNet-8 were written
     for d, name in (("lenet", "lenet_dir"), ("r8int8", "mlperf_tiny_resnet8")):
         assert os.path.getsize(os.path.join(repo, d, name + ".o")) > 0

@@ -202,3 +202,27 @@ def test_report_without_matplotlib_is_a_usage_error(tmp_path):
 def test_report_profile_needs_dump_report(tmp_path):
     assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}",
                f"-report-profile={tmp_path}/p.json") == 2
+
+
+def test_report_from_bundle_profile(browser, tmp_path):
+    """bundle-profile -dump-report: what the bundle and the run tell (no memory plan)."""
+    assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/p",
+               "-instrument-profile") == 0
+    html, prof_path = tmp_path / "r.html", tmp_path / "profile.json"
+    assert cli("bundle-profile", f"{tmp_path}/p", f"-json={prof_path}",
+               f"-dump-report={html}") == 0
+    prof = json.loads(prof_path.read_text())
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == []
+        assert {"chart-regions", "chart-constants", "chart-code", "chart-profile-ops",
+                "chart-profile-per-mac"} == set(chart_boxes(page))
+        assert number(page, "[data-key=region-activation]") == \
+            prof["memory"]["regions"]["activations"]
+        assert "model-compiler -dump-report" in page.inner_text("#placement-missing")
+        code = page.eval_on_selector_all("#code-table tr", "rs => rs.slice(1).map(r => "
+                                         "[r.children[0].textContent, r.children[1].textContent])")
+        kernels = {r["kernel"]: r["code_bytes"] for r in prof["programs"]}
+        assert {k: int(b.replace(",", "")) for k, b in code if k in kernels} == kernels
+    finally:
+        page.close()

@@ -45,10 +45,25 @@ def _svg(fig, name: str) -> str:
     return text[text.index("<svg"):]
 
 
-def _colors(families) -> dict:
+def _thousands(axis, largest: float):
+    """Plain numbers with thousands separators on byte and tick axes (not 1e6 offsets)."""
+    from matplotlib.ticker import FuncFormatter
+    axis.set_major_formatter(FuncFormatter(
+        (lambda v, _: f"{v:,.0f}") if largest >= 100 else (lambda v, _: f"{v:g}")))
+
+
+# one colour per op family in every chart (tab10 indices); other groups (constant layouts,
+# families not listed) take Set2's colours in name order
+FAMILY_COLORS = {"conv": 0, "matmul": 1, "elementwise": 2, "reduce": 3, "tensor": 4, "qops": 5,
+                 "quant": 6, "entry": 7, "norm": 8, "recurrent": 9, "region": 1, "bound": 0}
+
+
+def _colors(groups) -> dict:
     from matplotlib import colormaps
-    cmap = colormaps["tab10"]
-    return {f: cmap(i % 10) for i, f in enumerate(sorted(set(families)))}
+    fam, rest, groups = colormaps["tab10"], colormaps["Set2"], set(groups)
+    others = sorted(g for g in set(groups) if g not in FAMILY_COLORS)
+    return {g: fam(FAMILY_COLORS[g]) if g in FAMILY_COLORS else rest(others.index(g) % 8)
+            for g in sorted(groups)}
 
 
 def _barh(rows: list[tuple[str, float, str]], xlabel: str, name: str, log: bool = False,
@@ -63,6 +78,8 @@ def _barh(rows: list[tuple[str, float, str]], xlabel: str, name: str, log: bool 
     ax.set_xlabel(xlabel)
     if log:
         ax.set_xscale("log")
+    else:
+        _thousands(ax.xaxis, max((v for _, v, _ in rows), default=0))
     if legend and len(colors) > 1:
         from matplotlib.patches import Patch
         ax.legend(handles=[Patch(color=c, label=_label(g, 20)) for g, c in colors.items()],
@@ -106,17 +123,18 @@ def placement(mem: dict, naive: int | None) -> str:
         top = max(top, naive)
     ax.set_xlim(0, n)
     ax.set_ylim(0, top * 1.08)
+    _thousands(ax.yaxis, top)
     ax.set_xlabel("instruction (schedule order)")
     ax.set_ylabel("offset in the activation region (bytes)")
     ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
     return _svg(fig, "placement")
 
 
-def regions(mem: dict, naive: int | None) -> str:
-    r, act = mem["regions"], mem["activations"]
+def regions(r: dict, mem: dict | None, naive: int | None) -> str:
     rows = [("constant", r["constant"], "region"), ("mutable", r["mutable"], "region"),
-            ("activation", r["activation"], "region"),
-            ("activation floor", act["lower_bound"], "bound")]
+            ("activation", r["activation"], "region")]
+    if mem:
+        rows.append(("activation floor", mem["activations"]["lower_bound"], "bound"))
     if naive:
         rows.append(("naive bound", naive, "bound"))
     return _barh(rows, "bytes", "regions", legend=False)
@@ -184,11 +202,10 @@ def verify_errors(v: dict) -> str:
 
 def all_charts(data: dict) -> dict:
     """{section: svg} of every chart the data has."""
-    out = {}
     mem = data.get("memory")
+    out = {"regions": regions(data["regions"], mem, data.get("naive_bound"))}
     if mem:
         out["placement"] = placement(mem, data.get("naive_bound"))
-        out["regions"] = regions(mem, data.get("naive_bound"))
     if data.get("constants"):
         out["constants"] = constants(data["constants"])
     if data.get("code"):

@@ -83,6 +83,32 @@ def code_sizes(obj: bytes, prog) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["bytes"], r["name"]))
 
 
+def from_bundle(directory: str, name: str, manifest: dict, profile: dict) -> dict:
+    """What a bundle and a profile of it tell without the compile (bundle-profile): regions,
+    constants, code per kernel (the instructions from the manifest's instrumentation)."""
+    from glowpy.bundle_info import code_sizes as object_code
+    users: dict = {}
+    for row in (manifest.get("instrumentation") or {}).get("instructions", []):
+        users.setdefault(row["kernel"], []).append(row)
+    code = []
+    for f in object_code(directory, name)["functions"]:
+        rows = users.get(f["name"], [])
+        ops = list(dict.fromkeys(r["op"] for r in rows))
+        code.append({"name": f["name"], "bytes": f["bytes"], "instructions":
+                     [r["id"] for r in rows], "ops": ops,
+                     "family": family(ops[0]) if ops else "entry"})
+    m = manifest["memory"]
+    return {"network": manifest["network_name"], "target": manifest["target"],
+            "source": "bundle-profile", "options": manifest.get("options", {}),
+            "glowpy_version": manifest.get("glowpy_version"),
+            "regions": {"constant": m["constant"], "mutable": m["mutable"],
+                        "activation": m["activations"]},
+            "memory": None, "naive_bound": None, "nodes": None,
+            "constants": sorted(manifest["constants"], key=lambda c: (-c["bytes"], c["offset"])),
+            "code": sorted(code, key=lambda r: (-r["bytes"], r["name"])),
+            "profile": profile_section(profile), "verify": None}
+
+
 def naive_bound(models: list[str], symbols: dict) -> int | None:
     """The ONNX yardstick (ir/naive_bound.py) for a single .onnx model; None when it does not
     apply (Caffe2 nets) or ONNX shape inference cannot give it."""
