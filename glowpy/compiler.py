@@ -241,13 +241,8 @@ def compile_model(models, output_dir: str, opts: Options | None = None) -> Bundl
     progress = Progress(opts.verbose, live=opts.progress)
     ok = False
     try:
-        info = _compile(models, output_dir, opts, name, entry, target, limit, counter, progress)
-        if opts.dump_report or opts.collect_report:
-            with progress.stage("report"):
-                info.report["data"]["profile"] = profile
-                if opts.dump_report:
-                    from glowpy import report
-                    report.write(opts.dump_report, info.report["data"], info.report["graph"])
+        info = _compile(models, output_dir, opts, name, entry, target, limit, counter, progress,
+                        profile)
         ok = True
         return info
     finally:
@@ -281,7 +276,8 @@ def _instrument_counter(opts: Options, target, name: str, entry: str) -> str | N
     return instrument.counter_for(target, opts.instrument_profile_counter)
 
 
-def _compile(models, output_dir, opts, name, entry, target, limit, counter, progress):
+def _compile(models, output_dir, opts, name, entry, target, limit, counter, progress,
+             profile=None):
     from glowpy.codegen import instrument
     from glowpy.codegen.module import add_bundle_config, build_module, compile_module
     from glowpy.ir.dot import to_dot
@@ -340,13 +336,18 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                                                  placeholders, __version__, header_extra),
                  ".weights.bin": image, ".weights.txt": bw.weights_text(image),
                  ".json": bw.manifest_json(man)}
-        paths = publish(output_dir, name, files)
     report = None
-    if opts.dump_report or opts.collect_report:  # the data while prog and graph are at hand
-        from glowpy.report import collect, graph_picture, warner
+    if opts.dump_report or opts.collect_report:  # before publishing, like the other dumps
+        from glowpy import report as page
         with progress.stage("report"):
-            data = collect.from_compile(prog, graph, man, obj, models, opts.symbols)
-            report = {"data": data, "graph": graph_picture(graph, data, warner("model-compiler"))}
+            data = page.collect.from_compile(prog, graph, man, obj, models, opts.symbols)
+            data["profile"] = profile
+            report = {"data": data,
+                      "graph": page.graph_picture(graph, data, page.warner("model-compiler"))}
+            if opts.dump_report:
+                page.write(opts.dump_report, data, report["graph"])
+    with progress.stage("write"):
+        paths = publish(output_dir, name, files)
     return BundleInfo(output_dir, name, entry, paths, man, report)
 
 

@@ -14,7 +14,8 @@ import glowpy.output
 from hostile import MNIST, cli, one_error, snapshot
 
 BUNDLE = {"mnist8.o", "mnist8.h", "mnist8.weights.bin", "mnist8.weights.txt", "mnist8.json"}
-DUMPS = ["dump-llvm-ir", "dump-memory-report", "dump-graph-DAG", "dump-graph-DAG-before-compile"]
+DUMPS = ["dump-llvm-ir", "dump-memory-report", "dump-graph-DAG", "dump-graph-DAG-before-compile",
+         "dump-report"]
 USAGE = "give a file, a link to a file, a FIFO or a new path"
 
 

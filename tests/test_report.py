@@ -226,3 +226,10 @@ def test_report_from_bundle_profile(browser, tmp_path):
         assert {k: int(b.replace(",", "")) for k, b in code if k in kernels} == kernels
     finally:
         page.close()
+
+
+def test_report_to_a_directory_is_refused_before_the_bundle_is_written(tmp_path):
+    (tmp_path / "r.html").mkdir()
+    assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
+               f"-dump-report={tmp_path}/r.html") == 2
+    assert not os.path.exists(tmp_path / "b")

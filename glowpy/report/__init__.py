@@ -15,10 +15,10 @@ import sys
 import jinja2
 
 from glowpy.output import write_dump
-from glowpy.report import charts
+from glowpy.report import charts, collect
 from glowpy.report.charts import require
 
-__all__ = ["graph_picture", "render", "require", "warner", "write"]
+__all__ = ["collect", "graph_picture", "render", "require", "warner", "write"]
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("glowpy", "templates"),
                           autoescape=True, undefined=jinja2.ChainableUndefined)
