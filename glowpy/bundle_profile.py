@@ -89,8 +89,9 @@ def bundle_profile(
         prof = Bundle(directory, name).profile(_inputs(man, input or []), repeat=repeat)
     if dump_report:
         from glowpy import report
-        from glowpy.report import collect
-        report.write(dump_report, collect.from_bundle(directory, name, man, prof), {
+        from glowpy.bundle_info import code_sizes
+        report.write(dump_report, report.collect.from_bundle(
+            man, code_sizes(directory, name)["functions"], prof), {
             "svg": None, "note": "bundle-profile has no graph; model-compiler -dump-report "
                                  "-report-profile=PROFILE.json draws it"})
     if json_out == "-":

@@ -233,3 +233,14 @@ def test_report_to_a_directory_is_refused_before_the_bundle_is_written(tmp_path)
     assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
                f"-dump-report={tmp_path}/r.html") == 2
     assert not os.path.exists(tmp_path / "b")
+
+
+@pytest.mark.parametrize("text, what", [("{\"format\": \"other\"}", "not a glowpy profile"),
+                                        ("[1, 2", "not JSON")])
+def test_report_profile_that_is_not_a_profile(capsys, tmp_path, text, what):
+    (tmp_path / "p.json").write_text(text)
+    assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
+               f"-dump-report={tmp_path}/r.html", f"-report-profile={tmp_path}/p.json") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and what in err[0] and "-report-profile=" in err[0]
+    assert not os.path.exists(tmp_path / "b")

@@ -83,15 +83,15 @@ def code_sizes(obj: bytes, prog) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["bytes"], r["name"]))
 
 
-def from_bundle(directory: str, name: str, manifest: dict, profile: dict) -> dict:
+def from_bundle(manifest: dict, functions: list[dict], profile: dict) -> dict:
     """What a bundle and a profile of it tell without the compile (bundle-profile): regions,
-    constants, code per kernel (the instructions from the manifest's instrumentation)."""
-    from glowpy.bundle_info import code_sizes as object_code
+    constants, code per kernel (`functions`: bundle_info.code_sizes; the instructions from the
+    manifest's instrumentation)."""
     users: dict = {}
     for row in (manifest.get("instrumentation") or {}).get("instructions", []):
         users.setdefault(row["kernel"], []).append(row)
     code = []
-    for f in object_code(directory, name)["functions"]:
+    for f in functions:
         rows = users.get(f["name"], [])
         ops = list(dict.fromkeys(r["op"] for r in rows))
         code.append({"name": f["name"], "bytes": f["bytes"], "instructions":
@@ -135,8 +135,8 @@ def from_compile(prog, graph, manifest: dict, obj: bytes, models: list[str],
 
 
 def load_profile(path: str, option: str = "report-profile") -> dict:
-    """A profile bundle-profile -json wrote (glowpy-profile/1)."""
-    from glowpy.perf_profile import FORMAT
+    """A profile bundle-profile -json wrote (perf_profile.FORMAT, glowpy-profile/N; not
+    imported: perf_profile reaches the CLI, which imports the compiler, which imports this)."""
     try:
         with open(path) as f:
             p = json.load(f)
@@ -145,8 +145,9 @@ def load_profile(path: str, option: str = "report-profile") -> dict:
     except ValueError as e:
         raise UsageError(f"-{option}={show(path)}: not JSON ({e}); give the file "
                          "bundle-profile -json wrote") from None
-    if not isinstance(p, dict) or p.get("format") != FORMAT or "programs" not in p:
-        raise UsageError(f"-{option}={show(path)}: not a {FORMAT} profile; give the file "
+    if not isinstance(p, dict) or not str(p.get("format")).startswith("glowpy-profile/") or \
+            "programs" not in p:
+        raise UsageError(f"-{option}={show(path)}: not a glowpy profile; give the file "
                          "bundle-profile -json wrote")
     return profile_section(p)
 
