@@ -185,15 +185,19 @@ def verify_errors(v: dict) -> str:
                                                       for L in layers])
     ax.set_yscale("log")
     ax.axhline(1.0, color="#e4572e", linestyle="--", linewidth=1, label="tolerance")
-    ax.set_ylabel("error / tolerance")
+    ax.set_ylabel("error / tolerance (1e-6: exact)")
     ax.set_xticks(xs, [_label(f"{L['index']} {L['op']}", 24) for L in layers], rotation=90,
                   fontsize=6)
-    snr = [L["snr_db"] if L["snr_db"] is not None and math.isfinite(L["snr_db"]) else None
-           for L in layers]
-    if any(s is not None for s in snr):
-        ax2 = ax.twinx()
-        ax2.plot([x for x, s in zip(xs, snr) if s is not None], [s for s in snr if s is not None],
-                 "o-", color="#333", markersize=3, linewidth=1, label="SNR (dB)")
+    ax2 = None
+    for key, what, style in (("snr_db", "SNR vs reference (dB)", "o-"),
+                             ("float_snr_db", "SNR vs float model (dB)", "s--")):
+        pts = [(x, L[key]) for x, L in zip(xs, layers)
+               if L.get(key) is not None and math.isfinite(L[key])]
+        if pts:
+            ax2 = ax2 or ax.twinx()
+            ax2.plot([x for x, _ in pts], [y for _, y in pts], style, color="#333",
+                     markersize=3, linewidth=1, label=what)
+    if ax2:
         ax2.set_ylabel("SNR (dB)")
         ax2.legend(fontsize=8, loc="upper right")
     ax.legend(fontsize=8, loc="upper left")

@@ -175,4 +175,5 @@ def verify_section(rows, header: dict) -> dict:
             "layers": [{"index": r.layer.index, "op": r.layer.op, "tensor": r.layer.tensor,
                         "dtype": r.layer.dtype, "max_abs": num(r.max_abs),
                         "tolerance": num(r.tol), "lsb": num(r.lsb), "snr_db": num(r.snr_db),
+                        "float_snr_db": num(r.float_snr_db),
                         "ok": bool(r.ok), "output": bool(r.is_output)} for r in rows]}
