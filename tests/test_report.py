@@ -49,12 +49,16 @@ def browser():
 
 
 def open_page(browser, path: str):
-    """(page, console errors) of the report at `path`."""
+    """(page, console errors) of the report at `path`; a request for anything but the page
+    itself counts as an error (the page is self-contained: no network, no CDN)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list = []
+    url = "file://" + os.path.abspath(path)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto("file://" + os.path.abspath(path))
+    page.on("request", lambda r: errors.append(f"request {r.url}")
+            if r.url != url and not r.url.startswith("data:") else None)
+    page.goto(url)
     page.wait_for_load_state("load")
     return page, errors
 
@@ -97,6 +101,9 @@ def test_report_renders_and_shows_the_memory_reports_numbers(name, browser, tmp_
         assert n_nodes > 0 and page.locator("#graph-view svg g.node[id^=node-n]").count() == n_nodes
         box = page.locator("#graph-view svg").bounding_box()
         assert box["width"] > 50 and box["height"] > 50
+        page.click("button[data-zoom='1.25']")  # the zoom buttons scale the picture
+        wider = page.locator("#graph-view svg").bounding_box()
+        assert wider["width"] == pytest.approx(1.25 * box["width"], rel=0.02)
         assert_not_blank(page.screenshot(full_page=True))
         # the numbers
         for key, want in (("region-constant", mem["regions"]["constant"]),
