@@ -336,17 +336,15 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                                                  placeholders, __version__, header_extra),
                  ".weights.bin": image, ".weights.txt": bw.weights_text(image),
                  ".json": bw.manifest_json(man)}
-    report = None
-    if opts.dump_report or opts.collect_report:  # before publishing, like the other dumps
-        from glowpy import report as page
-        with progress.stage("report"):
+        report = None
+        if opts.dump_report or opts.collect_report:  # before publishing, like the other dumps
+            from glowpy import report as page
             data = page.collect.from_compile(prog, graph, man, obj, models, opts.symbols)
             data["profile"] = profile
             report = {"data": data,
                       "graph": page.graph_picture(graph, data, page.warner("model-compiler"))}
             if opts.dump_report:
                 page.write(opts.dump_report, data, report["graph"])
-    with progress.stage("write"):
         paths = publish(output_dir, name, files)
     return BundleInfo(output_dir, name, entry, paths, man, report)
 
