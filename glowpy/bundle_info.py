@@ -164,12 +164,20 @@ def bundle_info(
     bundle: Optional[str] = typer.Option(None, "--bundle", help="The bundle directory (model-compiler -emit-bundle)."),
     network_name: Optional[str] = typer.Option(None, "--network-name", help="The bundle's name when the directory holds several."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    dump_report: Optional[str] = typer.Option(None, "--dump-report", help="Also write an HTML report of the bundle: regions, constants by size, code per kernel (model-compiler -dump-report adds the memory plan and the graph). Needs matplotlib."),
     verbose: bool = typer.Option(False, "--verbose", help="Show internals on errors."),
 ):
     d = bundle or directory
     if not d:
         raise UsageError("give the bundle directory: bundle-info DIR or -bundle=DIR")
+    if dump_report:
+        from glowpy.report import require
+        require()
     info = describe(d, network_name)
+    if dump_report:
+        from glowpy import report
+        report.write_bundle(dump_report, load_manifest(d, info["bundle"]),
+                            info["code"]["functions"], None, "bundle-info")
     print(json.dumps(info, indent=2) if as_json else text(info))
 
 

@@ -90,10 +90,8 @@ def bundle_profile(
     if dump_report:
         from glowpy import report
         from glowpy.bundle_info import code_sizes
-        report.write(dump_report, report.collect.from_bundle(
-            man, code_sizes(directory, name)["functions"], prof), {
-            "svg": None, "note": "bundle-profile has no graph; model-compiler -dump-report "
-                                 "-report-profile=PROFILE.json draws it"})
+        report.write_bundle(dump_report, man, code_sizes(directory, name)["functions"], prof,
+                            "bundle-profile")
     if json_out == "-":
         print(json.dumps(prof, indent=1))
         return

@@ -251,3 +251,25 @@ def test_report_profile_that_is_not_a_profile(capsys, tmp_path, text, what):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and what in err[0] and "-report-profile=" in err[0]
     assert not os.path.exists(tmp_path / "b")
+
+
+def test_report_from_bundle_info(browser, tmp_path):
+    """bundle-info -dump-report: regions, constants and code per kernel of a bundle on disk."""
+    import typer
+    from glowpy.bundle_info import app
+    from glowpy.cli import run
+    assert cli("model-compiler", f"-model={model_path('mnist8')}", f"-emit-bundle={tmp_path}/b",
+               f"-dump-memory-report={tmp_path}/m.json") == 0
+    html = tmp_path / "r.html"
+    assert run([f"{tmp_path}/b", f"-dump-report={html}"], "bundle-info",
+               typer.main.get_command(app)) == 0
+    mem = json.loads((tmp_path / "m.json").read_text())
+    page, errors = open_page(browser, str(html))
+    try:
+        assert errors == []
+        assert set(chart_boxes(page)) == {"chart-regions", "chart-constants", "chart-code"}
+        for region in ("constant", "mutable", "activation"):
+            assert number(page, f"[data-key=region-{region}]") == mem["regions"][region]
+        assert "bundle-info does not have the memory plan" in page.inner_text("#placement-missing")
+    finally:
+        page.close()

@@ -7,7 +7,8 @@ charts are inline SVG, the graph too, a few lines of inline script zoom it).
 
 The page embeds its data as JSON (`<script id="report-data">`), so a test or a tool reads the
 numbers the page shows. model-compiler writes it (-dump-report, with -report-profile for a
-profile), model-verify adds the per-layer error chart, bundle-profile the profile of a run."""
+profile), model-verify adds the per-layer error chart, bundle-profile the profile of a run,
+bundle-info what a bundle on disk holds (no memory plan, no graph: those are the compile's)."""
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,7 @@ from glowpy.output import write_dump
 from glowpy.report import charts, collect
 from glowpy.report.charts import require
 
-__all__ = ["collect", "graph_picture", "render", "require", "warner", "write"]
+__all__ = ["collect", "graph_picture", "render", "require", "warner", "write", "write_bundle"]
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("glowpy", "templates"),
                           autoescape=True, undefined=jinja2.ChainableUndefined)
@@ -43,6 +44,14 @@ def render(data: dict, graph: dict | None = None) -> str:
 
 def warner(prog: str):
     return lambda msg: print(f"{prog}: warning: -dump-report: {msg}", file=sys.stderr)
+
+
+def write_bundle(path: str, manifest: dict, functions: list[dict], profile: dict | None,
+                 source: str):
+    """The page of a bundle on disk (bundle-info, bundle-profile): no memory plan, no graph;
+    `functions`: bundle_info.code_sizes (not imported here: bundle_info reaches the CLI)."""
+    write(path, collect.from_bundle(manifest, functions, profile, source),
+          {"svg": None, "note": f"{source} has no graph; model-compiler -dump-report draws it"})
 
 
 def write(path: str, data: dict, graph: dict | None = None):

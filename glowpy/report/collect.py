@@ -83,10 +83,10 @@ def code_sizes(obj: bytes, prog) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["bytes"], r["name"]))
 
 
-def from_bundle(manifest: dict, functions: list[dict], profile: dict) -> dict:
-    """What a bundle and a profile of it tell without the compile (bundle-profile): regions,
-    constants, code per kernel (`functions`: bundle_info.code_sizes; the instructions from the
-    manifest's instrumentation)."""
+def from_bundle(manifest: dict, functions: list[dict], profile: dict | None, source: str) -> dict:
+    """What a bundle (and a profile of it) tell without the compile (bundle-info,
+    bundle-profile): regions, constants, code per kernel (`functions`: bundle_info.code_sizes;
+    the instructions from the manifest's instrumentation, when it has one)."""
     users: dict = {}
     for row in (manifest.get("instrumentation") or {}).get("instructions", []):
         users.setdefault(row["kernel"], []).append(row)
@@ -99,14 +99,14 @@ def from_bundle(manifest: dict, functions: list[dict], profile: dict) -> dict:
                      "family": family(ops[0]) if ops else "entry"})
     m = manifest["memory"]
     return {"network": manifest["network_name"], "target": manifest["target"],
-            "source": "bundle-profile", "options": manifest.get("options", {}),
+            "source": source, "options": manifest.get("options", {}),
             "glowpy_version": manifest.get("glowpy_version"),
             "regions": {"constant": m["constant"], "mutable": m["mutable"],
                         "activation": m["activations"]},
             "memory": None, "naive_bound": None, "nodes": None,
             "constants": sorted(manifest["constants"], key=lambda c: (-c["bytes"], c["offset"])),
             "code": sorted(code, key=lambda r: (-r["bytes"], r["name"])),
-            "profile": profile_section(profile), "verify": None}
+            "profile": profile_section(profile) if profile else None, "verify": None}
 
 
 def naive_bound(models: list[str], symbols: dict) -> int | None:
