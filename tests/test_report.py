@@ -101,6 +101,15 @@ def test_report_renders_and_shows_the_memory_reports_numbers(name, browser, tmp_
         assert n_nodes > 0 and page.locator("#graph-view svg g.node[id^=node-n]").count() == n_nodes
         box = page.locator("#graph-view svg").bounding_box()
         assert box["width"] > 50 and box["height"] > 50
+        # each node's tooltip names its kernel function and output shapes, as its table row does
+        tips = page.eval_on_selector_all(
+            "#graph-view svg g.node[id^=node-n]", "gs => gs.map(g => [g.id.slice(5), "
+            "g.querySelector('a').getAttributeNS('http://www.w3.org/1999/xlink', 'title')])")
+        rows = dict(page.eval_on_selector_all("#nodes tr[id^=row-]", "rs => rs.map(r => "
+                                              "[r.id.slice(4), r.children[3].textContent])"))
+        assert len(tips) == len(rows)
+        for nid, tip in tips:
+            assert (f"kernel {rows[nid]}" in tip) if rows[nid] else ("kernel" not in tip), tip
         page.click("button[data-zoom='1.25']")  # the zoom buttons scale the picture
         wider = page.locator("#graph-view svg").bounding_box()
         assert wider["width"] == pytest.approx(1.25 * box["width"], rel=0.02)

@@ -108,7 +108,7 @@ def placement(mem: dict, naive: int | None) -> str:
     xs = [i["index"] for i in mem["instructions"]]
     ax.step(xs + [n], [i["live_bytes"] for i in mem["instructions"]] +
             [mem["instructions"][-1]["live_bytes"] if xs else 0], where="post", color="#333",
-            linewidth=1, label="live bytes")
+            linewidth=1, label="live bytes (the planner's: an output overlapping its dying input counts once)")
     ax.axvspan(peak["instruction_index"], peak["instruction_index"] + 1, color="#e4572e",
                alpha=0.12, label=f"peak {peak['bytes']:,} B at instruction "
                                  f"{peak['instruction_index']} ({len(live)} buffers live)")
