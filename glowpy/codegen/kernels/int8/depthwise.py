@@ -28,9 +28,8 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, pack, smlad, sxtb16, _intr
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape
 from glowpy.codegen.kernels.int8.quant import I32, finish
-from glowpy.codegen.kernels.int8.taps import channel_params
+from glowpy.codegen.kernels.int8.taps import channel_params, ties
 from glowpy.codegen.registry import variant
-from glowpy.ir import qmath
 
 
 def plan(k):
@@ -43,20 +42,7 @@ def plan(k):
             and np.dtype(c.x.dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
             and k.const(1) is not None and k.const(2) is not None):
         return None
-    return {"stride": tuple(win.strides), "ties": _ties(k, c)}
-
-
-def _ties(k, c) -> bool:
-    """Whether the half-even tie correction can matter (qmath.ties_possible on the bound of
-    |bias + sum w * (x - x_zp)| per channel)."""
-    if k.attrs["mode"] != "even" or k.const(3) is None or k.const(4) is None:
-        return True
-    info = np.iinfo(c.x.dtype)
-    dev = max(abs(int(info.min) - c.zp), abs(int(info.max) - c.zp))
-    w = k.const(1).reshape(c.m, -1).astype(np.int64)
-    bound = np.abs(k.const(2).astype(np.int64)) + np.abs(w).sum(axis=1) * dev
-    q, s = np.broadcast_to(k.const(3), (c.m,)), np.broadcast_to(k.const(4), (c.m,))
-    return qmath.ties_possible(bound, q, s)
+    return {"stride": tuple(win.strides), "ties": ties(k, c.x.dtype, c.zp)}
 
 
 def _smla(k, which, a, w, acc):
