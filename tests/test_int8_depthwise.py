@@ -4,8 +4,9 @@ distinguishes (odd/even channel counts and widths, stride 1 and 2 along the row,
 differ per dim, padding on each side including rows entirely in the padding, rows narrower
 than a word, batch 2, per-channel and per-tensor multipliers, int8 and uint8 inputs with a
 nonzero zero point, Relu/Clip folded into the clamp) equals the integer ops' numpy references
-bit for bit and onnxruntime within 1 LSB; and qmath.ties_possible, which lets the kernel drop
-the half-even tie correction, never misses a tie."""
+bit for bit and onnxruntime within 1 LSB, as do the fully connected layers of QMatMul "dsp";
+and qmath.ties_possible, which lets both kernels drop the half-even tie correction, never
+misses a tie."""
 from __future__ import annotations
 
 import json
@@ -99,3 +100,42 @@ def test_ties_possible_never_misses_a_tie():
         else:  # and its condition is exact: acc = 2**(n-1-v2(q)) ties
             assert tie.any(), (q, shift, bound)
     assert 50 < checked < 350, checked
+
+
+def matmul_model(dtype, rng):
+    """Fully connected layers through the QMatMul "dsp" variant's edge cases: K not a multiple
+    of 8 or of 4, N not a multiple of the block of 4, two rows of A, per-column and
+    per-tensor multipliers, a nonzero A zero point."""
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    feeds, outs = {}, []
+    for i, (rows, k_, n_, per_channel) in enumerate([(1, 40, 8, True), (2, 13, 6, True),
+                                                      (1, 36, 3, False), (1, 4, 5, True)]):
+        name, vs, vz = f"v{i}", 0.05 + 0.01 * i, lo + 110 + 5 * i
+        feeds[name] = rng.integers(lo, lo + 256, (rows, k_)).astype(dtype)
+        w, sw = m.weight((n_, k_), 0, rng, per_channel)
+        y = m.op("Gemm", [m.dq(name, vs, m.zp(vz)), w, m.bias(n_, vs * sw, rng)], transB=1)
+        outs.append(m.q(y, 0.3 + 0.1 * i, lo + 127 - 9 * i))
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_qmatmul_dsp_is_exact_on_cortex_m7(dtype, tmp_path):
+    from toolchains import require_tool
+    require_tool("arm-none-eabi-gcc")
+    model, feeds = matmul_model(dtype, np.random.default_rng(9))
+    path = str(tmp_path / "mm.onnx")
+    onnx.save(model, path)
+    ours = evaluate(optimize(load_onnx(path)), feeds)
+    report = tmp_path / "m.json"
+    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
+                          float_abi="hard", dump_memory_report=str(report))
+    used = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+            if i["kernel"] == "QMatMul"]
+    assert used == ["dsp"] * 4, used
+    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds)
+    ort = run_onnxruntime(model, feeds)
+    for p, got, want, e in zip(info.outputs, run["outputs"], ours, ort):
+        got = got.reshape(want.shape)
+        np.testing.assert_array_equal(got, want, err_msg=p["name"])
+        assert lsb(got, e) <= 1, p["name"]
