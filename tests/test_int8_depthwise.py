@@ -60,26 +60,34 @@ def depthwise_model(dtype, rng):
                                           (np.int8, "mps2-an505")],
                          ids=["int8-m7", "uint8-m7", "int8-m33"])
 def test_depthwise_dsp_is_exact_on_cortex_m(dtype, board, tmp_path):
+    model, feeds = depthwise_model(dtype, np.random.default_rng(5))
+    run = run_exact(model, feeds, tmp_path, board, "QConv", ["depthwise_dsp"] * len(CASES))
+    assert 0 < run["stack"] < 1024, run["stack"]
+
+
+def run_exact(model, feeds, tmp_path, board, op, variants) -> dict:
+    """Compiles the model for the board's core, checks that `op`'s instructions took
+    `variants`, runs it and compares every output with the integer ops' numpy references
+    (exactly) and onnxruntime (1 LSB); returns the run."""
     from test_cross import BOARDS
     from toolchains import require_tool
     require_tool("arm-none-eabi-gcc")
-    model, feeds = depthwise_model(dtype, np.random.default_rng(5))
-    path = str(tmp_path / "dw.onnx")
+    path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     ours = evaluate(optimize(load_onnx(path)), feeds)
     report = tmp_path / "m.json"
     info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu=BOARDS[board][0],
                           float_abi="hard", dump_memory_report=str(report))
     used = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
-            if i["kernel"] == "QConv"]
-    assert used == ["depthwise_dsp"] * len(CASES), used
+            if i["kernel"] == op]
+    assert used == variants, used
     run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, board)
-    assert 0 < run["stack"] < 1024, run["stack"]
     ort = run_onnxruntime(model, feeds)
     for p, got, want, e in zip(info.outputs, run["outputs"], ours, ort):
         got = got.reshape(want.shape)
         np.testing.assert_array_equal(got, want, err_msg=p["name"])
         assert lsb(got, e) <= 1, p["name"]
+    return run
 
 
 def test_ties_possible_never_misses_a_tie():
@@ -121,21 +129,5 @@ def matmul_model(dtype, rng):
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 def test_qmatmul_dsp_is_exact_on_cortex_m7(dtype, tmp_path):
-    from toolchains import require_tool
-    require_tool("arm-none-eabi-gcc")
     model, feeds = matmul_model(dtype, np.random.default_rng(9))
-    path = str(tmp_path / "mm.onnx")
-    onnx.save(model, path)
-    ours = evaluate(optimize(load_onnx(path)), feeds)
-    report = tmp_path / "m.json"
-    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
-                          float_abi="hard", dump_memory_report=str(report))
-    used = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
-            if i["kernel"] == "QMatMul"]
-    assert used == ["dsp"] * 4, used
-    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds)
-    ort = run_onnxruntime(model, feeds)
-    for p, got, want, e in zip(info.outputs, run["outputs"], ours, ort):
-        got = got.reshape(want.shape)
-        np.testing.assert_array_equal(got, want, err_msg=p["name"])
-        assert lsb(got, e) <= 1, p["name"]
+    run_exact(model, feeds, tmp_path, "mps2-an500", "QMatMul", ["dsp"] * 4)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, pack, smlad, sxtb16, _intr
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape
 from glowpy.codegen.kernels.int8.quant import I32, finish
