@@ -34,6 +34,9 @@ CASES = [
     ((1, 3, 4, 3), [2, 2], [2, 1, 0, 2], None, True),       # a row in the padding, uneven pads
     ((2, 4, 9, 10), [2, 1], [1, 2, 1, 0], "Relu", True),    # batch 2, strides (2, 1)
     ((1, 2, 12, 20), [1, 2], [1, 1, 1, 1], None, True),     # long rows: loops of interior pairs
+    # power-of-two scales: the multiplier is exactly 2**-6 (q = 2**30), so exact ties occur and
+    # the kernel keeps the half-even correction and the general requantization
+    ((1, 4, 6, 9), [1, 1], [1, 1, 1, 1], "pow2", False),
 ]
 
 
@@ -43,16 +46,20 @@ def depthwise_model(dtype, rng):
     feeds, outs = {}, []
     for i, (shape, strides, pads, act, per_channel) in enumerate(CASES):
         name, c = f"x{i}", shape[1]
-        xs, xz = 0.04 + 0.01 * i, lo + 100 + 3 * i
+        xs, xz, ys = 0.04 + 0.01 * i, lo + 100 + 3 * i, 0.05 + 0.01 * i
         feeds[name] = rng.integers(lo, lo + 256, shape).astype(dtype)
-        w, sw = m.weight((c, 1, 3, 3), 0, rng, per_channel)
+        if act == "pow2":
+            xs, sw, ys = 1 / 16, np.float32(1 / 128), 1 / 32
+            w = m.dq(m.c(rng.integers(-127, 128, (c, 1, 3, 3)).astype(np.int8)), sw, np.int8(0))
+        else:
+            w, sw = m.weight((c, 1, 3, 3), 0, rng, per_channel)
         y = m.op("Conv", [m.dq(name, xs, m.zp(xz)), w, m.bias(c, xs * sw, rng)], group=c,
                  strides=strides, pads=pads, kernel_shape=[3, 3])
         if act == "Relu":
             y = m.op("Relu", [y])
         elif act == "Clip":
             y = m.op("Clip", [y, m.c(np.float32(-1)), m.c(np.float32(2))])
-        outs.append(m.q(y, 0.05 + 0.01 * i, lo + 120 - 5 * i))
+        outs.append(m.q(y, ys, lo + 120 - 5 * i))
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
@@ -63,6 +70,8 @@ def test_depthwise_dsp_is_exact_on_cortex_m(dtype, board, tmp_path):
     model, feeds = depthwise_model(dtype, np.random.default_rng(5))
     run = run_exact(model, feeds, tmp_path, board, "QConv", ["depthwise_dsp"] * len(CASES))
     assert 0 < run["stack"] < 1024, run["stack"]
+    folds = [v["params"]["fold"] for v in run["variants"]]
+    assert folds == [True] * (len(CASES) - 1) + [False], folds
 
 
 def run_exact(model, feeds, tmp_path, board, op, variants) -> dict:
@@ -78,10 +87,11 @@ def run_exact(model, feeds, tmp_path, board, op, variants) -> dict:
     report = tmp_path / "m.json"
     info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu=BOARDS[board][0],
                           float_abi="hard", dump_memory_report=str(report))
-    used = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
-            if i["kernel"] == op]
-    assert used == variants, used
+    chosen = [i["variant"] for i in json.loads(report.read_text())["instructions"]
+              if i["kernel"] == op]
+    assert [v["name"] for v in chosen] == variants, chosen
     run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, board)
+    run["variants"] = chosen
     ort = run_onnxruntime(model, feeds)
     for p, got, want, e in zip(info.outputs, run["outputs"], ours, ort):
         got = got.reshape(want.shape)

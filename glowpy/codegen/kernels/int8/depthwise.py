@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, pack, smlad, sxtb16, _intr
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape
-from glowpy.codegen.kernels.int8.quant import I32, finish
+from glowpy.codegen.kernels.int8.quant import I32, I64, finish, smax, smin
 from glowpy.codegen.kernels.int8.taps import channel_params, ties
 from glowpy.codegen.registry import variant
 
@@ -41,21 +42,24 @@ def plan(k):
             and np.dtype(c.x.dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
             and k.const(1) is not None and k.const(2) is not None):
         return None
-    return {"stride": tuple(win.strides), "ties": ties(k, c.x.dtype, c.zp)}
+    tie = ties(k, c.x.dtype, c.zp)
+    return {"stride": tuple(win.strides), "ties": tie, "fold": not tie and _foldable(k, c)}
+
+
+def _foldable(k, c) -> bool:
+    """Requantization as SMMLA + shift + clamp (_Emitter.store): mode "even" rounding in the
+    high word (every shift <= -2) with an addend 2**(m-1) + y_zp * 2**m (m = -1 - shift) that
+    fits in an int32 for every channel."""
+    if not c.wide:
+        return False
+    m = -1 - np.asarray(k.const(4), np.int64).reshape(-1)
+    addend = (np.int64(1) << (m - 1)) + k.attrs["y_zp"] * (np.int64(1) << m)
+    return bool(np.all(m <= 30) and np.all(np.abs(addend) < (1 << 31)))
 
 
 def _smla(k, which, a, w, acc):
     """SMLA<x><y>: acc + a.<x> * w.<y> (b: bottom 16-bit half, t: top)."""
     return k.b.call(_intr(k, f"llvm.arm.smla{which}", 3), [a, w, acc])
-
-
-class _Row:
-    """One kernel row's input for the current output row: its element offset (an IR value)
-    or None when the row lies in the padding, and the largest input row it can be (for the
-    static memory-safety check of reads past the row's end)."""
-
-    def __init__(self, off, rmax):
-        self.off, self.rmax = off, rmax
 
 
 class _Emitter:
@@ -67,105 +71,98 @@ class _Emitter:
         self.sh, self.sw = win.strides
         self.pt, self.pl = win.pads_begin
         self.signed = np.dtype(c.x.dtype) == np.dtype(np.int8)
-        zb = c.zp & 0xFF
-        self.zp_word = zb * 0x01010101
         self.ties = params["ties"]
+        self.fold = params.get("fold", False)
         self.q_c, self.s_c = channel_params(k, 3), channel_params(k, 4)
 
-    # -- words of four input bytes ----------------------------------------------------------
+    # -- the taps of one unit -----------------------------------------------------------------
 
-    def _lanes(self, v: int):
-        """SXTB16/UXTB16 of a constant word, as two constants (even, odd bytes)."""
-        def ext(byte):
-            return byte - 256 if self.signed and byte >= 128 else byte
-        by = [(v >> (8 * j)) & 0xFF for j in range(4)]
-        mk = lambda lo, hi: ir.Constant(I32, (ext(lo) & 0xFFFF) | ((ext(hi) & 0xFFFF) << 16))
-        return mk(by[0], by[2]), mk(by[1], by[3])
+    def taps(self, c0, count, valid):
+        """Per output j of a unit whose first window starts at column c0 (an int, or None for
+        an interior unit: every tap inside, the word at c0): the word's load column relative
+        to c0 (None: no word) and per output {(r, t): byte of the word, or ("col", offset
+        from c0) for a tap read on its own}; taps in the padding are left out (`skipped`)."""
+        w = self.w
+        if c0 is None:
+            load = 0
+        elif w >= 4:
+            load = min(max(c0, 0), w - 4) - c0  # a word inside the row: always a safe read
+        else:
+            load = None
+        outs, skipped = [], []
+        for j in range(count):
+            taps, skip = {}, []
+            for r in range(3):
+                for t in range(3):
+                    d = j * self.sw + t  # column relative to c0
+                    if not valid[r] or (c0 is not None and not 0 <= c0 + d < w):
+                        skip.append((r, t))
+                    elif load is not None and 0 <= d - load < 4:
+                        taps[r, t] = d - load
+                    else:
+                        taps[r, t] = ("col", d)
+            outs.append(taps)
+            skipped.append(frozenset(skip))
+        return load, outs, skipped
 
-    def _safe(self, row: _Row, col: int) -> bool:
-        """Reading the byte at `col` of the row (col may pass the row's end) stays inside the
-        input tensor for every row this code runs for."""
-        c = self.c
-        last = ((c.n * c.c - 1) * self.h + row.rmax) * self.w + col
-        return col >= 0 and last < c.n * c.c * self.h * self.w
-
-    def word(self, row: _Row, c0: int, needed):
-        """x[c0 .. c0+3] of the row as (even lanes, odd lanes), x_zp for columns in the
-        padding; bytes not in `needed` may hold anything."""
-        b, k, w = self.b, self.k, self.w
-        inside = [j for j in range(4) if 0 <= c0 + j < w]
-        pad = [j for j in needed if j not in inside]
-        pad_word = sum(((self.zp_word >> (8 * j)) & 0xFF) << (8 * j) for j in pad)
-        if row.off is None or not [j for j in needed if j in inside]:
-            return self._lanes(self.zp_word)
-        if not pad and len(inside) == 4:
-            v = load_word(k, k.inp(0), b.add(row.off, k.c(c0)))
-        elif c0 < 0 and self._safe(row, 3):  # left padding: the row's first word, shifted
-            v = b.shl(load_word(k, k.inp(0), row.off), ir.Constant(I32, -8 * c0))
-            garbage = [j for j in needed if c0 + j >= w]
-            if garbage:
-                keep = sum(0xFF << (8 * j) for j in range(4) if j in inside)
-                v = b.and_(v, ir.Constant(I32, keep))
-        elif c0 >= 0 and w >= 4 and c0 > w - 4:  # right padding: the row's last word, shifted
-            v = b.lshr(load_word(k, k.inp(0), b.add(row.off, k.c(w - 4))),
-                       ir.Constant(I32, 8 * (c0 - (w - 4))))
-        else:  # narrow rows: byte by byte
-            v = ir.Constant(I32, 0)
-            for j in needed:
-                if j in inside:
-                    byte = b.zext(k.load(k.inp(0), b.add(row.off, k.c(c0 + j)), np.uint8), I32)
-                    v = b.or_(v, b.shl(byte, ir.Constant(I32, 8 * j)) if j else byte)
-        if pad_word:
-            v = b.or_(v, ir.Constant(I32, pad_word))
-        return sxtb16(k, v, signed=self.signed), sxtb16(k, v, True, self.signed)
-
-    def byte(self, row: _Row, col: int):
-        """One input value (sign/zero-extended) in the bottom half of an i32; x_zp in the
-        padding."""
-        if row.off is None or not 0 <= col < self.w:
-            return ir.Constant(I32, self.c.zp)
-        v = self.k.load(self.k.inp(0), self.b.add(row.off, self.k.c(col)), self.c.x.dtype)
-        return self.b.sext(v, I32) if self.signed else self.b.zext(v, I32)
-
-    # -- one unit: a pair of outputs (or one) of the current output row ---------------------
-
-    def unit(self, rows, ow: int | ir.Value, c0, count: int, border: bool):
-        """Sums for outputs ow (.. ow+count-1) of the row; c0: their first input column (an
-        int for border units, which need static column checks)."""
+    def unit(self, rows, ow, c0, count, static_c0):
+        """Sums for outputs ow (.. ow+count-1) of the row, requantized and stored. c0: their
+        first input column (an IR value); static_c0: the same as an int for border units,
+        None for interior ones."""
         b, k = self.b, self.k
-        s2 = self.sw == 2
-        needed = range(4) if count == 2 else range(3)
-        accs = [self.acc0] * count
-        ow = k.c(ow) if isinstance(ow, int) else ow
+        load, outs, skipped = self.taps(static_c0, count, [r is not None for r in rows])
+        accs = [self.start[sk] for sk in skipped]
         for r, row in enumerate(rows):
-            w02, w1 = self.w02[r], self.w1[r]
-            if border:
-                xe, xo = self.word(row, c0, needed)
-            elif row.off is None:
-                xe, xo = self._lanes(self.zp_word)
-            else:
-                v = load_word(k, k.inp(0), b.add(row.off, c0))
-                xe, xo = sxtb16(k, v, signed=self.signed), sxtb16(k, v, True, self.signed)
-            accs[0] = _smla(k, "bb", xo, w1, smlad(k, xe, w02, accs[0]))
-            if count == 2 and not s2:
-                accs[1] = _smla(k, "tb", xe, w1, smlad(k, xo, w02, accs[1]))
-            elif count == 2:  # stride 2: out1 = w0*x2 + w1*x3 + w2*x4
-                if border:
-                    x4 = self.byte(row, c0 + 4)
-                elif row.off is None:
-                    x4 = ir.Constant(I32, self.c.zp)
-                else:
-                    x4 = self.byte_at(row, b.add(c0, k.c(4)))
-                a1 = _smla(k, "tb", xe, w02, accs[1])
-                a1 = _smla(k, "tb", xo, w1, a1)
-                accs[1] = _smla(k, "bt", x4, w02, a1)
+            if row is None:  # a row in the padding
+                continue
+            base = b.add(row, c0)
+            lanes = {}
+
+            def lane(byte):  # SXTB16 of the word: (bytes 0, 2) or (ROR #8) (bytes 1, 3)
+                if byte % 2 not in lanes:
+                    word = lanes.setdefault("w", load_word(k, k.inp(0), b.add(base, k.c(load))))
+                    lanes[byte % 2] = sxtb16(k, word, byte % 2 == 1, self.signed)
+                return lanes[byte % 2], "b" if byte < 2 else "t"
+
+            for j, taps in enumerate(outs):
+                row_taps = {t: v for (rr, t), v in taps.items() if rr == r}
+                acc = accs[j]
+                t0 = row_taps.get(0)
+                if t0 in (0, 1) and row_taps.get(2) == t0 + 2:  # (w0, w2) on one lane pair
+                    acc = smlad(k, lane(row_taps[0])[0], self.w02[r], acc)
+                    del row_taps[0], row_taps[2]
+                for t, v in sorted(row_taps.items()):
+                    wreg, y = (self.w02[r], "t" if t == 2 else "b") if t != 1 else self.w1[r]
+                    if isinstance(v, int):
+                        xv, x = lane(v)
+                    else:
+                        xv, x = self.byte_at(b.add(base, k.c(v[1]))), "b"
+                    acc = _smla(k, x + y, xv, wreg, acc)
+                accs[j] = acc
         for j, acc in enumerate(accs):
             o = b.add(ow, k.c(j)) if j else ow
-            finish(k, acc, self.q, self.s, k.out(), b.add(self.o_row, o), k.out_buf().dtype,
-                   wide=self.c.wide, ties=self.ties)
+            self.store(acc, b.add(self.o_row, o))
 
-    def byte_at(self, row: _Row, col):
-        v = self.k.load(self.k.inp(0), self.b.add(row.off, col), self.c.x.dtype)
+    def store(self, acc, off):
+        """Requantized, clamped and stored. With `fold` (mode "even", every shift <= -2, no
+        tie possible): the high word of acc * q plus a per-channel addend (rounding half and
+        y_zp << m) is one SMMLA, then one shift, the clamp (SSAT/USAT) and the store."""
+        b, k = self.b, self.k
+        dtype = k.out_buf().dtype
+        if not self.fold:
+            finish(k, acc, self.q, self.s, k.out(), off, dtype, wide=self.c.wide,
+                   ties=self.ties)
+            return
+        q64 = ir.Constant(I64, self.q) if isinstance(self.q, int) else b.sext(self.q, I64)
+        hi = b.trunc(b.ashr(b.mul(b.sext(acc, I64), q64), ir.Constant(I64, 32)), I32)
+        r = b.ashr(b.add(hi, self.addend), self.m)
+        a = k.attrs
+        r = smax(b, r, ir.Constant(I32, a["lo"]))
+        r = smin(b, r, ir.Constant(I32, a["hi"]))
+        k.store(b.trunc(r, cg.llvm_type(dtype)), k.out(), off)
+
+    def byte_at(self, off):
+        v = self.k.load(self.k.inp(0), off, self.c.x.dtype)
         return self.b.sext(v, I32) if self.signed else self.b.zext(v, I32)
 
     # -- one output row ---------------------------------------------------------------------
@@ -193,10 +190,10 @@ class _Emitter:
             if j - i >= 2:  # a run of interior pairs: one loop
                 with k.for_range(j - i, name="u") as u:
                     o = b.add(b.mul(u, k.c(2)), k.c(ow))
-                    self.unit(rows, o, b.sub(b.mul(o, k.c(self.sw)), k.c(self.pl)), 2, False)
+                    self.unit(rows, o, b.sub(b.mul(o, k.c(self.sw)), k.c(self.pl)), 2, None)
                 i = j
                 continue
-            self.unit(rows, ow, c0, count, True)
+            self.unit(rows, k.c(ow), k.c(c0), count, c0)
             i += 1
 
     def channel(self, n, ch):
@@ -204,24 +201,37 @@ class _Emitter:
         wb = b.mul(ch, k.c(9))
         wv = [b.sext(k.load(k.inp(1), b.add(wb, k.c(t)), np.int8), I32) for t in range(9)]
         self.w02 = [pack(k, wv[3 * r], wv[3 * r + 2]) for r in range(3)]
-        self.w1 = [wv[3 * r + 1] for r in range(3)]
-        self.acc0 = k.load(self.bias, ch, np.int32)
+        w1 = pack(k, wv[1], wv[4])  # the middle taps of rows 0 and 1 share a register
+        self.w1 = [(w1, "b"), (w1, "t"), (wv[7], "b")]
+        acc0 = k.load(self.bias, ch, np.int32)
+        # the start of every sum: the bias, plus x_zp * w for each tap in the padding (the
+        # folded bias assumed x_zp there; skipping the tap is cheaper than reading it)
+        self.start = {}
+        for sk in sorted(self.skip_sets(), key=sorted):
+            v = acc0
+            if sk and self.c.zp:
+                terms = [wv[3 * r + t] for r, t in sorted(sk)]
+                total = terms[0]
+                for tv in terms[1:]:
+                    total = b.add(total, tv)
+                v = b.add(acc0, b.mul(total, ir.Constant(I32, self.c.zp)))
+            self.start[sk] = v
         self.q = self.q_c if self.q_c is not None else k.load(k.inp(3), ch, np.int32)
         self.s = self.s_c if self.s_c is not None else k.load(k.inp(4), ch, np.int32)
+        if self.fold:
+            s = ir.Constant(I32, self.s) if isinstance(self.s, int) else self.s
+            self.m = b.sub(ir.Constant(I32, -1), s)
+            one = ir.Constant(I32, 1)
+            self.addend = b.add(b.shl(one, b.sub(self.m, one)),
+                                b.shl(ir.Constant(I32, k.attrs["y_zp"]), self.m))
         plane = b.add(b.mul(n, k.c(c.c)), ch)
         x_plane = b.mul(plane, k.c(self.h * self.w))
         y_plane = b.mul(plane, k.c(self.oh * self.ow))
         for lo, hi, valid in self.row_classes():
             def emit(oh, lo=lo, hi=hi, valid=valid):
                 r0 = b.sub(b.mul(oh, k.c(self.sh)), k.c(self.pt))
-                rows = []
-                for r in range(3):
-                    if not valid[r]:
-                        rows.append(_Row(None, 0))
-                        continue
-                    rmax = min((hi - 1) * self.sh - self.pt + r, self.h - 1)
-                    rows.append(_Row(b.add(x_plane, b.mul(b.add(r0, k.c(r)), k.c(self.w))),
-                                     rmax))
+                rows = [b.add(x_plane, b.mul(b.add(r0, k.c(r)), k.c(self.w)))
+                        if valid[r] else None for r in range(3)]
                 self.o_row = b.add(y_plane, b.mul(oh, k.c(self.ow)))
                 self.row(rows)
             if hi - lo == 1:
@@ -229,6 +239,14 @@ class _Emitter:
             else:
                 with k.for_range(hi, start=lo, name="oh") as oh:
                     emit(oh)
+
+    def skip_sets(self):
+        """Every set of padding taps some output of this convolution skips."""
+        out = set()
+        for _, _, valid in self.row_classes():
+            for ow, count, c0, inner in self.units():
+                out.update(self.taps(None if inner else c0, count, valid)[2])
+        return out
 
     def row_classes(self):
         """Output rows grouped into runs [lo, hi) with the same valid kernel rows."""
