@@ -27,13 +27,15 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, pack, smlad, sxtb16, _intr
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape
-from glowpy.codegen.kernels.int8.quant import I32, I64, finish, smax, smin
+from glowpy.codegen.kernels.int8.quant import I32, I64, finish, offset_fits, smax, smin
 from glowpy.codegen.kernels.int8.taps import channel_params, ties
 from glowpy.codegen.registry import variant
 
 
 def plan(k):
-    """{"stride": (sh, sw), "ties": bool} for 3x3 depthwise convolutions on DSP cores."""
+    """{"stride": (sh, sw), "ties": bool, "fold": bool} for 3x3 depthwise convolutions on DSP
+    cores; ties: a half-even tie is possible (taps.ties); fold: requantization as SMMLA with
+    y_zp in the addend, shift, clamp (_Emitter.store)."""
     c = QConvShape.of(k)
     win = c.win
     if not (c.dsp and c.requant and c.g == c.c == c.m and c.w.dtype == np.int8
@@ -43,18 +45,8 @@ def plan(k):
             and k.const(1) is not None and k.const(2) is not None):
         return None
     tie = ties(k, c.x.dtype, c.zp)
-    return {"stride": tuple(win.strides), "ties": tie, "fold": not tie and _foldable(k, c)}
-
-
-def _foldable(k, c) -> bool:
-    """Requantization as SMMLA + shift + clamp (_Emitter.store): mode "even" rounding in the
-    high word (every shift <= -2) with an addend 2**(m-1) + y_zp * 2**m (m = -1 - shift) that
-    fits in an int32 for every channel."""
-    if not c.wide:
-        return False
-    m = -1 - np.asarray(k.const(4), np.int64).reshape(-1)
-    addend = (np.int64(1) << (m - 1)) + k.attrs["y_zp"] * (np.int64(1) << m)
-    return bool(np.all(m <= 30) and np.all(np.abs(addend) < (1 << 31)))
+    fold = not tie and c.wide and offset_fits(k, k.attrs["y_zp"])
+    return {"stride": tuple(win.strides), "ties": tie, "fold": fold}
 
 
 def _smla(k, which, a, w, acc):
