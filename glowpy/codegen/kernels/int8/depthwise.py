@@ -120,8 +120,13 @@ class _Emitter:
                 continue
             base = b.add(row, c0)
             lanes = {}
+            bytewise = self.bytewise(i, per_v)
 
             def lane(byte):  # SXTB16 of the word: (bytes 0, 2) or (ROR #8) (bytes 1, 3)
+                if bytewise:
+                    if byte not in lanes:
+                        lanes[byte] = self.byte_at(b.add(base, k.c(load + byte)))
+                    return lanes[byte], "b"
                 if byte % 2 not in lanes:
                     word = lanes.setdefault("w", load_word(k, k.inp(0), b.add(base, k.c(load))))
                     lanes[byte % 2] = sxtb16(k, word, byte % 2 == 1, self.signed)
@@ -136,6 +141,21 @@ class _Emitter:
             o_row = b.add(self.o_row, k.c(v * self.ow)) if v else self.o_row
             for j, acc in enumerate(accs[v]):
                 self.store(acc, b.add(o_row, b.add(ow, k.c(j)) if j else ow))
+
+    @staticmethod
+    def bytewise(i, per_v) -> bool:
+        """Whether input row i's taps are cheaper read byte by byte (one LDRSB each) than as
+        the word (LDR + one SXTB16 per lane parity): when they use fewer bytes than that and
+        no (w0, w2) pair, as at a border whose third tap is in the padding (2 bytes: 2
+        instructions against 3)."""
+        used, paired = set(), False
+        for v, (_, outs, _) in enumerate(per_v):
+            r = i - v
+            for taps in outs if 0 <= r < 3 else ():
+                row = {t: x for (rr, t), x in taps.items() if rr == r and isinstance(x, int)}
+                used.update(row.values())
+                paired |= row.get(0) in (0, 1) and row.get(2) == row[0] + 2
+        return bool(used) and not paired and len(used) < 1 + len({x % 2 for x in used})
 
     def row_taps(self, r, taps, acc, lane, base):
         """acc plus the taps of kernel row r: SMLAD where (w0, w2) meet one lane pair, else
