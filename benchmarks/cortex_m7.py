@@ -335,7 +335,8 @@ def per_mac_table(prof: dict) -> str:
             t[0] += 1
             t[1] += p["instructions"]
             t[2] += p["macs"]
-    out = "| layer type | layers | instructions | MACs | instructions / MAC |\n|---|--:|--:|--:|--:|\n"
+    out = ("| layer type | layers | instructions | MACs | instructions / MAC |\n"
+           "|---|--:|--:|--:|--:|\n")
     return out + "".join(f"| {k} | {n} | {fmt(i)} | {fmt(m)} | {i / m:.2f} |\n"
                          for k, (n, i, m) in sorted(by.items(), key=lambda kv: -kv[1][1]))
 

@@ -71,7 +71,8 @@ def emit(k, params):
                 ae, ao = sxtb16(k, av, signed=signed), sxtb16(k, av, True, signed)
                 for j, wr in enumerate(w_rows):
                     wv = load_word(k, k.inp(1), b.add(wr, off))
-                    accs[j] = smlad(k, ao, sxtb16(k, wv, True), smlad(k, ae, sxtb16(k, wv), accs[j]))
+                    acc = smlad(k, ae, sxtb16(k, wv), accs[j])
+                    accs[j] = smlad(k, ao, sxtb16(k, wv, True), acc)
             lp.carry(accs)
         accs = list(lp.results)
         for i in range(k4, kk):  # the last K % 4 products
