@@ -71,8 +71,8 @@ def emit(k, params):
                 ae, ao = sxtb16(k, av, signed=signed), sxtb16(k, av, True, signed)
                 for j, wr in enumerate(w_rows):
                     wv = load_word(k, k.inp(1), b.add(wr, off))
-                    acc = smlad(k, ae, sxtb16(k, wv), accs[j])
-                    accs[j] = smlad(k, ao, sxtb16(k, wv, True), acc)
+                    wo = sxtb16(k, wv, True)  # (this order of the IR schedules best)
+                    accs[j] = smlad(k, ao, wo, smlad(k, ae, sxtb16(k, wv), accs[j]))
             lp.carry(accs)
         accs = list(lp.results)
         for i in range(k4, kk):  # the last K % 4 products
