@@ -86,6 +86,21 @@ def requantize(acc, q, shift, mode: str = "away") -> np.ndarray:
     raise ValueError(f"unknown rounding mode {mode!r}")
 
 
+def ties_possible(bound, q, shift) -> bool:
+    """Whether mode "even" can meet an exact tie for some |acc| <= bound (per channel: q, shift
+    and bound broadcast). A tie needs acc*q to end in exactly n-1 zero bits after a one
+    (n = 31 - shift), i.e. v2(acc) = n-1-v2(q): a nonzero acc then has |acc| >= 2**(n-1-v2(q)),
+    so with every bound below that the tie correction is dead code and kernels drop it (and
+    with v2(q) >= n the low n bits of acc*q are all zero: never a tie)."""
+    q = np.asarray(q, np.int64).reshape(-1)
+    n = 31 - np.asarray(shift, np.int64).reshape(-1)
+    v2 = np.array([(int(v) & -int(v)).bit_length() - 1 if v else 63 for v in q], np.int64)
+    need = n - 1 - v2
+    bound = np.asarray(bound, np.int64).reshape(-1)
+    return bool(np.any((need >= 0) & (need <= 62) &
+                       (bound >= (np.int64(1) << np.clip(need, 0, 62)))))
+
+
 def saturate(x, dtype) -> np.ndarray:
     info = np.iinfo(dtype)
     return np.clip(np.asarray(x, np.int64), info.min, info.max).astype(dtype)
