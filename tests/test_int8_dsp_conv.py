@@ -1,0 +1,114 @@
+"""The Cortex-M DSP convolution kernel (QConv variant "im2col": 3x2 register blocks, weights
+re-laid out as channel-pair words, the input zero point folded into the bias) and the short
+requantization (kernels/int8/requant_fast.py), on the emulated Cortex-M7.
+
+Each case is one QDQ convolution compiled through the real path for -mcpu=cortex-m7, run as
+firmware under QEMU and compared bit for bit with the integer ops' numpy references, and
+within 1 LSB with onnxruntime. The shapes cover what the blocking has edges for: position
+counts not a multiple of the block's 3, output channel counts not a multiple of 2, K (input
+channels x taps) not a multiple of 4, padding, stride 2, 1x1 and KxK, int8 and uint8 inputs
+with nonzero zero points, and multipliers for which rounding ties are possible (the general
+requantization must then be kept)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+
+import glowpy
+from glowpy.codegen.kernels.int8 import conv_im2col
+from glowpy.frontend.onnx import load_onnx
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.ops.quant import int_conv
+from glowpy.ir.passes.pipeline import optimize
+from test_int8 import QDQ, lsb, run_on_board
+from toolchains import require_tool
+from util import make_graph_model, run_onnxruntime
+
+# (name, in channels, out channels, input H x W, kernel, stride, pads, dtype)
+CASES = [
+    ("pw-c8-m6", 8, 6, (5, 5), 1, 1, 0, np.int8),          # 25 positions: 8 blocks + 1
+    ("pw-c6-m5-uint8", 6, 5, (4, 5), 1, 1, 0, np.uint8),   # K = 6, odd M, 20 positions
+    ("pw-stride2", 12, 4, (7, 7), 1, 2, 0, np.int8),
+    ("3x3-pad-c3-m7", 3, 7, (6, 6), 3, 1, 1, np.int8),     # K = 27 (a first layer), odd M
+    ("3x3-stride2-pad-uint8", 5, 4, (9, 8), 3, 2, 1, np.uint8),
+    ("10x4-first-layer", 1, 8, (13, 7), (5, 4), (2, 2), (2, 1, 2, 1), np.int8),
+    ("3x3-c16-m8", 16, 8, (5, 6), 3, 1, 1, np.int8),        # K = 144
+]
+
+
+def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=False):
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    ks = (kernel, kernel) if isinstance(kernel, int) else kernel
+    st = (stride, stride) if isinstance(stride, int) else stride
+    pd = [pads] * 4 if isinstance(pads, int) else list(pads)
+    xs, xz = (0.25, lo + 100) if pow2_scales else (0.05, lo + 117)
+    w = rng.integers(-127, 128, (cout, cin) + ks).astype(np.int8)
+    ws = (np.full(cout, 0.125, np.float32) if pow2_scales
+          else rng.uniform(0.002, 0.02, cout).astype(np.float32))
+    wq = m.dq(m.c(w), ws, np.zeros(cout, np.int8), 0)
+    b = rng.integers(-3000, 3000, cout).astype(np.int32)
+    bq = m.dq(m.c(b), xs * ws, np.zeros(cout, np.int32), 0)
+    y = m.op("Conv", [m.dq("x", xs, m.zp(xz)), wq, bq], kernel_shape=list(ks), strides=list(st),
+             pads=pd)
+    out = m.q(m.op("Relu", [y]), 4.0 if pow2_scales else 0.5, lo + 3)
+    feeds = {"x": rng.integers(lo, lo + 256, (1, cin) + tuple(hw)).astype(dtype)}
+    return make_graph_model(m.nodes, feeds, [out], m.inits, opset=13), feeds
+
+
+def run_case(tmp_path, model, feeds):
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    want = evaluate(optimize(load_onnx(path)), feeds)[0]
+    report = tmp_path / "m.json"
+    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
+                          float_abi="hard", dump_memory_report=str(report))
+    variants = [i["variant"] for i in json.loads(report.read_text())["instructions"]
+                if i["kernel"] == "QConv"]
+    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds)
+    got = run["outputs"][0].reshape(want.shape)
+    objdump = require_tool("arm-none-eabi-objdump", "binutils-arm-none-eabi")
+    asm = subprocess.run([objdump, "-d", str(tmp_path / "b" / f"{info.name}.o")],
+                         capture_output=True, text=True, check=True).stdout
+    return got, want, variants, asm
+
+
+@pytest.mark.parametrize("name, cin, cout, hw, kernel, stride, pads, dtype", CASES,
+                         ids=[c[0] for c in CASES])
+def test_dsp_conv_on_cortex_m7_is_exact(name, cin, cout, hw, kernel, stride, pads, dtype,
+                                        tmp_path):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    model, feeds = conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng)
+    got, want, variants, asm = run_case(tmp_path, model, feeds)
+    assert [v["name"] for v in variants] == ["im2col"], variants
+    # SMLAD in the blocks; the short requantization's SMMUL (+ADD: LLVM makes it SMMLA)
+    assert "\tsmlad\t" in asm and re.search(r"\tsmml?[au]l?\t", asm)
+    assert tuple(variants[0]["params"]["block"]) == conv_im2col.BLOCK
+    np.testing.assert_array_equal(got, want)
+    assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
+    assert len(np.unique(got)) > 4, "the case exercises too few output values"
+
+
+def test_dsp_conv_with_rounding_ties_keeps_the_general_requantization(tmp_path):
+    """Power-of-two scales: the multiplier is 2**30, so the sums that are odd multiples of a
+    small power of two round at an exact tie: requant_fast must decline (its plan answers
+    None) and the outputs stay exact, ties included."""
+    rng = np.random.default_rng(3)
+    model, feeds = conv_model(8, 4, (6, 6), 3, 1, 1, np.int8, rng, pow2_scales=True)
+    got, want, _, asm = run_case(tmp_path, model, feeds)
+    np.testing.assert_array_equal(got, want)
+    assert not re.search(r"\tsmml?[au]l?\t", asm)  # the general requantization
+    # the sums do hit ties: acc * q is an odd multiple of 2**(n-1), n = 31 - shift
+    g = optimize(load_onnx(str(tmp_path / "m.onnx")))
+    node = next(n for n in g.nodes if n.op == "QConv")
+    w, b, q, s = (np.asarray(node.inputs[i].const, np.int64) for i in range(1, 5))
+    acc = int_conv(node, feeds["x"].astype(np.int64) - node.attrs["x_zp"], w) + \
+        b.reshape(1, -1, 1, 1)
+    n = 31 - int(s.reshape(-1)[0])
+    p = acc * int(q.reshape(-1)[0])
+    assert n >= 33 and int(((p & ((1 << n) - 1)) == 1 << (n - 1)).sum()) > 0
