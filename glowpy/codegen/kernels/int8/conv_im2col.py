@@ -34,9 +34,10 @@ ORDER = (0, 2, 1, 3)  # position of element j of a group of four in a column's g
 # output positions x output channels per block. Measured on keyword spotting (Cortex-M7,
 # QEMU instructions): 2x2 4.65M, 3x2 4.27M, 4x2 5.52M (its 8 sums, 2 weight lanes, a column
 # word and the pointers exceed the 13 registers: LLVM spills sums in the inner loop)
-BLOCK = (3, 2)
-MAX_COLUMN_BYTES = 2560  # the columns on the stack (P x K4 x int16): today's 2 x 640 bound
-FULL_BLOCK_BYTES = 1024  # BLOCK's columns only up to this: more positions only grow the stack
+BLOCK = (4, 2)
+MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
+STACK_BYTES = 1024  # more positions per block only while their columns fit in this, or in
+# what two columns take (the stack the kernel needed before it had blocks)
 
 
 def _k4(c: QConvShape) -> int:
@@ -45,12 +46,24 @@ def _k4(c: QConvShape) -> int:
 
 
 def block_of(c: QConvShape):
-    """(positions, channels) per block: BLOCK where its columns take at most FULL_BLOCK_BYTES,
-    else fewer positions within MAX_COLUMN_BYTES; None when not even one position fits."""
-    p, ch = BLOCK
-    while p and p * _k4(c) * 2 > (FULL_BLOCK_BYTES if p == BLOCK[0] else MAX_COLUMN_BYTES):
-        p -= 1
-    return (p, ch) if p else None
+    """(positions, channels) per block: up to BLOCK's positions, as many as the stack budget
+    allows; None when two positions' columns exceed MAX_COLUMN_BYTES."""
+    col = _k4(c) * 2
+    if 2 * col > MAX_COLUMN_BYTES:
+        return None
+    return (min(BLOCK[0], max(STACK_BYTES, 2 * col) // col), BLOCK[1])
+
+
+def unroll_of(groups: int) -> int:
+    """Groups of four k per trip of the inner loop (the rest, groups % unroll, follow the loop
+    unrolled): all of them up to UNROLL (no loop), else UNROLL. Unrolled, the sums stay in
+    registers across groups; at each trip's end LLVM spills some (measured, 4x2 blocks:
+    keyword spotting 4.45M instructions with 2 groups per trip, 4.22M with 4, 3.97M with 8,
+    3.84M with all 16, at 1.6 KiB more code per layer shape than 8)."""
+    return min(groups, UNROLL)
+
+
+UNROLL = 8
 
 
 def usable(c: QConvShape, weights, bias) -> bool:
@@ -166,23 +179,38 @@ def emit(k, c: QConvShape, n, emit_out, block):
         init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
                        np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
         accs0 = [init[j] for q in range(npb) for j in range(C)]
-        with cg.for_range_carry(b, groups, accs0, intp=k.intp, name="g") as lp:
-            g = lp.index
-            accs = list(lp.values)
-            wo_ = b.add(w_blk, b.mul(g, k.c(C * 4)))
-            cbase = b.mul(g, k.c(npb * 4))
+        def group(accs, cp, wq):
+            """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
             for pi in range(C // 2):
                 for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
-                    off = pi * 8 + half * 4
-                    ww = load_word(k, wp, b.add(wo_, k.c(off)) if off else wo_)
+                    ww = load_word(k, wq, k.c(pi * 8 + half * 4))
                     wa, wb = sxtb16(k, ww), sxtb16(k, ww, True)  # channels 2pi, 2pi+1
                     for q in range(npb):
-                        xi = b.add(cbase, k.c(4 * q + 2 * half)) if q or half else cbase
-                        xv = b.load(cg.gep(b, col, xi, I16), typ=I32, align=4)
+                        xv = b.load(cg.gep(b, cp, k.c(4 * q + 2 * half), I16), typ=I32,
+                                    align=4)
                         for j, wv in ((2 * pi, wa), (2 * pi + 1, wb)):
                             accs[q * C + j] = smlad(k, xv, wv, accs[q * C + j])
-            lp.carry(accs)
-        return lp.results
+            return accs, cg.gep(b, cp, k.c(npb * 4), I16), cg.gep(b, wq, k.c(C * 4), cg.I8)
+
+        # the column and weight pointers carried through the loop (one induction each: with
+        # indices, loop strength reduction made more, and they pushed sums out of registers)
+        cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
+        unroll = unroll_of(groups)
+        if unroll == groups:
+            accs, cp, wq = accs0, cp0, wq0
+            for _ in range(groups):
+                accs, cp, wq = group(accs, cp, wq)
+            return accs
+        with cg.for_range_carry(b, groups // unroll, accs0 + [cp0, wq0], intp=k.intp, name="g",
+                                unroll=False) as lp:
+            accs, cp, wq = list(lp.values[:-2]), lp.values[-2], lp.values[-1]
+            for _ in range(unroll):
+                accs, cp, wq = group(accs, cp, wq)
+            lp.carry(accs + [cp, wq])
+        accs, cp, wq = list(lp.results[:-2]), lp.results[-2], lp.results[-1]
+        for _ in range(groups % unroll):
+            accs, cp, wq = group(accs, cp, wq)
+        return accs
 
     def store(sums, cb, pos, npb: int, nc: int):
         for j in range(nc):
