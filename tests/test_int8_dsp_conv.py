@@ -88,7 +88,10 @@ def test_dsp_conv_on_cortex_m7_is_exact(name, cin, cout, hw, kernel, stride, pad
     assert [v["name"] for v in variants] == ["im2col"], variants
     # SMLAD in the blocks; the short requantization's SMMUL (+ADD: LLVM makes it SMMLA)
     assert "\tsmlad\t" in asm and re.search(r"\tsmml?[au]l?\t", asm)
-    assert tuple(variants[0]["params"]["block"]) == conv_im2col.BLOCK
+    npos, nch = variants[0]["params"]["block"]
+    ks = (kernel, kernel) if isinstance(kernel, int) else kernel
+    col = -(-cin * ks[0] * ks[1] // 4) * 4 * 2  # bytes of one position's column
+    assert nch == 2 and npos == min(4, max(conv_im2col.STACK_BYTES, 2 * col) // col)
     np.testing.assert_array_equal(got, want)
     assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
     assert len(np.unique(got)) > 4, "the case exercises too few output values"
