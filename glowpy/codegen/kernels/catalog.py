@@ -6,7 +6,7 @@ from glowpy.codegen.kernels.conv import pointwise_inplace, transpose, winograd  
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
-from glowpy.codegen.kernels.int8 import conv as int8_conv, matmul, quant  # noqa: F401
+from glowpy.codegen.kernels.int8 import conv as int8_conv, matmul, qadd_table, quant  # noqa: F401,E501
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401

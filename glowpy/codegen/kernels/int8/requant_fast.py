@@ -44,6 +44,16 @@ def plan(k, w: np.ndarray | None, bias, x_dtype, x_zp: int):
     return s.astype(np.int32)
 
 
+def tie_free(sums: np.ndarray, q: int, s: int) -> bool:
+    """Whether the short form is exact for every value in `sums` (all the accumulators an
+    instruction can produce) with multiplier q and shift s."""
+    if s > -2:
+        return False
+    n = 31 - s
+    p = np.asarray(sums, np.int64) * q  # |sums| < 2**31, q < 2**31: no overflow
+    return not bool(np.any((p & ((1 << n) - 1)) == 1 << (n - 1)))
+
+
 def finish(k, acc, q, s, ptr, off, dtype):
     """requantize(acc) + y_zp, clamped and stored: q, s per channel (i32 values or ints)."""
     b = k.b
