@@ -25,6 +25,7 @@ from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.ops.quant import int_conv
 from glowpy.ir.passes.pipeline import optimize
+from test_cross import BOARDS
 from test_int8 import QDQ, lsb, run_on_board
 from toolchains import require_tool
 from util import make_graph_model, run_onnxruntime
@@ -61,16 +62,16 @@ def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=Fals
     return make_graph_model(m.nodes, feeds, [out], m.inits, opset=13), feeds
 
 
-def run_case(tmp_path, model, feeds):
+def run_case(tmp_path, model, feeds, board="mps2-an500", op="QConv"):
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     want = evaluate(optimize(load_onnx(path)), feeds)[0]
     report = tmp_path / "m.json"
-    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu="cortex-m7",
+    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu=BOARDS[board][0],
                           float_abi="hard", dump_memory_report=str(report))
     variants = [i["variant"] for i in json.loads(report.read_text())["instructions"]
-                if i["kernel"] == "QConv"]
-    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds)
+                if i["kernel"] == op]
+    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, board)
     got = run["outputs"][0].reshape(want.shape)
     objdump = require_tool("arm-none-eabi-objdump", "binutils-arm-none-eabi")
     asm = subprocess.run([objdump, "-d", str(tmp_path / "b" / f"{info.name}.o")],
@@ -115,3 +116,38 @@ def test_dsp_conv_with_rounding_ties_keeps_the_general_requantization(tmp_path):
     n = 31 - int(s.reshape(-1)[0])
     p = acc * int(q.reshape(-1)[0])
     assert n >= 33 and int(((p & ((1 << n) - 1)) == 1 << (n - 1)).sum()) > 0
+
+
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505"], ids=["cortex-m4", "cortex-m33"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[4]], ids=[CASES[1][0], CASES[4][0]])
+def test_dsp_conv_on_cortex_m4_and_m33_is_exact(case, board, tmp_path):
+    """The same blocks on the Armv7E-M M4 and the Armv8-M Mainline M33 (DSP extension)."""
+    name, cin, cout, hw, kernel, stride, pads, dtype = case
+    rng = np.random.default_rng(sum(map(ord, name)))
+    model, feeds = conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng)
+    got, want, variants, asm = run_case(tmp_path, model, feeds, board)
+    assert [v["name"] for v in variants] == ["im2col"] and "\tsmlad\t" in asm
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("pow2", [False, True], ids=["scales", "pow2-scales"])
+def test_qadd_tables_on_cortex_m7_are_exact(dtype, pow2, tmp_path):
+    """QAdd's table variant (qadd_table.py): every pair of bytes, on the M7, equal to the
+    reference. Power-of-two scales make the output's requantization hit ties, so the general
+    form must be kept there (params "short" False)."""
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    sa, sb, sy = (0.5, 0.25, 1.0) if pow2 else (0.031, 0.047, 0.06)
+    y = m.op("Add", [m.dq("a", sa, m.zp(lo + 120)), m.dq("b", sb, m.zp(lo + 9))])
+    out = m.q(m.op("Relu", [y]), sy, lo + 5)
+    # all 65,536 pairs of bytes
+    a, b = np.meshgrid(np.arange(256), np.arange(256), indexing="ij")
+    feeds = {"a": (a.reshape(1, 16, 64, 64) + lo).astype(dtype),
+             "b": (b.reshape(1, 16, 64, 64) + lo).astype(dtype)}
+    model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
+    got, want, variants, asm = run_case(tmp_path, model, feeds, op="QAdd")
+    assert [v["name"] for v in variants] == ["table"], variants
+    assert variants[0]["params"]["short"] is not pow2
+    np.testing.assert_array_equal(got, want)
+    assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
