@@ -159,7 +159,8 @@ def emit(k, c: QConvShape, n, emit_out, block):
     w2 = k.const(1).reshape(m, -1)
     wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
     bias = folded_bias(w2, k.const(2), c.zp)
-    bias_p = k.add_table(bias, "bias_folded") if c.zp else k.inp(2)
+    # (in place of the bias where this layer is its only reader: no flash for a second copy)
+    bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
     oh_, ow_ = win.out_size
     npos = oh_ * ow_
     with b.goto_entry_block():  # (cgutils.alloca_in_entry, with a count)
