@@ -25,12 +25,12 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import pack_constant
+from glowpy.codegen.kernels.int8.conv_columns import build_border, build_column
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
 from glowpy.codegen.kernels.int8.quant import I32, widen
 
 I16 = cg.I16
-ORDER = (0, 2, 1, 3)  # position of element j of a group of four in a column's group
 # output positions x output channels per block. Measured on keyword spotting (Cortex-M7,
 # QEMU instructions): 2x2 4.65M, 3x2 4.27M, 4x2 5.52M (its 8 sums, 2 weight lanes, a column
 # word and the pointers exceed the 13 registers: LLVM spills sums in the inner loop)
@@ -100,54 +100,6 @@ def folded_bias(w: np.ndarray, bias: np.ndarray, zp: int) -> np.ndarray:
     return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
 
 
-def build_column(k, c: QConvShape, col, q, npos: int, n, oh, ow, checked: bool):
-    """Position q of the block's column: col[slot(k)] = x at tap k = (ic, kh, kw) of output
-    (oh, ow), x_zp in the padding."""
-    b = k.b
-    win = c.win
-    kh_, kw_ = win.kernel
-    h, w = win.in_size
-    taps = kh_ * kw_
-    zp = ir.Constant(I32, c.zp)
-    r0 = b.sub(b.mul(oh, k.c(win.strides[0])), k.c(win.pads_begin[0]))
-    c0 = b.sub(b.mul(ow, k.c(win.strides[1])), k.c(win.pads_begin[1]))
-    if checked:
-        def inside(v, lim):
-            return b.and_(b.icmp_signed(">=", v, k.c(0)), b.icmp_signed("<", v, k.c(lim)))
-        row_ok = [inside(b.add(r0, k.c(r * win.dilations[0])), h) for r in range(kh_)]
-        col_ok = [inside(b.add(c0, k.c(t * win.dilations[1])), w) for t in range(kw_)]
-    x_base = b.add(b.mul(n, k.c(c.c * h * w)), b.add(b.mul(r0, k.c(w)), c0))
-    col = cg.gep(b, col, b.mul(q, k.c(4)), I16)
-
-    def slot(kk: int) -> int:  # (plus q * 4: `col` is offset by the position)
-        return kk // 4 * npos * 4 + ORDER[kk % 4]
-
-    def element(ic, kk_rel, base, j):
-        r, t = divmod(kk_rel - j * taps, kw_)
-        off = b.add(x_base, b.add(b.mul(ic, k.c(h * w)),
-                                  k.c(r * win.dilations[0] * w + t * win.dilations[1])))
-        if checked:
-            ok = b.and_(row_ok[r], col_ok[t])
-            off = b.select(ok, off, k.c(0))
-        v = widen(b, k.load(k.inp(0), off, c.x.dtype), c.x.dtype)
-        if checked:
-            v = b.select(ok, v, zp)
-        k.store(b.trunc(v, I16), col, b.add(base, k.c(slot(kk_rel))))
-
-    full = c.c - c.c % 4
-    if full:
-        with k.for_range(full // 4, name="ic4") as ic4:
-            base = b.mul(ic4, k.c(taps * npos * 4))  # 4 channels = `taps` groups of four k
-            for j in range(4):
-                ic = b.add(b.mul(ic4, k.c(4)), k.c(j))
-                for kk in range(j * taps, (j + 1) * taps):
-                    element(ic, kk, base, j)
-    for ic_ in range(full, c.c):  # the channels left over, at static positions
-        j = ic_ - full
-        for kk in range(j * taps, (j + 1) * taps):
-            element(k.c(ic_), kk, k.c(full * taps * npos), j)
-
-
 def emit(k, c: QConvShape, n, emit_out, block):
     """The whole convolution of batch n, in blocks of `block` = (positions, channels)."""
     b = k.b
@@ -173,13 +125,13 @@ def emit(k, c: QConvShape, n, emit_out, block):
         inner = b.and_(b.and_(b.icmp_signed(">=", oh, k.c(r_lo)), b.icmp_signed("<", oh, k.c(r_hi))),
                        b.and_(b.icmp_signed(">=", ow, k.c(c_lo)), b.icmp_signed("<", ow, k.c(c_hi))))
         if (r_lo, r_hi, c_lo, c_hi) == (0, oh_, 0, ow_):  # no padding anywhere
-            build_column(k, c, col, q, npb, n, oh, ow, False)
+            build_column(k, c, col, q, npb, n, oh, ow)
             return
         with b.if_else(inner) as (then, otherwise):
             with then:
-                build_column(k, c, col, q, npb, n, oh, ow, False)
+                build_column(k, c, col, q, npb, n, oh, ow)
             with otherwise:
-                build_column(k, c, col, q, npb, n, oh, ow, True)
+                build_border(k, c, col, q, npb, n, oh, ow, k4)
 
     def block_sums(cb, npb: int, nc: int):
         """The npb x C sums of channel block cb over the column of npb positions (channels
