@@ -11,10 +11,12 @@ channels (BLOCK) so that every operand word feeds several SMLADs:
   by all M output channels. The input zero point is not subtracted: it is folded into the bias
   (bias' = bias - x_zp * sum_k W[m, k]) and taps in the padding hold x_zp, which the fold
   cancels exactly;
-* the weights: re-laid out at compile time (in place when the layer is their only reader) as
-  [M/C][K/4][C][4]: the C words of one group of four k are adjacent, so the inner loop walks
-  one pointer; SXTB16 (and SXTB16 ROR #8) split each word into (w[k], w[k+2]) and
-  (w[k+1], w[k+3]); K and M are padded with zero weights to multiples of 4 and C;
+* the weights: re-laid out at compile time (in place when the layer is their only reader,
+  pack_weights) so that per group of four k each pair of output channels (a, b) has two
+  adjacent words, (w_a[k], w_b[k], w_a[k+2], w_b[k+2]) and (w_a[k+1], w_b[k+1], w_a[k+3],
+  w_b[k+3]): SXTB16 gives channel a's lane pair of a word, SXTB16 ROR #8 channel b's, so
+  only two weight lanes are live at a time; K and M are padded with zero weights to
+  multiples of 4 and C;
 * per group of four k the inner loop is 2P column loads, C weight loads, 2C SXTB16 and 2PC
   SMLAD for 4PC multiply-accumulates, with the P x C sums in registers (loop-carried), then
   requantized per channel and stored as the block ends."""
@@ -28,12 +30,15 @@ from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.int8.conv_columns import build_border, build_column
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
-from glowpy.codegen.kernels.int8.quant import I32, widen
+from glowpy.codegen.kernels.int8.quant import I32
 
 I16 = cg.I16
-# output positions x output channels per block. Measured on keyword spotting (Cortex-M7,
-# QEMU instructions): 2x2 4.65M, 3x2 4.27M, 4x2 5.52M (its 8 sums, 2 weight lanes, a column
-# word and the pointers exceed the 13 registers: LLVM spills sums in the inner loop)
+# output positions x output channels per block: 4PC multiply-accumulates per group for 2P + C
+# loads, 2C SXTB16 and 2PC SMLAD; 8 sums, 2 weight lanes, a column word and 2 pointers fit the
+# 13 registers. Measured on keyword spotting (Cortex-M7, QEMU instructions), inner loop
+# indexing col[g * 4P + ...] and w[...]: 2x2 4.65M, 3x2 4.27M, 4x2 5.52M (loop strength
+# reduction made one induction per load stream and the sums spilled); with the two pointers
+# carried (block_sums): 4x2 3.97M, 2x4 4.27M.
 BLOCK = (4, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
 # More positions per block only while their columns fit in STACK_BYTES, or in what two columns

@@ -12,11 +12,9 @@ kernel."""
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8 import requant_fast
-from glowpy.codegen.kernels.int8.quant import I32, finish
+from glowpy.codegen.kernels.int8.quant import finish
 from glowpy.codegen.registry import variant
 from glowpy.ir import qmath
 
@@ -63,4 +61,3 @@ def emit(k, params):
             requant_fast.finish(k, acc, int(t["y_q"]), int(t["y_s"]), k.out(), iy, y.dtype)
         else:
             finish(k, acc, t["y_q"], t["y_s"], k.out(), iy, y.dtype)
-    assert isinstance(acc.type, ir.IntType) and acc.type == I32
