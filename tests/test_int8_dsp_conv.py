@@ -5,7 +5,7 @@ requantization (kernels/int8/requant_fast.py), on the emulated Cortex-M7.
 Each case is one QDQ convolution compiled through the real path for -mcpu=cortex-m7, run as
 firmware under QEMU and compared bit for bit with the integer ops' numpy references, and
 within 1 LSB with onnxruntime. The shapes cover what the blocking has edges for: position
-counts not a multiple of the block's 3, output channel counts not a multiple of 2, K (input
+counts not a multiple of the block's positions, output channel counts not a multiple of 2, K (input
 channels x taps) not a multiple of 4, padding, stride 2, 1x1 and KxK, int8 and uint8 inputs
 with nonzero zero points, and multipliers for which rounding ties are possible (the general
 requantization must then be kept)."""
@@ -41,6 +41,9 @@ CASES = [
     ("3x3-c16-m8", 16, 8, (5, 6), 3, 1, 1, np.int8),        # K = 144: 3 x 2 blocks
     ("3x3-c32-m6", 32, 6, (5, 5), 3, 1, 1, np.int8),        # K = 288: 2 x 4 blocks, M % 4
     ("1x1-c300-m3", 300, 3, (3, 3), 1, 1, 0, np.uint8),     # K = 300: 2 x 2 (M < 4)
+    # channels in fours: tap-major columns; stride 1: neighbours slide
+    ("5x5-c4-pad2-slide", 4, 5, (7, 9), 5, 1, 2, np.int8),
+    ("3x3-c8-stride2-uint8", 8, 6, (9, 9), 3, 2, 1, np.uint8),
 ]
 
 
