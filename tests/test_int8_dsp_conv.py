@@ -1,14 +1,15 @@
-"""The Cortex-M DSP convolution kernel (QConv variant "im2col": 3x2 register blocks, weights
-re-laid out as channel-pair words, the input zero point folded into the bias) and the short
-requantization (kernels/int8/requant_fast.py), on the emulated Cortex-M7.
+"""The Cortex-M DSP convolution kernel (QConv variant "im2col": 4x2 / 3x2 / 2x4 register
+blocks, weights re-laid out as channel-pair words, the input zero point folded into the bias,
+ic-major or tap-major columns), the short requantization (kernels/int8/requant_fast.py) and
+QAdd's tables (kernels/int8/qadd_table.py), on the emulated Cortex-M7 (and M4, M33).
 
 Each case is one QDQ convolution compiled through the real path for -mcpu=cortex-m7, run as
 firmware under QEMU and compared bit for bit with the integer ops' numpy references, and
 within 1 LSB with onnxruntime. The shapes cover what the blocking has edges for: position
-counts not a multiple of the block's positions, output channel counts not a multiple of 2, K (input
-channels x taps) not a multiple of 4, padding, stride 2, 1x1 and KxK, int8 and uint8 inputs
-with nonzero zero points, and multipliers for which rounding ties are possible (the general
-requantization must then be kept)."""
+counts not a multiple of the block's positions, output channel counts not a multiple of the
+block's, K (input channels x taps) not a multiple of 4, padding, stride 2, 1x1 and KxK, int8
+and uint8 inputs with nonzero zero points, and multipliers for which rounding ties are
+possible (the general requantization must then be kept)."""
 from __future__ import annotations
 
 import json
