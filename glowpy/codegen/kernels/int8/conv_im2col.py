@@ -68,19 +68,20 @@ def block_of(c: QConvShape):
 
 
 def unroll_of(groups: int) -> int:
-    """Groups of four k per trip of the inner loop (the rest, groups % unroll, follow the loop
-    unrolled): all of them up to UNROLL (no loop), else the largest count from UNROLL down to
-    4 that divides them (no rest to unroll after the loop), else UNROLL. Unrolled, the sums
-    stay in registers across groups; at each trip's end LLVM spills some. Measured with 4x2
-    blocks (QEMU instructions; .text): keyword spotting 4.45M with 2 groups per trip, 4.22M
-    with 4, 3.97M with 8, 3.84M with all 16; ResNet-8 (K = 144: 36 groups) 17.74M with 4
-    (28.0 KB), 17.51M with 6 (29.4 KB), 17.58M with 8 and its rest of 4 (33.2 KB)."""
-    if groups <= UNROLL:
+    """Groups of four k per trip of the inner loop: all of them up to 8 (no loop); else the
+    largest count from UNROLL down to 8 that divides them and leaves at least two trips; else
+    8, with the rest unrolled after the loop. At each trip's end LLVM spills some sums, so
+    longer trips run fewer instructions; a single trip (no loop) lets it hoist loads and grow
+    the frame. Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting
+    (K = 64: 16 groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8, 3.84M with
+    all 16 but 1,232 B of stack against 736; ResNet-8 (K = 144, 288, 576) 15.83M with 6 and
+    8 (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
+    if groups <= 8:
         return groups
-    return next((u for u in range(UNROLL, 3, -1) if groups % u == 0), UNROLL)
+    return next((u for u in range(UNROLL, 7, -1) if groups % u == 0 and groups // u >= 2), 8)
 
 
-UNROLL = 8
+UNROLL = 18
 
 
 def usable(c: QConvShape, weights, bias) -> bool:

@@ -54,15 +54,15 @@ def tie_free(sums: np.ndarray, q: int, s: int) -> bool:
     return not bool(np.any((p & ((1 << n) - 1)) == 1 << (n - 1)))
 
 
-def finish(k, acc, q, s, ptr, off, dtype):
-    """requantize(acc) + y_zp, clamped and stored: q, s per channel (i32 values or ints)."""
+def finish(k, acc, q, s, ptr, off, dtype, m=None):
+    """requantize(acc) + y_zp, clamped and stored: q and s per channel (i32 values or ints),
+    or instead of s, m = -1 - s (an i32 value: a table of m saves a per-channel instruction)."""
     b = k.b
     q64 = ir.Constant(I64, q) if isinstance(q, int) else b.sext(q, I64)
     hi = b.trunc(b.ashr(b.mul(b.sext(acc, I64), q64), ir.Constant(I64, 32)), I32)  # SMMUL
     if isinstance(s, int):
         m, half = ir.Constant(I32, -1 - s), ir.Constant(I32, 1 << (-2 - s))
     else:
-        m = b.sub(ir.Constant(I32, -1), s)
+        m = b.sub(ir.Constant(I32, -1), s) if m is None else m
         half = b.shl(ir.Constant(I32, 1), b.sub(m, ir.Constant(I32, 1)))
     clamp_store(k, b.ashr(b.add(hi, half), m), k.attrs, ptr, off, dtype)
-
