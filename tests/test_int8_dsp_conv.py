@@ -158,3 +158,34 @@ def test_qadd_tables_on_cortex_m7_are_exact(dtype, pow2, tmp_path):
     assert variants[0]["params"]["short"] is not pow2
     np.testing.assert_array_equal(got, want)
     assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
+
+
+def test_dsp_conv_columns_in_activation_gaps_are_exact(tmp_path):
+    """column_scratch.py: a convolution whose four-position columns exceed the stack budget
+    takes them from a gap of the activation region (here the bytes of a dead 4.5 KiB tensor),
+    without growing the region; the outputs stay exact and the stack small."""
+    rng = np.random.default_rng(5)
+    m = QDQ(np.int8)
+
+    def conv(x, xs, cin, cout, k, pads, ys):
+        w = rng.integers(-127, 128, (cout, cin, k, k)).astype(np.int8)
+        ws = rng.uniform(0.002, 0.02, cout).astype(np.float32)
+        b = rng.integers(-3000, 3000, cout).astype(np.int32)
+        y = m.op("Conv", [m.dq(x, xs, m.zp(-128 + 17)),
+                          m.dq(m.c(w), ws, np.zeros(cout, np.int8), 0),
+                          m.dq(m.c(b), xs * ws, np.zeros(cout, np.int32), 0)],
+                 kernel_shape=[k, k], pads=[pads] * 4)
+        return m.q(m.op("Relu", [y]), ys, -128 + 17)
+    t1 = conv("x", 0.05, 4, 32, 3, 1, 0.5)     # 32 x 12 x 12: 4,608 bytes, dead after t2
+    t2 = conv(t1, 0.5, 32, 8, 1, 0, 0.4)       # K = 32: columns on the stack
+    out = conv(t2, 0.4, 8, 6, 3, 1, 0.3)       # K = 72: 576 bytes of columns, in t1's bytes
+    feeds = {"x": rng.integers(-128, 128, (1, 4, 12, 12)).astype(np.int8)}
+    model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
+    got, want, variants, _ = run_case(tmp_path, model, feeds)
+    assert [v["params"].get("columns") for v in variants] == [None, None, "activations"]
+    assert tuple(variants[2]["params"]["block"]) == conv_im2col.BLOCK
+    np.testing.assert_array_equal(got, want)
+    assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
+    man = json.loads((tmp_path / "b" / "m.json").read_text())
+    # t1 + t2, live together at the second convolution: the columns added nothing
+    assert man["memory"]["activations"] == 4608 + 1152, man["memory"]

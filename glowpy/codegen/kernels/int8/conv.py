@@ -26,6 +26,8 @@ def _plan_im2col(k):
     c = QConvShape.of(k)
     if not conv_im2col.usable(c, k.const(1), k.const(2)):
         return None
+    if conv_im2col.scratch_of(k) is not None:  # columns in the activation region: 4 positions
+        return {"block": conv_im2col.BLOCK, "columns": "activations"}
     return {"block": conv_im2col.block_of(c)}
 
 

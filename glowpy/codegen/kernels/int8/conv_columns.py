@@ -201,7 +201,8 @@ def slide(k, c: QConvShape, col, q, npos: int):
             for t in range(kw_ - 1):
                 src = _slot_tm(k, prev, r * kw_ + t + 1, ic4, gpt, npos)
                 dst = _slot_tm(k, cur, r * kw_ + t, ic4, gpt, npos)
-                b.store(b.load(b.bitcast(src, i64p), align=8), b.bitcast(dst, i64p), align=8)
+                b.store(b.load(b.bitcast(src, i64p), typ=cg.I64, align=8), b.bitcast(dst, i64p),
+                        align=8)
 
 
 def build_border_taps(k, c: QConvShape, col, q, npos: int, n, oh, ow, k4: int):

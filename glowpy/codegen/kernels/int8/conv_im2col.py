@@ -42,11 +42,13 @@ I16 = cg.I16
 # carried (block_sums): 4x2 3.97M, 2x4 4.27M.
 BLOCK = (4, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
-# More positions per block only while their columns fit in STACK_BYTES, or in what two columns
-# take (the stack the kernel needed before it had blocks). 1152 is four positions of K = 144
-# (3x3 over 16 channels): ResNet-8's 32x32 layers in 4x2 instead of 3x2 blocks, 16.25M ->
-# 15.98M instructions, its stack unchanged (set by its K = 576 layers' two columns).
-STACK_BYTES = 1152
+# Columns on the stack (where column_scratch found no gap in the activation region: layers at
+# the region's peak): more positions per block only while they fit in STACK_BYTES, or in what
+# two columns take (the stack the kernel needed before it had blocks). 640 keeps the stack of
+# ResNet-8, VWW and keyword spotting under 1 KiB (812, 784, 848 B measured with the runner's
+# frame): ResNet-8's 32x32 layers (K = 144, at the peak) then run 2x4 blocks, 14.82M
+# instructions against 14.54M with 4x2 blocks in 1152 B (1,380 B of stack).
+STACK_BYTES = 640
 
 
 def _k4(c: QConvShape) -> int:
@@ -82,6 +84,28 @@ def unroll_of(groups: int) -> int:
 
 
 UNROLL = 18
+
+
+STACK_COLUMNS = 512  # four positions' columns up to this stay on the stack (K <= 64)
+
+
+def scratch_need(node) -> int | None:
+    """Bytes of the four-position columns of a QConv node the kernel would run from a scratch
+    buffer (column_scratch): ungrouped 2-D, constant int8 weights and bias, more than
+    STACK_COLUMNS; None otherwise (the plan decides with the target's caps at codegen)."""
+    x, w, bias = node.inputs[0], node.inputs[1], node.inputs[2]
+    if node.attrs["group"] != 1 or len(x.shape) != 4 or w.const is None or \
+            bias is None or bias.const is None or np.dtype(w.dtype) != np.int8:
+        return None
+    kk = int(np.prod(w.shape[1:]))
+    need = 4 * (kk + (-kk) % 4) * 2
+    return need if need > STACK_COLUMNS else None
+
+
+def scratch_of(k):
+    """The instruction's scratch output for the columns (column_scratch.place), or None."""
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith("_columns") else None
 
 
 def usable(c: QConvShape, weights, bias) -> bool:
@@ -132,9 +156,12 @@ def emit(k, c: QConvShape, n, emit_out, block):
     bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
     oh_, ow_ = win.out_size
     npos = oh_ * ow_
-    with b.goto_entry_block():  # (cgutils.alloca_in_entry, with a count)
-        col = b.alloca(I16, size=ir.Constant(I32, P * k4), name="col")
-    col.align = 8  # word (and doubleword) loads
+    if scratch_of(k) is not None:  # in the activation region (column_scratch)
+        col = b.bitcast(k.out(1), I16.as_pointer())
+    else:
+        with b.goto_entry_block():  # (cgutils.alloca_in_entry, with a count)
+            col = b.alloca(I16, size=ir.Constant(I32, P * k4), name="col")
+        col.align = 8  # word (and doubleword) loads
     (r_lo, r_hi), (c_lo, c_hi) = interior(win)
 
     def interior_column(q, npb, oh, ow):
