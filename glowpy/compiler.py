@@ -295,13 +295,14 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
             write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
         _check_dtypes(graph)
     from glowpy.codegen import registry
-    from glowpy.codegen.kernels.catalog import post_lowering  # (registers every kernel)
+    from glowpy.codegen.kernels.catalog import post_lowering, post_planning  # (registers kernels)
     with registry.forcing(opts.kernel_variants):
         with progress.stage("plan"):
             prog = build_program(graph, optimize=opts.opt_level > 0,
                                  reuse=opts.reuse_activation_memory,
                                  transform=post_lowering(target) if opts.winograd else None)
             check_regions(prog.sizes, limit)
+            post_planning(target)(prog)
             placeholders = _placeholders(prog, name, entry)
             prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
             table = instrument.reserve_table(prog) if counter else None

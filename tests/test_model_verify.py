@@ -192,8 +192,11 @@ def test_kws_int8_corrupted_weight_on_cortex_m7(tmp_path, arm_tools):
     inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(model_path(KWS)).graph.initializer}
     w = inits["functional_1/conv2d_2/Conv2D"]
     image = open(bundle / f"{KWS}.weights.bin", "rb").read()
-    (c,) = [c for c in man["constants"] if c["bytes"] == w.nbytes and
-            image[c["offset"]:c["offset"] + c["bytes"]] == w.astype(np.int8).tobytes()]
+    # the layer's weights: as the model stores them, or re-laid out by the DSP convolution
+    # (conv_im2col.pack_weights: layout "dsp_blocks", for the layer's instruction)
+    (c,) = [c for c in man["constants"] if c["bytes"] == w.nbytes and (
+            image[c["offset"]:c["offset"] + c["bytes"]] == w.astype(np.int8).tobytes() or
+            c["layout"] == "dsp_blocks" and "conv2d_2/Conv2D" in c["for"])]
     corrupt(bundle, KWS, c["offset"], c["bytes"])
     out = tmp_path / "layers.json"
     res = model_verify(f"-model={model_path(KWS)}", f"-bundle={bundle}", f"-json={out}",

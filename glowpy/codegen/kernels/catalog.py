@@ -6,12 +6,19 @@ from glowpy.codegen.kernels.conv import pointwise_inplace, transpose, winograd  
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
-from glowpy.codegen.kernels.int8 import conv as int8_conv, depthwise as int8_depthwise  # noqa: F401
-from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, quant  # noqa: F401
+from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
+from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
+from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, qadd_table, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
 from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatter  # noqa: F401
+
+
+def post_planning(target):
+    """The backend's step between planning and codegen: scratch in the activation region's
+    gaps for the kernels that can use it (int8 convolution columns)."""
+    return lambda prog: column_scratch.place(prog, target.caps)
 
 
 def post_lowering(target):

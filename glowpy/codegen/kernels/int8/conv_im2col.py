@@ -1,154 +1,256 @@
-"""QConv on the Arm M-profile DSP extension as a matrix product (CMSIS-NN's scheme; the "im2col"
-variant of QConv, for ungrouped convolutions with int8 weights).
+"""QConv on the Arm M-profile DSP extension as a register-blocked matrix product (the "im2col"
+variant of QConv, for ungrouped convolutions with constant int8 weights).
 
-For each pair of output positions, their input windows are copied into two columns of 16-bit
-values (x - x_zp; 0 for taps in the padding), K = C*KH*KW long, on the stack. Then for each
-pair of output channels a 2x2 block of sums runs down K four at a time: one weight word per
-channel split by SXTB16 into (w[k], w[k+2]) and (w[k+1], w[k+3]), and the columns stored
-pre-shuffled as x[k], x[k+2], x[k+1], x[k+3], so each word of a column is the lane pair
-SMLAD needs: eight SMLADs for 16 multiply-accumulates. The copy costs K stores per position
-and is shared by all output channels; padding and the zero point cost nothing afterwards."""
+Y[m, p] = bias'[m] + sum_k W[m, k] * X[k, p], k = (ic, kh, kw), blocked P positions x C output
+channels (BLOCK) so that every operand word feeds several SMLADs:
+
+* the columns: for a block of P output positions their input windows are copied once, as
+  16-bit values, into one position-interleaved column on the stack: per group of four k, the
+  four values of position 0, then of position 1, ..., each four stored as x[k], x[k+2],
+  x[k+1], x[k+3], so that two word loads give the lane pairs SMLAD needs. The copy is shared
+  by all M output channels. The input zero point is not subtracted: it is folded into the bias
+  (bias' = bias - x_zp * sum_k W[m, k]) and taps in the padding hold x_zp, which the fold
+  cancels exactly;
+* the weights: re-laid out at compile time (in place when the layer is their only reader,
+  pack_weights) so that per group of four k each pair of output channels (a, b) has two
+  adjacent words, (w_a[k], w_b[k], w_a[k+2], w_b[k+2]) and (w_a[k+1], w_b[k+1], w_a[k+3],
+  w_b[k+3]): SXTB16 gives channel a's lane pair of a word, SXTB16 ROR #8 channel b's, so
+  only two weight lanes are live at a time; K and M are padded with zero weights to
+  multiples of 4 and C;
+* per group of four k the inner loop is 2P column loads, C weight loads, 2C SXTB16 and 2PC
+  SMLAD for 4PC multiply-accumulates, with the P x C sums in registers (loop-carried), then
+  requantized per channel and stored as the block ends."""
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.accumulators import pack_constant
+from glowpy.codegen.kernels.int8.conv_columns import (build_border, build_border_taps,
+                                                     build_column, build_taps, slide)
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
-from glowpy.codegen.kernels.int8.quant import I32, widen
+from glowpy.codegen.kernels.int8.quant import I32
 
 I16 = cg.I16
-MAX_K = 640  # two columns of K int16 on the stack: at most 2.5 KiB
-ORDER = (0, 2, 1, 3)  # position of element j of a group of four in a column
+# output positions x output channels per block: 4PC multiply-accumulates per group for 2P + C
+# loads, 2C SXTB16 and 2PC SMLAD; 8 sums, 2 weight lanes, a column word and 2 pointers fit the
+# 13 registers. Measured on keyword spotting (Cortex-M7, QEMU instructions), inner loop
+# indexing col[g * 4P + ...] and w[...]: 2x2 4.65M, 3x2 4.27M, 4x2 5.52M (loop strength
+# reduction made one induction per load stream and the sums spilled); with the two pointers
+# carried (block_sums): 4x2 3.97M, 2x4 4.27M.
+BLOCK = (4, 2)
+MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
+# Columns on the stack (where column_scratch found no gap in the activation region: layers at
+# the region's peak): more positions per block only while they fit in STACK_BYTES, or in what
+# two columns take (the stack the kernel needed before it had blocks). 640 keeps the stack of
+# ResNet-8, VWW and keyword spotting under 1 KiB (812, 784, 848 B measured with the runner's
+# frame): ResNet-8's 32x32 layers (K = 144, at the peak) then run 2x4 blocks, 14.82M
+# instructions against 14.54M with 4x2 blocks in 1152 B (1,380 B of stack).
+STACK_BYTES = 640
 
 
-def usable(c: QConvShape) -> bool:
-    k = c.c * int(np.prod(c.win.kernel))
-    return c.dsp and c.g == 1 and c.w.dtype == np.int8 and 4 <= k <= MAX_K and \
-        len(c.win.in_size) == 2
+def _k4(c: QConvShape) -> int:
+    kk = c.c * int(np.prod(c.win.kernel))
+    return kk + (-kk) % 4
 
 
-def _slot(kk: int) -> int:
-    return kk - kk % 4 + ORDER[kk % 4]
+def block_of(c: QConvShape):
+    """(positions, channels) per block: up to BLOCK's positions, as many as the stack budget
+    allows, and 2 x 4 where only two fit (the same 8 sums: with 2 x 2, ResNet-8 ran 17.42M
+    instructions, with 2 x 4 16.85M; 4 x 2 is the better of the two where both fit: keyword
+    spotting 4.02M against 4.27M, whose column words are then read by twice the channels);
+    None when two positions' columns exceed MAX_COLUMN_BYTES."""
+    col = _k4(c) * 2
+    if 2 * col > MAX_COLUMN_BYTES:
+        return None
+    p = min(BLOCK[0], max(STACK_BYTES, 2 * col) // col)
+    return (2, 4) if p == 2 and c.m >= 4 else (p, BLOCK[1])
 
 
-def build_column(k, c: QConvShape, col, n, oh, ow, checked: bool):
-    """col[slot(k)] = x - zp for every tap k = (ic, kh, kw) of output (oh, ow); 0 in padding."""
-    b = k.b
-    win = c.win
-    kh_, kw_ = win.kernel
-    h, w = win.in_size
-    taps = kh_ * kw_
-    zp = ir.Constant(I32, c.zp)
-    r0 = b.sub(b.mul(oh, k.c(win.strides[0])), k.c(win.pads_begin[0]))
-    c0 = b.sub(b.mul(ow, k.c(win.strides[1])), k.c(win.pads_begin[1]))
-    if checked:
-        def inside(v, lim):
-            return b.and_(b.icmp_signed(">=", v, k.c(0)), b.icmp_signed("<", v, k.c(lim)))
-        row_ok = [inside(b.add(r0, k.c(r * win.dilations[0])), h) for r in range(kh_)]
-        col_ok = [inside(b.add(c0, k.c(t * win.dilations[1])), w) for t in range(kw_)]
-    x_base = b.add(b.mul(n, k.c(c.c * h * w)), b.add(b.mul(r0, k.c(w)), c0))
-
-    def element(ic, kk_rel, base_k, j):
-        r, t = divmod(kk_rel - j * taps, kw_)
-        off = b.add(x_base, b.add(b.mul(ic, k.c(h * w)),
-                                  k.c(r * win.dilations[0] * w + t * win.dilations[1])))
-        if checked:
-            ok = b.and_(row_ok[r], col_ok[t])
-            off = b.select(ok, off, k.c(0))
-        v = b.sub(widen(b, k.load(k.inp(0), off, c.x.dtype), c.x.dtype), zp)
-        if checked:
-            v = b.select(ok, v, ir.Constant(I32, 0))
-        k.store(b.trunc(v, I16), col, b.add(base_k, k.c(_slot(kk_rel))))
-
-    full = c.c - c.c % 4
-    if full:
-        with k.for_range(full // 4, name="ic4") as ic4:
-            base_k = b.mul(ic4, k.c(4 * taps))  # a multiple of 4: slots stay static
-            for j in range(4):
-                ic = b.add(b.mul(ic4, k.c(4)), k.c(j))
-                for kk in range(j * taps, (j + 1) * taps):
-                    element(ic, kk, base_k, j)
-    for ic_ in range(full, c.c):  # the channels left over, at static positions
-        j = ic_ - full
-        for kk in range(j * taps, (j + 1) * taps):
-            element(k.c(ic_), kk, k.c(full * taps), j)
+def unroll_of(groups: int) -> int:
+    """Groups of four k per trip of the inner loop: all of them up to 8 (no loop); else the
+    largest count from UNROLL down to 8 that divides them and leaves at least two trips; else
+    8, with the rest unrolled after the loop. At each trip's end LLVM spills some sums, so
+    longer trips run fewer instructions; a single trip (no loop) lets it hoist loads and grow
+    the frame. Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting
+    (K = 64: 16 groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8, 3.84M with
+    all 16 but 1,232 B of stack against 736; ResNet-8 (K = 144, 288, 576) 15.83M with 6 and
+    8 (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
+    if groups <= 8:
+        return groups
+    return next((u for u in range(UNROLL, 7, -1) if groups % u == 0 and groups // u >= 2), 8)
 
 
-def emit(k, c: QConvShape, n, emit_out):
-    """The whole convolution of batch n: pairs of positions x pairs of output channels."""
+UNROLL = 18
+
+
+STACK_COLUMNS = 512  # four positions' columns up to this stay on the stack (K <= 64)
+
+
+def scratch_need(node) -> int | None:
+    """Bytes of the four-position columns of a QConv node the kernel would run from a scratch
+    buffer (column_scratch): ungrouped 2-D, constant int8 weights and bias, more than
+    STACK_COLUMNS; None otherwise (the plan decides with the target's caps at codegen)."""
+    x, w, bias = node.inputs[0], node.inputs[1], node.inputs[2]
+    if node.attrs["group"] != 1 or len(x.shape) != 4 or w.const is None or \
+            bias is None or bias.const is None or np.dtype(w.dtype) != np.int8:
+        return None
+    kk = int(np.prod(w.shape[1:]))
+    need = 4 * (kk + (-kk) % 4) * 2
+    return need if need > STACK_COLUMNS else None
+
+
+def scratch_of(k):
+    """The instruction's scratch output for the columns (column_scratch.place), or None."""
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith("_columns") else None
+
+
+def usable(c: QConvShape, weights, bias) -> bool:
+    return c.dsp and c.g == 1 and c.w.dtype == np.int8 and len(c.win.in_size) == 2 and \
+        weights is not None and bias is not None and block_of(c) is not None
+
+
+def pack_weights(w: np.ndarray, nch: int) -> np.ndarray:
+    """W (M, K) int8 -> per block of nch (even) channels, per group of four k, per pair of
+    channels (a, b): the words (w_a[k], w_b[k], w_a[k+2], w_b[k+2]) and (w_a[k+1], w_b[k+1],
+    w_a[k+3], w_b[k+3]); zero-padded to whole blocks and groups."""
+    m, kk = w.shape
+    mb = -(-m // nch)
+    k4 = kk + (-kk) % 4
+    wp = np.zeros((mb * nch, k4), np.int8)
+    wp[:m, :kk] = w
+    # [block][pair][member][group][j] -> [block][group][pair][j: 0 2 | 1 3][member]
+    t = wp.reshape(mb, nch // 2, 2, k4 // 4, 4)[..., [0, 2, 1, 3]].reshape(
+        mb, nch // 2, 2, k4 // 4, 2, 2)
+    return np.ascontiguousarray(t.transpose(0, 3, 1, 4, 5, 2))
+
+
+def folded_bias(w: np.ndarray, bias: np.ndarray, zp: int) -> np.ndarray:
+    """bias - zp * sum_k W[m, k], wrapped to int32 as the accumulators wrap."""
+    s = np.asarray(bias, np.int64).reshape(-1) - zp * w.astype(np.int64).sum(axis=1)
+    return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def emit(k, c: QConvShape, n, emit_out, block):
+    """The whole convolution of batch n, in blocks of `block` = (positions, channels)."""
     b = k.b
     win = c.win
     m = c.w.shape[0]
-    kk = c.c * int(np.prod(win.kernel))
-    k4 = kk - kk % 4
+    P, C = block
+    k4 = _k4(c)
+    groups = k4 // 4
+    # k in the order (kh, kw, ic) for KxK windows over channels in fours (conv_columns:
+    # tap-major columns, stride-1 neighbours slide), else (ic, kh, kw) (1x1: the same order;
+    # its unrolled copy is the faster: VWW 11.73M instructions, 11.89M tap-major)
+    tap_major = c.c % 4 == 0 and c.ktaps > 1
+    w4 = np.asarray(k.const(1))
+    w2 = (w4.transpose(0, 2, 3, 1) if tap_major else w4).reshape(m, -1)
+    kw_ = win.kernel[1]
+    sliding = tap_major and kw_ > 1 and win.strides[1] == 1 and win.dilations[1] == 1
+    wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
+    bias = folded_bias(w2, k.const(2), c.zp)
+    # (in place of the bias where this layer is its only reader: no flash for a second copy)
+    bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
     oh_, ow_ = win.out_size
     npos = oh_ * ow_
-    cols = []
-    for i in range(2):
+    if scratch_of(k) is not None:  # in the activation region (column_scratch)
+        col = b.bitcast(k.out(1), I16.as_pointer())
+    else:
         with b.goto_entry_block():  # (cgutils.alloca_in_entry, with a count)
-            a = b.alloca(I16, size=ir.Constant(I32, kk + 4 - kk % 4 if kk % 4 else kk),
-                         name=f"col{i}")
-        a.align = 8  # word (and doubleword) loads of the column
-        cols.append(a)
-    accs = [cg.alloca_in_entry(b, I32, f"mm{i}") for i in range(4)]
+            col = b.alloca(I16, size=ir.Constant(I32, P * k4), name="col")
+        col.align = 8  # word (and doubleword) loads
     (r_lo, r_hi), (c_lo, c_hi) = interior(win)
 
-    def column(col, pos):
+    def interior_column(q, npb, oh, ow):
+        if not tap_major:
+            build_column(k, c, col, q, npb, n, oh, ow)
+        elif not sliding:
+            build_taps(k, c, col, q, npb, n, oh, ow)
+        else:  # the previous position is the neighbour to the left, inside too: slide
+            prev = b.and_(b.icmp_signed(">", q, k.c(0)), b.icmp_signed(">", ow, k.c(c_lo)))
+            with b.if_else(prev) as (then, otherwise):
+                with then:
+                    slide(k, c, col, q, npb)
+                    build_taps(k, c, col, q, npb, n, oh, ow, [kw_ - 1])
+                with otherwise:
+                    build_taps(k, c, col, q, npb, n, oh, ow)
+
+    def column(q, npb, pos):
         oh, ow = b.sdiv(pos, k.c(ow_)), b.srem(pos, k.c(ow_))
         inner = b.and_(b.and_(b.icmp_signed(">=", oh, k.c(r_lo)), b.icmp_signed("<", oh, k.c(r_hi))),
                        b.and_(b.icmp_signed(">=", ow, k.c(c_lo)), b.icmp_signed("<", ow, k.c(c_hi))))
+        if (r_lo, r_hi, c_lo, c_hi) == (0, oh_, 0, ow_):  # no padding anywhere
+            interior_column(q, npb, oh, ow)
+            return
         with b.if_else(inner) as (then, otherwise):
             with then:
-                build_column(k, c, col, n, oh, ow, False)
+                interior_column(q, npb, oh, ow)
             with otherwise:
-                build_column(k, c, col, n, oh, ow, True)
+                (build_border_taps if tap_major else build_border)(k, c, col, q, npb, n, oh,
+                                                                   ow, k4)
 
-    def block(oc, pos, n_oc: int, n_pos: int):
-        """Sums for channels oc(+1) x positions pos(+1); the second of each pair is skipped
-        (n_oc / n_pos = 1) by aliasing it to the first and not storing it."""
-        chans = [oc, b.add(oc, k.c(1)) if n_oc == 2 else oc]
-        for i in range(4):
-            b.store(k.load(k.inp(2), chans[i // 2], np.int32), accs[i])
-        w_rows = [b.mul(ch, k.c(kk)) for ch in chans]
-        col_ptrs = [cols[0], cols[1] if n_pos == 2 else cols[0]]
-        if k4:
-            with k.for_range(k4 // 4, name="g") as g:
-                kg = b.mul(g, k.c(4))
-                lanes = []
-                for cp in col_ptrs:  # (x[k], x[k+2]) and (x[k+1], x[k+3])
-                    lanes.append((b.load(cg.gep(b, cp, kg, I16), typ=I32, align=4),
-                                  b.load(cg.gep(b, cp, b.add(kg, k.c(2)), I16), typ=I32, align=4)))
-                for i, wr in enumerate(w_rows):
-                    ww = load_word(k, k.inp(1), b.add(wr, kg))
-                    we, wo = sxtb16(k, ww), sxtb16(k, ww, True)
-                    for q, (xe, xo) in enumerate(lanes):
-                        a = accs[2 * i + q]
-                        b.store(smlad(k, xo, wo, smlad(k, xe, we, b.load(a))), a)
-        for t in range(k4, kk):  # the last K % 4 taps, one by one
-            for i, wr in enumerate(w_rows):
-                wv = b.sext(k.load(k.inp(1), b.add(wr, k.c(t)), np.int8), I32)
-                for q, cp in enumerate(col_ptrs):
-                    xv = b.sext(k.load(cp, k.c(_slot(t)), np.int16), I32)
-                    a = accs[2 * i + q]
-                    b.store(b.add(b.load(a), b.mul(wv, xv)), a)
-        for i in range(n_oc):
-            o_plane = b.mul(b.add(b.mul(n, k.c(m)), chans[i]), k.c(npos))
-            for q in range(n_pos):
-                p = b.add(pos, k.c(q)) if q else pos
-                emit_out(b.load(accs[2 * i + q]), chans[i], b.add(o_plane, p))
+    def block_sums(cb, npb: int, nc: int):
+        """The npb x C sums of channel block cb over the column of npb positions (channels
+        from nc on are padding: zero weights, no bias)."""
+        w_blk = b.mul(cb, k.c(groups * C * 4))
+        init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
+                       np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
+        accs0 = [init[j] for q in range(npb) for j in range(C)]
+        def group(accs, cp, wq):
+            """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
+            for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
+                xs = [b.load(cg.gep(b, cp, k.c(4 * q + 2 * half), I16), typ=I32, align=4)
+                      for q in range(npb)]
+                for pi in range(C // 2):
+                    ww = load_word(k, wq, k.c(pi * 8 + half * 4))
+                    wa, wb = sxtb16(k, ww), sxtb16(k, ww, True)  # channels 2pi, 2pi+1
+                    for q, xv in enumerate(xs):
+                        for j, wv in ((2 * pi, wa), (2 * pi + 1, wb)):
+                            accs[q * C + j] = smlad(k, xv, wv, accs[q * C + j])
+            return accs, cg.gep(b, cp, k.c(npb * 4), I16), cg.gep(b, wq, k.c(C * 4), cg.I8)
 
-    def positions(pos, n_pos):
-        column(cols[0], pos)
-        if n_pos == 2:
-            column(cols[1], b.add(pos, k.c(1)))
-        with k.for_range(m // 2, name="ocp") as ocp:
-            block(b.mul(ocp, k.c(2)), pos, 2, n_pos)
-        if m % 2:
-            block(k.c(m - 1), pos, 1, n_pos)
+        # the column and weight pointers carried through the loop (one induction each: with
+        # indices, loop strength reduction made more, and they pushed sums out of registers)
+        cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
+        unroll = unroll_of(groups)
+        if unroll == groups:
+            accs, cp, wq = accs0, cp0, wq0
+            for _ in range(groups):
+                accs, cp, wq = group(accs, cp, wq)
+            return accs
+        with cg.for_range_carry(b, groups // unroll, accs0 + [cp0, wq0], intp=k.intp, name="g",
+                                unroll=False) as lp:
+            accs, cp, wq = list(lp.values[:-2]), lp.values[-2], lp.values[-1]
+            for _ in range(unroll):
+                accs, cp, wq = group(accs, cp, wq)
+            lp.carry(accs + [cp, wq])
+        accs, cp, wq = list(lp.results[:-2]), lp.results[-2], lp.results[-1]
+        for _ in range(groups % unroll):
+            accs, cp, wq = group(accs, cp, wq)
+        return accs
 
-    with k.for_range(npos // 2, name="pp") as pp:
-        positions(b.mul(pp, k.c(2)), 2)
-    if npos % 2:
-        positions(k.c(npos - 1), 1)
+    def store(sums, cb, pos, npb: int, nc: int):
+        for j in range(nc):
+            ch = b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C))
+            o_plane = b.mul(b.add(b.mul(n, k.c(m)), ch), k.c(npos))
+            for q in range(npb):
+                emit_out(sums[q * C + j], ch, b.add(o_plane, b.add(pos, k.c(q)) if q else pos))
+
+    def positions(pos, npb: int):
+        with k.for_range(npb, name="q") as q:  # one copy of the copying code
+            column(q, npb, b.add(pos, q))
+        if m // C:
+            with k.for_range(m // C, name="cb") as cb:
+                store(block_sums(cb, npb, C), cb, pos, npb, C)
+        if m % C:
+            cb = k.c(m // C)
+            store(block_sums(cb, npb, m % C), cb, pos, npb, m % C)
+
+    if npos // P:
+        with k.for_range(npos // P, name="pb") as pb:
+            positions(b.mul(pb, k.c(P)), P)
+    if npos % P:
+        positions(k.c(npos - npos % P), npos % P)
