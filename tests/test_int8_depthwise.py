@@ -70,7 +70,7 @@ def test_depthwise_dsp_is_exact_on_cortex_m(dtype, board, tmp_path):
     model, feeds = depthwise_model(dtype, np.random.default_rng(5))
     run = run_exact(model, feeds, tmp_path, board, "QConv", ["depthwise_dsp"] * len(CASES))
     assert 0 < run["stack"] < 1024, run["stack"]
-    folds = [v["params"]["fold"] for v in run["variants"]]
+    folds = [v["params"]["short"] for v in run["variants"]]
     assert folds == [True] * (len(CASES) - 1) + [False], folds
 
 

@@ -13,7 +13,6 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8 import conv_fast as fast
-from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.int8 import conv_im2col, requant_fast
 from glowpy.codegen.kernels.int8.quant import I32, finish, widen
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
@@ -63,13 +62,9 @@ def _emit(k, path: str, block=None):
     requant = c.requant
     q_c, s_c = (channel_params(k, 3), channel_params(k, 4)) if requant else (0, 0)
     # the short requantization where no rounding tie can occur (requant_fast)
-    short = requant_fast.plan(k, k.const(1), k.const(2), x.dtype, c.zp) if requant else None
+    short = requant_fast.plan(k, requant_fast.sum_bound(k, x.dtype, c.zp)) if requant else None
     if short is not None:
-        s_c = int(short[0]) if len(set(short.tolist())) == 1 else None
-        # per channel: m = -1 - shift, in place of the shifts where this layer is their only
-        # reader (one instruction less per channel and block: ResNet-8 26k instructions)
-        m_tab = None if s_c is not None else pack_constant(
-            k, 4, (-1 - short.astype(np.int64)).astype(np.int32), "requant_m")
+        short.prepare(k)
     acc_p = cg.alloca_in_entry(b, I32, "acc")
     zp = ir.Constant(I32, c.zp)
     # interior fast path: 2-D, dilation 1, int8 weights; zero point folded into a bias table
@@ -82,20 +77,12 @@ def _emit(k, path: str, block=None):
         accs = [cg.alloca_in_entry(b, I32, f"acc{i}")
                 for i in range(fast.CHANNELS * fast.POSITIONS)]
 
-    def params(oc):
-        q = q_c if q_c is not None else k.load(k.inp(3), oc, np.int32)
-        if short is not None:
-            return q, s_c if s_c is not None else k.load(m_tab, oc, np.int32)
-        s = s_c if s_c is not None else k.load(k.inp(4), oc, np.int32)
-        return q, s
-
     def emit_out(acc, oc, yi):
-        if requant and short is not None:
-            q, s = params(oc)
-            requant_fast.finish(k, acc, q, s if s_c is not None else None, k.out(), yi,
-                                y.dtype, m=None if s_c is not None else s)
+        if short is not None:
+            short.store(k, acc, short.channel(k, oc), k.out(), yi, y.dtype)
         elif requant:
-            q, s = params(oc)
+            q = q_c if q_c is not None else k.load(k.inp(3), oc, np.int32)
+            s = s_c if s_c is not None else k.load(k.inp(4), oc, np.int32)
             finish(k, acc, q, s, k.out(), yi, y.dtype, wide=c.wide)
         else:
             k.store(acc, k.out(), yi)

@@ -19,9 +19,8 @@ that bias plus x_zp * (its skipped weights), computed once per channel. Vertical
 takes two output rows at a time: 4 input rows read and split for 6 kernel rows. Rows with a
 loop of interior pairs run row by row; narrow rows (keyword spotting's 5, VWW's 6 and 3)
 column by column, so that one pair's values are live at a time. Requantization is fused into
-the store: where qmath.ties_possible proves no half-even tie can occur (the sums' bound
-follows from the weights), the high word of acc * q plus one per-channel addend (the
-rounding half and y_zp << m) is one SMMLA, then a shift, SSAT/USAT and the byte store.
+the store: where no half-even tie can occur (requant_fast: the sums' bound follows from the
+weights), one SMMLA, a shift, SSAT/USAT and the byte store.
 Measured on the M7: 1.95 and 2.0 instructions per MAC on keyword spotting's and VWW's depthwise
 layers (4.4 with the direct kernel; TFLite Micro + CMSIS-NN: 7.8). Registers only: no
 stack buffer."""
@@ -30,18 +29,17 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, pack, smlad, sxtb16, _intr
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape
-from glowpy.codegen.kernels.int8.quant import I32, I64, finish, offset_fits, smax, smin
-from glowpy.codegen.kernels.int8.taps import channel_params, ties
+from glowpy.codegen.kernels.int8 import requant_fast
+from glowpy.codegen.kernels.int8.quant import I32, finish
+from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.registry import variant
 
 
 def plan(k):
-    """{"stride": (sh, sw), "ties": bool, "fold": bool} for 3x3 depthwise convolutions on DSP
-    cores; ties: a half-even tie is possible (taps.ties); fold: requantization as SMMLA with
-    y_zp in the addend, shift, clamp (_Emitter.store)."""
+    """{"stride": (sh, sw), "short": bool} for 3x3 depthwise convolutions on DSP cores;
+    short: the tie-free requantization applies (requant_fast: SMMLA, shift, clamp)."""
     c = QConvShape.of(k)
     win = c.win
     if not (c.dsp and c.requant and c.g == c.c == c.m and c.w.dtype == np.int8
@@ -50,9 +48,8 @@ def plan(k):
             and np.dtype(c.x.dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
             and k.const(1) is not None and k.const(2) is not None):
         return None
-    tie = ties(k, c.x.dtype, c.zp)
-    fold = not tie and c.wide and offset_fits(k, k.attrs["y_zp"])
-    return {"stride": tuple(win.strides), "ties": tie, "fold": fold}
+    short = requant_fast.plan(k, requant_fast.sum_bound(k, c.x.dtype, c.zp))
+    return {"stride": tuple(win.strides), "short": short is not None}
 
 
 def _smla(k, which, a, w, acc):
@@ -69,8 +66,8 @@ class _Emitter:
         self.sh, self.sw = win.strides
         self.pt, self.pl = win.pads_begin
         self.signed = np.dtype(c.x.dtype) == np.dtype(np.int8)
-        self.ties = params["ties"]
-        self.fold = params.get("fold", False)
+        self.short = requant_fast.plan(k, requant_fast.sum_bound(k, c.x.dtype, c.zp)) \
+            if params["short"] else None
         self.q_c, self.s_c = channel_params(k, 3), channel_params(k, 4)
 
     # -- the taps of one unit -----------------------------------------------------------------
@@ -176,22 +173,13 @@ class _Emitter:
         return acc
 
     def store(self, acc, off):
-        """Requantized, clamped and stored. With `fold` (mode "even", every shift <= -2, no
-        tie possible): the high word of acc * q plus a per-channel addend (rounding half and
-        y_zp << m) is one SMMLA, then one shift, the clamp (SSAT/USAT) and the store."""
-        b, k = self.b, self.k
+        """Requantized, clamped and stored (requant_fast where no tie is possible)."""
+        k = self.k
         dtype = k.out_buf().dtype
-        if not self.fold:
-            finish(k, acc, self.q, self.s, k.out(), off, dtype, wide=self.c.wide,
-                   ties=self.ties)
-            return
-        q64 = ir.Constant(I64, self.q) if isinstance(self.q, int) else b.sext(self.q, I64)
-        hi = b.trunc(b.ashr(b.mul(b.sext(acc, I64), q64), ir.Constant(I64, 32)), I32)
-        r = b.ashr(b.add(hi, self.addend), self.m)
-        a = k.attrs
-        r = smax(b, r, ir.Constant(I32, a["lo"]))
-        r = smin(b, r, ir.Constant(I32, a["hi"]))
-        k.store(b.trunc(r, cg.llvm_type(dtype)), k.out(), off)
+        if self.short is not None:
+            self.short.store(k, acc, self.prm, k.out(), off, dtype)
+        else:
+            finish(k, acc, self.q, self.s, k.out(), off, dtype, wide=self.c.wide)
 
     def byte_at(self, off):
         v = self.k.load(self.k.inp(0), off, self.c.x.dtype)
@@ -247,14 +235,11 @@ class _Emitter:
                     total = b.add(total, tv)
                 v = b.add(acc0, b.mul(total, ir.Constant(I32, self.c.zp)))
             self.start[sk] = v
-        self.q = self.q_c if self.q_c is not None else k.load(k.inp(3), ch, np.int32)
-        self.s = self.s_c if self.s_c is not None else k.load(k.inp(4), ch, np.int32)
-        if self.fold:
-            s = ir.Constant(I32, self.s) if isinstance(self.s, int) else self.s
-            self.m = b.sub(ir.Constant(I32, -1), s)
-            one = ir.Constant(I32, 1)
-            self.addend = b.add(b.shl(one, b.sub(self.m, one)),
-                                b.shl(ir.Constant(I32, k.attrs["y_zp"]), self.m))
+        if self.short is not None:  # once per channel
+            self.prm = self.short.channel(k, ch)
+        else:
+            self.q = self.q_c if self.q_c is not None else k.load(k.inp(3), ch, np.int32)
+            self.s = self.s_c if self.s_c is not None else k.load(k.inp(4), ch, np.int32)
         plane = b.add(b.mul(n, k.c(c.c)), ch)
         x_plane = b.mul(plane, k.c(self.h * self.w))
         y_plane = b.mul(plane, k.c(self.oh * self.ow))
@@ -325,6 +310,8 @@ def emit(k, params):
         bias = k.add_table((k.const(2).astype(np.int64) - c.zp * wsum).astype(np.int32),
                            "dwbias")
     e.bias = bias
+    if e.short is not None:
+        e.short.prepare(k)
     with k.for_range(c.n, name="n") as n:
         with k.for_range(c.c, name="ch") as ch:
             e.channel(n, ch)

@@ -8,8 +8,7 @@ instructions for 4 * BLOCK multiply-accumulates (1.44 per MAC at BLOCK = 4, 1.6 
 the AD autoencoder's layers with loop and requantization; 4 accumulators, A's lanes, 4 weight
 pointers and the counter fill the Armv7-M registers, more would spill).
 The A zero point is folded into the bias (bias - a_zp * sum(w)), the K % 4 last products run
-one by one, requantization is fused into the store (without the half-even tie correction
-where taps.ties proves it dead)."""
+one by one, requantization is fused into the store (requant_fast where no rounding tie can occur)."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +16,8 @@ import numpy as np
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.quant import I32, finish, widen
-from glowpy.codegen.kernels.int8.taps import channel_params, ties
+from glowpy.codegen.kernels.int8 import requant_fast
+from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.registry import variant
 
 BLOCK = 4
@@ -29,13 +29,15 @@ STEP = 32
 
 
 def plan(k):
-    """{"ties": bool} on DSP cores for int8 weights and K >= 4."""
+    """{"short": bool} on DSP cores for int8 weights and K >= 4; short: the tie-free
+    requantization applies (requant_fast)."""
     a, w = k.in_buf(0), k.in_buf(1)
     if not (k.caps.dsp and np.dtype(w.dtype) == np.dtype(np.int8) and w.shape[1] >= 4
             and np.dtype(a.dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
             and k.const(1) is not None and k.const(2) is not None):
         return None
-    return {"ties": ties(k, a.dtype, k.attrs["a_zp"])}
+    short = requant_fast.plan(k, requant_fast.sum_bound(k, a.dtype, k.attrs["a_zp"]))
+    return {"short": short is not None}
 
 
 @variant("QMatMul", "dsp", rank=10, plan=plan)
@@ -54,6 +56,10 @@ def emit(k, params):
         folded = k.const(2).astype(np.int64).reshape(-1) - t["a_zp"] * wsum
         bias = k.add_table(folded.astype(np.int32), "mmbias")
     k4 = kk - kk % 4
+    short = requant_fast.plan(k, requant_fast.sum_bound(k, a.dtype, t["a_zp"])) \
+        if requant and params["short"] else None
+    if short is not None:
+        short.prepare(k)
     shifts = k.const(4)  # every shift <= -2: rounding in the high word (quant.requantize)
     wide = requant and shifts is not None and int(np.asarray(shifts).max()) <= -2
 
@@ -82,10 +88,12 @@ def emit(k, params):
                 accs[j] = b.add(accs[j], b.mul(av, wv))
         for ch, acc in zip(chans, accs):
             yi = b.add(b.mul(r, k.c(n_)), ch)
-            if requant:
+            if short is not None:
+                short.store(k, acc, short.channel(k, ch), k.out(), yi, y.dtype)
+            elif requant:
                 q = q_c if q_c is not None else k.load(k.inp(3), ch, np.int32)
                 s = s_c if s_c is not None else k.load(k.inp(4), ch, np.int32)
-                finish(k, acc, q, s, k.out(), yi, y.dtype, wide, params["ties"])
+                finish(k, acc, q, s, k.out(), yi, y.dtype, wide)
             else:
                 k.store(acc, k.out(), yi)
 

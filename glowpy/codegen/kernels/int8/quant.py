@@ -29,16 +29,12 @@ def widen(b, v, dtype, ty=I32):
     return b.sext(v, ty) if cg.is_signed(dtype) else b.zext(v, ty)
 
 
-def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = True,
-               offset: int = 0):
+def requantize(b, acc, q, shift, mode: str, wide: bool = False):
     """acc (i32) * q * 2**(shift-31) rounded per `mode` (qmath.requantize); q and shift are
     Python ints (per-tensor) or i32 values (per-channel, loaded from a table). Returns i64, or
     i32 with `wide` (the caller knows shift <= -2: then 33+ bits are dropped and the rounding
     works on the high word of the product alone, which 32-bit targets do in a few
-    instructions). ties=False: the caller proved (qmath.ties_possible) that "even" never meets
-    an exact tie, so the half-even correction is left out (bit-exact, 5 fewer instructions).
-    offset (wide, no ties): added to the result inside the rounding, as offset << m next to
-    the half (one SMMLA adds both; the caller checked that the sum fits an int32)."""
+    instructions). Where no rounding tie can occur, kernels use requant_fast instead."""
     p_q, p_s = isinstance(q, (int, np.integer)), isinstance(shift, (int, np.integer))
     a64 = b.sext(acc, I64)
     q64 = ir.Constant(I64, int(q)) if p_q else b.sext(q, I64)
@@ -49,10 +45,6 @@ def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = Tru
         m = ir.Constant(I32, -1 - int(shift)) if p_s else b.sub(ir.Constant(I32, -1), shift)
         one = ir.Constant(I32, 1)
         half = b.shl(one, b.sub(m, one))
-        if not ties:
-            if offset:
-                half = b.add(half, b.shl(ir.Constant(I32, offset), m))
-            return b.ashr(b.add(hi, half), m)
         r = b.ashr(b.add(hi, half), m)
         tie = b.and_(b.icmp_signed("==", lo, ir.Constant(I32, 0)),
                      b.icmp_signed("==", b.and_(hi, b.sub(b.shl(one, m), one)), half))
@@ -63,8 +55,6 @@ def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = Tru
         half = b.shl(one, b.sub(n, one))
         p = b.mul(a64, q64)
         r = b.ashr(b.add(p, half), n)
-        if not ties:
-            return r
         tie = b.icmp_signed("==", b.and_(p, b.sub(b.shl(one, n), one)), half)
         odd = b.trunc(r, cg.I1)
         return b.sub(r, b.zext(b.and_(tie, odd), I64))
@@ -112,46 +102,11 @@ def smin(b, x, y):
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-def finish(k, acc, q, s, ptr, off, dtype, wide: bool = False, ties: bool | None = None):
-    """requantize(acc) + y_zp, clamped and stored (ops/qops.finish). ties=None: for QConv and
-    QMatMul, whether a half-even tie is possible at all (taps.ties, from the constant weights,
-    bias and multipliers; 5 fewer instructions per output where none is), else True."""
+def finish(k, acc, q, s, ptr, off, dtype, wide: bool = False):
+    """requantize(acc) + y_zp, clamped and stored (ops/qops.finish)."""
     a = k.attrs
-    if ties is None:
-        ties = _ties_of(k)
     wide = wide and a["mode"] == "even"
-    if wide and not ties and a["y_zp"] and isinstance(s, (int, np.integer)) and \
-            offset_fits(k, a["y_zp"]):
-        # y_zp inside the rounding, a constant with one shift for all channels: SMMLA,
-        # shift, SSAT, store (per-channel shifts: the addend costs more than it saves,
-        # measured on the M7: keyword spotting +0.9%, VWW +0.5%)
-        v = requantize(k.b, acc, q, s, a["mode"], True, False, a["y_zp"])
-        clamp_store(k, v, {**a, "y_zp": 0}, ptr, off, dtype)
-        return
-    clamp_store(k, requantize(k.b, acc, q, s, a["mode"], wide, ties), a, ptr, off, dtype)
-
-
-def offset_fits(k, y_zp: int) -> bool:
-    """2**(m-1) + y_zp * 2**m fits an int32 for every shift of the instruction's constant
-    shift table (input 4), m = -1 - shift."""
-    shifts = k.const(4)
-    if shifts is None:
-        return False
-    m = -1 - np.asarray(shifts, np.int64).reshape(-1)
-    total = (np.int64(1) << (m - 1)) + y_zp * (np.int64(1) << m)
-    return bool(np.all(m <= 30) and np.all(np.abs(total) < (1 << 31)))
-
-
-def _ties_of(k) -> bool:
-    """taps.ties for the instruction's QConv / QMatMul (cached on the Kernel), else True."""
-    from glowpy.codegen.kernels.int8.taps import ties
-    zp = {"QConv": "x_zp", "QMatMul": "a_zp"}.get(k.instr.op)
-    if zp is None:
-        return True
-    cache = k.__dict__.setdefault("_ties", {})
-    if "v" not in cache:
-        cache["v"] = ties(k, k.in_buf(0).dtype, k.attrs[zp])
-    return cache["v"]
+    clamp_store(k, requantize(k.b, acc, q, s, a["mode"], wide), a, ptr, off, dtype)
 
 
 def _per_axis_strides(node, buf_shape, param):

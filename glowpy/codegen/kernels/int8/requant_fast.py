@@ -1,68 +1,111 @@
-"""Requantization of the convolution sums in four instructions where rounding ties cannot occur.
+"""The short requantization: SMMLA + ASR (+ SSAT/USAT and the store) where no rounding tie can
+occur. Every int8 kernel whose sums are bounded at compile time uses it (QConv im2col,
+pointwise_dsp, depthwise_dsp and direct, QMatMul dsp and direct, QAdd tables); the general
+form (quant.requantize) stays for the rest.
 
 qmath.requantize's "even" mode rounds p = acc * q by 2**n, n = 31 - shift, half to even. With
-shift <= -2 (n = 32 + m, m >= 1) the high word hi = p >> 32 (SMMUL) suffices for the half-up
-rounding, (hi + 2**(m-1)) >> m; only a tie (p mod 2**n == 2**(n-1)) would need the low word
-and a correction. A tie needs v2(p) = v2(acc) + v2(q) = n - 1, i.e. |acc| to be an odd
-multiple of 2**(31 + m - v2(q)). The sums are bounded at compile time by
-|bias| + max|x - x_zp| * sum|w| per channel, so where that bound is below 2**(31 + m - v2(q))
-for every channel no tie can occur and the short form is exact. Channels with q == 0 give 0
-whatever their shift (their shift is replaced by -2 in a table of their own).
+shift <= -2 (n = 32 + m, m = -1 - shift >= 1) the high word hi = p >> 32 (SMMUL) suffices for
+the half-up rounding, (hi + 2**(m-1)) >> m; only a tie would need the low word and the
+correction, and qmath.ties_possible proves from the bound of |acc| that none can occur. The
+output zero point joins the rounding addend, (hi + 2**(m-1) + y_zp * 2**m) >> m (exact: the
+added term is a multiple of 2**m), so SMMLA adds both to the high word in one instruction.
+Channels with q == 0 give y_zp whatever their shift (m = 1 in their place).
 
-The general form (quant.requantize, wide) costs about 14 instructions per output on the
-Cortex-M7 (SMULL, then the tie test on both words); this one SMMUL, ADD, ASR plus the
-zero point and the clamp."""
+Measured on the Cortex-M7 per output, beside the clamp and the store: the general wide form
+with its tie test about 14 instructions; SMMUL + ADD + ASR + ADD y_zp (qconv's form) 4; this
+one 2 (SMMLA, ASR). Per channel the kernel loads q, m and the addend from tables (one per
+channel where the instruction is the shift table's only reader: m replaces the shifts)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.int8.quant import I32, I64, clamp_store
+from glowpy.ir import qmath
+
+LIMIT = 1 << 31
 
 
-def plan(k, w: np.ndarray | None, bias, x_dtype, x_zp: int):
-    """The shift table to use (numpy int32) when the short form is exact for every channel;
-    None otherwise. w: the constant weights (M, ...)."""
-    q, s = k.const(3), k.const(4)
-    if k.attrs["mode"] != "even" or w is None or bias is None or q is None or s is None:
+def sum_bound(k, x_dtype, zp: int) -> np.ndarray | None:
+    """Per output channel, the largest |bias + sum w * (x - zp)| over every input of type
+    x_dtype, for a kernel whose inputs 1 and 2 are the constant weights (one row per output
+    channel) and bias; None when they are not constant."""
+    w, bias = k.const(1), k.const(2)
+    if w is None or bias is None:
         return None
-    m_ = w.shape[0]
-    q = np.broadcast_to(np.asarray(q, np.int64).reshape(-1), (m_,))
-    s = np.broadcast_to(np.asarray(s, np.int64).reshape(-1), (m_,)).copy()
     info = np.iinfo(x_dtype)
-    xmax = max(abs(info.min - x_zp), abs(info.max - x_zp))
-    bound = np.abs(np.asarray(bias, np.int64).reshape(-1)) + \
-        xmax * np.abs(w.reshape(m_, -1).astype(np.int64)).sum(axis=1)
-    for ch in range(m_):
-        if q[ch] == 0:
-            s[ch] = -2
-            continue
-        e = (int(q[ch]) & -int(q[ch])).bit_length() - 1
-        m = -1 - int(s[ch])
-        if m < 1 or 31 + m - e <= 62 and (1 << (31 + m - e)) <= int(bound[ch]):
-            return None
-    return s.astype(np.int32)
+    dev = max(abs(int(info.min) - zp), abs(int(info.max) - zp))
+    w = np.asarray(w).reshape(w.shape[0], -1).astype(np.int64)
+    return np.abs(np.asarray(bias, np.int64)).reshape(-1) + np.abs(w).sum(axis=1) * dev
 
 
-def tie_free(sums: np.ndarray, q: int, s: int) -> bool:
-    """Whether the short form is exact for every value in `sums` (all the accumulators an
-    instruction can produce) with multiplier q and shift s."""
-    if s > -2:
-        return False
-    n = 31 - s
-    p = np.asarray(sums, np.int64) * q  # |sums| < 2**31, q < 2**31: no overflow
-    return not bool(np.any((p & ((1 << n) - 1)) == 1 << (n - 1)))
+@dataclass
+class Short:
+    """The plan of one instruction: per channel q, m and the addend (numpy int64), and whether
+    y_zp is added after the shift (`post`: where it does not fit the addend)."""
+    q: np.ndarray
+    m: np.ndarray
+    addend: np.ndarray
+    post: bool
+    ptrs: tuple | None = None
+
+    def prepare(self, k, q_input: int | None = 3, s_input: int | None = 4):
+        """Emits the per-channel tables (call once, before the loops): q from input q_input,
+        m in place of the shifts (input s_input) where this instruction is their only reader,
+        the addend as a table of its own; a value shared by every channel stays a constant."""
+        def table(arr, idx, name):
+            if _uniform(arr):
+                return int(arr[0])
+            arr = arr.astype(np.int32)
+            return pack_constant(k, idx, arr, name) if idx is not None else k.add_table(arr, name)
+
+        q = int(self.q[0]) if _uniform(self.q) else \
+            (k.inp(q_input) if q_input is not None else k.add_table(self.q.astype(np.int32), "rq_q"))
+        self.ptrs = (q, table(self.m, s_input, "requant_m"), table(self.addend, None, "rq_addend"))
+
+    def channel(self, k, ch):
+        """(q, m, addend) of channel `ch` (an IR index): ints or loaded i32 values."""
+        return tuple(v if isinstance(v, int) else k.load(v, ch, np.int32) for v in self.ptrs)
+
+    def store(self, k, acc, prm, ptr, off, dtype):
+        """requantize(acc) + y_zp, clamped and stored; prm: channel()'s triple."""
+        b = k.b
+        q, m, addend = (ir.Constant(I32, v) if isinstance(v, int) else v for v in prm)
+        hi = b.trunc(b.ashr(b.mul(b.sext(acc, I64), b.sext(q, I64)), ir.Constant(I64, 32)), I32)
+        v = b.ashr(b.add(hi, addend), m)  # SMMLA, ASR
+        attrs = k.attrs if self.post else {**k.attrs, "y_zp": 0}
+        clamp_store(k, v, attrs, ptr, off, dtype)
 
 
-def finish(k, acc, q, s, ptr, off, dtype, m=None):
-    """requantize(acc) + y_zp, clamped and stored: q and s per channel (i32 values or ints),
-    or instead of s, m = -1 - s (an i32 value: a table of m saves a per-channel instruction)."""
-    b = k.b
-    q64 = ir.Constant(I64, q) if isinstance(q, int) else b.sext(q, I64)
-    hi = b.trunc(b.ashr(b.mul(b.sext(acc, I64), q64), ir.Constant(I64, 32)), I32)  # SMMUL
-    if isinstance(s, int):
-        m, half = ir.Constant(I32, -1 - s), ir.Constant(I32, 1 << (-2 - s))
-    else:
-        m = b.sub(ir.Constant(I32, -1), s) if m is None else m
-        half = b.shl(ir.Constant(I32, 1), b.sub(m, ir.Constant(I32, 1)))
-    clamp_store(k, b.ashr(b.add(hi, half), m), k.attrs, ptr, off, dtype)
+def _uniform(a: np.ndarray) -> bool:
+    return a.size > 0 and bool(np.all(a == a[0]))
+
+
+def plan(k, bound, q=None, s=None) -> Short | None:
+    """The short form for sums bounded by `bound` (per channel, or one bound for all), with the
+    multipliers q and shifts s (default: the instruction's constant inputs 3 and 4); None
+    where it is not exact: mode "away", non-constant parameters, a shift > -2 on a channel
+    with q != 0, or a possible tie (qmath.ties_possible)."""
+    q = k.const(3) if q is None else q
+    s = k.const(4) if s is None else s
+    if k.attrs.get("mode") != "even" or bound is None or q is None or s is None:
+        return None
+    bound = np.asarray(bound, np.int64).reshape(-1)
+    n = max(bound.size, np.asarray(q).size, np.asarray(s).size)
+    q, s, bound = (np.broadcast_to(np.asarray(v, np.int64).reshape(-1), (n,)).copy()
+                   for v in (q, s, bound))
+    if np.any((q != 0) & (s > -2)) or qmath.ties_possible(bound, q, s):
+        return None
+    m = np.where(q == 0, 1, -1 - s)
+    half = np.int64(1) << (m - 1)
+    # |acc * q| >> 32 at most (acc is an int32 whatever the bound says)
+    hi = (np.minimum(bound, LIMIT) * np.abs(q) >> 32) + 1
+    y_zp = int(k.attrs["y_zp"])
+    addend = half + y_zp * (np.int64(1) << m)
+    if np.all(hi + np.abs(addend) < LIMIT):
+        return Short(q, m, addend, False)
+    return Short(q, m, half, True)

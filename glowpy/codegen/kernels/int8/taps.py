@@ -1,13 +1,11 @@
 """What the integer window kernels share: the walk over the taps of one output position that
 land inside the input (tap_loops: QConv, QAvgPool), per-channel requantization parameters
-that collapse to one constant (channel_params: QConv, QMatMul), and whether the half-even tie
-correction can matter (ties: the DSP depthwise and matrix-product kernels)."""
+that collapse to one constant (channel_params: QConv, QMatMul)."""
 from __future__ import annotations
 
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.ir import qmath
 
 UNROLL = 4  # taps along a dim unrolled in Python when every output position reads all of them
 
@@ -61,18 +59,3 @@ def channel_params(k, idx: int):
         return int(np.asarray(v).reshape(-1)[0])
     return None
 
-
-def ties(k, x_dtype, zp: int) -> bool:
-    """Whether requantization can meet an exact half-even tie (qmath.ties_possible) for sums
-    bias + sum w * (x - zp) of a kernel whose inputs 1..4 are the constant weights (one row
-    per output channel), bias, multipliers and shifts, and x of type x_dtype; True when
-    anything is not constant or the mode is not "even"."""
-    if k.attrs.get("mode") != "even" or any(k.const(i) is None for i in range(1, 5)):
-        return True
-    info = np.iinfo(x_dtype)
-    dev = max(abs(int(info.min) - zp), abs(int(info.max) - zp))
-    w = k.const(1).reshape(k.const(1).shape[0], -1).astype(np.int64)
-    bound = np.abs(k.const(2).astype(np.int64)).reshape(-1) + np.abs(w).sum(axis=1) * dev
-    m = w.shape[0]
-    return qmath.ties_possible(bound, np.broadcast_to(k.const(3).reshape(-1), (m,)),
-                               np.broadcast_to(k.const(4).reshape(-1), (m,)))
