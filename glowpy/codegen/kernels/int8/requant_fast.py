@@ -7,14 +7,16 @@ qmath.requantize's "even" mode rounds p = acc * q by 2**n, n = 31 - shift, half 
 shift <= -2 (n = 32 + m, m = -1 - shift >= 1) the high word hi = p >> 32 (SMMUL) suffices for
 the half-up rounding, (hi + 2**(m-1)) >> m; only a tie would need the low word and the
 correction, and qmath.ties_possible proves from the bound of |acc| that none can occur. The
-output zero point joins the rounding addend, (hi + 2**(m-1) + y_zp * 2**m) >> m (exact: the
-added term is a multiple of 2**m), so SMMLA adds both to the high word in one instruction.
+output zero point joins the rounding addend, (hi + (1 + 2 * y_zp) << (m-1)) >> m (exact: the
+added y_zp * 2**m is a multiple of 2**m), so SMMLA adds both to the high word at once.
 Channels with q == 0 give y_zp whatever their shift (m = 1 in their place).
 
 Measured on the Cortex-M7 per output, beside the clamp and the store: the general wide form
-with its tie test about 14 instructions; SMMUL + ADD + ASR + ADD y_zp (qconv's form) 4; this
-one 2 (SMMLA, ASR). Per channel the kernel loads q, m and the addend from tables (one per
-channel where the instruction is the shift table's only reader: m replaces the shifts)."""
+with its tie test about 14 instructions; SMMUL + ADD + ASR + ADD y_zp (qconv's first form) 4;
+this one 2 (SMMLA, ASR). Per channel: LDR q, LDR m (m = -1 - shift replaces the shift table),
+SUB + LSL for the addend. A third table of addends instead cost more on the M7 (one more
+pointer live through the blocks of im2col: spills; keyword spotting's 1x1 layers +1,900
+instructions each) and 4 bytes of flash per channel."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,31 +47,34 @@ def sum_bound(k, x_dtype, zp: int) -> np.ndarray | None:
 
 @dataclass
 class Short:
-    """The plan of one instruction: per channel q, m and the addend (numpy int64), and whether
-    y_zp is added after the shift (`post`: where it does not fit the addend)."""
+    """The plan of one instruction: per channel q and m (numpy int64), and the odd factor of
+    the addend, k_odd = 1 + 2 * y_zp (addend = k_odd << (m - 1)), or 1 where y_zp * 2**m does
+    not fit and y_zp is added after the shift (`post`)."""
     q: np.ndarray
     m: np.ndarray
-    addend: np.ndarray
+    k_odd: int
     post: bool
     ptrs: tuple | None = None
 
-    def prepare(self, k, q_input: int | None = 3, s_input: int | None = 4):
-        """Emits the per-channel tables (call once, before the loops): q from input q_input,
-        m in place of the shifts (input s_input) where this instruction is their only reader,
-        the addend as a table of its own; a value shared by every channel stays a constant."""
-        def table(arr, idx, name):
-            if _uniform(arr):
-                return int(arr[0])
-            arr = arr.astype(np.int32)
-            return pack_constant(k, idx, arr, name) if idx is not None else k.add_table(arr, name)
+    def prepare(self, k, q_input: int = 3, s_input: int = 4):
+        """Emits the per-channel tables (call once, before the loops): q is input q_input, m
+        replaces the shifts (input s_input) where this instruction is their only reader (else
+        it is a table of its own); a value shared by every channel stays a constant."""
+        def table(arr, ptr):
+            return int(arr[0]) if _uniform(arr) else ptr()
 
-        q = int(self.q[0]) if _uniform(self.q) else \
-            (k.inp(q_input) if q_input is not None else k.add_table(self.q.astype(np.int32), "rq_q"))
-        self.ptrs = (q, table(self.m, s_input, "requant_m"), table(self.addend, None, "rq_addend"))
+        m = self.m.astype(np.int32)
+        self.ptrs = (table(self.q, lambda: k.inp(q_input)),
+                     table(self.m, lambda: pack_constant(k, s_input, m, "requant_m")))
 
     def channel(self, k, ch):
-        """(q, m, addend) of channel `ch` (an IR index): ints or loaded i32 values."""
-        return tuple(v if isinstance(v, int) else k.load(v, ch, np.int32) for v in self.ptrs)
+        """(q, m, addend) of channel `ch` (an IR index): ints, or i32 values loaded / computed
+        once per channel (addend: SUB + LSL, as cheap as a third table and no flash)."""
+        q, m = (v if isinstance(v, int) else k.load(v, ch, np.int32) for v in self.ptrs)
+        if isinstance(m, int):
+            return q, m, self.k_odd << (m - 1)
+        b = k.b
+        return q, m, b.shl(ir.Constant(I32, self.k_odd), b.sub(m, ir.Constant(I32, 1)))
 
     def store(self, k, acc, prm, ptr, off, dtype):
         """requantize(acc) + y_zp, clamped and stored; prm: channel()'s triple."""
@@ -101,11 +106,9 @@ def plan(k, bound, q=None, s=None) -> Short | None:
     if np.any((q != 0) & (s > -2)) or qmath.ties_possible(bound, q, s):
         return None
     m = np.where(q == 0, 1, -1 - s)
-    half = np.int64(1) << (m - 1)
     # |acc * q| >> 32 at most (acc is an int32 whatever the bound says)
     hi = (np.minimum(bound, LIMIT) * np.abs(q) >> 32) + 1
-    y_zp = int(k.attrs["y_zp"])
-    addend = half + y_zp * (np.int64(1) << m)
-    if np.all(hi + np.abs(addend) < LIMIT):
-        return Short(q, m, addend, False)
-    return Short(q, m, half, True)
+    k_odd = 1 + 2 * int(k.attrs["y_zp"])
+    if np.all(hi + abs(k_odd) * (np.int64(1) << (m - 1)) < LIMIT):
+        return Short(q, m, k_odd, False)
+    return Short(q, m, 1, True)
