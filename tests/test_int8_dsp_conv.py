@@ -48,7 +48,7 @@ CASES = [
 ]
 
 
-def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=False):
+def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=False, ws=None):
     m = QDQ(dtype)
     lo = -128 if np.dtype(dtype) == np.int8 else 0
     ks = (kernel, kernel) if isinstance(kernel, int) else kernel
@@ -56,8 +56,9 @@ def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=Fals
     pd = [pads] * 4 if isinstance(pads, int) else list(pads)
     xs, xz = (0.25, lo + 100) if pow2_scales else (0.05, lo + 117)
     w = rng.integers(-127, 128, (cout, cin) + ks).astype(np.int8)
-    ws = (np.full(cout, 0.125, np.float32) if pow2_scales
-          else rng.uniform(0.002, 0.02, cout).astype(np.float32))
+    if ws is None:
+        ws = (np.full(cout, 0.125, np.float32) if pow2_scales
+              else rng.uniform(0.002, 0.02, cout).astype(np.float32))
     wq = m.dq(m.c(w), ws, np.zeros(cout, np.int8), 0)
     b = rng.integers(-3000, 3000, cout).astype(np.int32)
     bq = m.dq(m.c(b), xs * ws, np.zeros(cout, np.int32), 0)
@@ -123,6 +124,26 @@ def test_dsp_conv_with_rounding_ties_keeps_the_general_requantization(tmp_path):
     n = 31 - int(s.reshape(-1)[0])
     p = acc * int(q.reshape(-1)[0])
     assert n >= 33 and int(((p & ((1 << n) - 1)) == 1 << (n - 1)).sum()) > 0
+
+
+def test_short_requantization_with_extreme_multipliers_is_exact(tmp_path):
+    """requant_fast's edges: a channel whose multiplier rounds to q = 0 (shift < -31: its
+    outputs are y_zp) and one with m = -1 - shift = 25, where y_zp * 2**m no longer fits the
+    SMMLA addend beside the rounding half (y_zp is then added after the shift); the other
+    channels' outputs vary. Exact on the M7 with the short form in use."""
+    rng = np.random.default_rng(11)
+    ws = rng.uniform(0.002, 0.02, 6).astype(np.float32)
+    ws[0], ws[1] = 1e-14, 1e-7
+    model, feeds = conv_model(8, 6, (5, 5), 3, 1, 1, np.int8, rng, ws=ws)
+    got, want, variants, asm = run_case(tmp_path, model, feeds)
+    assert [v["name"] for v in variants] == ["im2col"], variants
+    assert re.search(r"\tsmmla\t", asm)
+    g = optimize(load_onnx(str(tmp_path / "m.onnx")))
+    node = next(n for n in g.nodes if n.op == "QConv")
+    q, s = (np.asarray(node.inputs[i].const, np.int64).reshape(-1) for i in (3, 4))
+    assert q[0] == 0 and -1 - s[1] >= 24, (q, s)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got[:, 2:])) > 4
 
 
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505"], ids=["cortex-m4", "cortex-m33"])
