@@ -202,12 +202,15 @@ def emit(k, c: QConvShape, n, emit_out, block):
         def group(accs, cp, wq):
             """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
             for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
-                xs = [b.load(cg.gep(b, cp, k.c(4 * q + 2 * half), I16), typ=I32, align=4)
-                      for q in range(npb)]
+                xs = [None] * npb
                 for pi in range(C // 2):
                     ww = load_word(k, wq, k.c(pi * 8 + half * 4))
                     wa, wb = sxtb16(k, ww), sxtb16(k, ww, True)  # channels 2pi, 2pi+1
-                    for q, xv in enumerate(xs):
+                    for q in range(npb):
+                        if xs[q] is None:  # (loaded where first used: fewer live values)
+                            xs[q] = b.load(cg.gep(b, cp, k.c(4 * q + 2 * half), I16), typ=I32,
+                                           align=4)
+                        xv = xs[q]
                         for j, wv in ((2 * pi, wa), (2 * pi + 1, wb)):
                             accs[q * C + j] = smlad(k, xv, wv, accs[q * C + j])
             return accs, cg.gep(b, cp, k.c(npb * 4), I16), cg.gep(b, wq, k.c(C * 4), cg.I8)
