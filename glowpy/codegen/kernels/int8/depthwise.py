@@ -21,9 +21,10 @@ loop of interior pairs run row by row; narrow rows (keyword spotting's 5, VWW's 
 column by column, so that one pair's values are live at a time. Requantization is fused into
 the store: where no half-even tie can occur (requant_fast: the sums' bound follows from the
 weights), one SMMLA, a shift, SSAT/USAT and the byte store.
-Measured on the M7: 1.95 and 2.0 instructions per MAC on keyword spotting's and VWW's depthwise
-layers (4.4 with the direct kernel; TFLite Micro + CMSIS-NN: 7.8). Registers only: no
-stack buffer."""
+Measured on the M7: 2.0 instructions per MAC on keyword spotting's and VWW's depthwise layers
+(keyword spotting 1.95 with this kernel's own SMMLA form, which held fewer values per channel:
+the per-channel q, m and addend are spilled and reloaded per output pair either way; 4.4 with
+the direct kernel; TFLite Micro + CMSIS-NN: 7.8). Registers only: no stack buffer."""
 from __future__ import annotations
 
 import numpy as np
