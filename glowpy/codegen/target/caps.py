@@ -46,6 +46,10 @@ class TargetCaps:
     mve_float: bool        # Helium with float vectors
     dsp: bool              # M-profile DSP extension: SMLAD, SXTB16 (Armv7E-M, Armv8-M +dsp)
     pointer_bits: int
+    # RAM is the budget (microcontrollers: M-profile ARM, 32-bit RISC-V): the planner may take
+    # a kernel that is slower to save activation bytes (ConvPointwiseInPlace); elsewhere time
+    # comes first (planner.build, -activation-memory)
+    memory_first: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,4 +136,4 @@ def caps_of(spec) -> TargetCaps:
         mve=attrs.get(TAG_MVE_ARCH, 0) >= 1, mve_float=attrs.get(TAG_MVE_ARCH, 0) >= 2,
         dsp=m_profile and (attrs.get(TAG_CPU_ARCH) == CPU_ARCH_V7EM
                            or attrs.get(TAG_DSP_EXTENSION) == 1),
-        pointer_bits=spec.pointer_bits)
+        pointer_bits=spec.pointer_bits, memory_first=m_profile or arch == "riscv32")
