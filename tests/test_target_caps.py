@@ -14,10 +14,14 @@ from vector_levels import LEVELS
 GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "glowpy")
 
 def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
-         mve_float=False, dsp=False, bits=64, mcu=False) -> TargetCaps:
+         mve_float=False, dsp=False, bits=64, mcu=False, cache=None) -> TargetCaps:
+    """cache: (L1D, L2) bytes; default: none on microcontrollers, else caps.FAMILY_CACHES
+    for 64-bit x86/AArch64 and SMALL_CORE_CACHES for the rest (explicit CPUs, not the host)."""
+    if cache is None:
+        cache = (0, 0) if mcu else (32 << 10, (512 if bits == 64 else 256) << 10)
     return TargetCaps(float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
                       arm_fpu=arm_fpu, neon=neon, mve=mve, mve_float=mve_float, dsp=dsp,
-                      pointer_bits=bits, memory_first=mcu)
+                      pointer_bits=bits, memory_first=mcu, l1d_bytes=cache[0], l2_bytes=cache[1])
 
 
 M_SOFT = dict(fpu=False, bits=32, mcu=True)  # an FPU-less M-profile core: floats in core registers
@@ -51,9 +55,10 @@ CAPS = {
     "cortex-m0": (dict(target="arm", mcpu="cortex-m0"), caps(1, 12, **M_SOFT)),
     "cortex-m3": (dict(target="arm", mcpu="cortex-m3"), caps(1, 12, **M_SOFT)),
     "riscv32": (dict(target="riscv32"), caps(1, 12, fpu=False, bits=32, mcu=True)),
-    "riscv64": (dict(target="riscv64"), caps(1, 32)),
+    "riscv64": (dict(target="riscv64"), caps(1, 32, cache=(32 << 10, 256 << 10))),
     # the CPU's own F/D extensions count, not only -mattr's
-    "riscv64-sifive-u74": (dict(target="riscv64", mcpu="sifive-u74"), caps(1, 32)),
+    "riscv64-sifive-u74": (dict(target="riscv64", mcpu="sifive-u74"),
+                           caps(1, 32, cache=(32 << 10, 256 << 10))),
     "riscv32-f": (dict(target="riscv32", mattr="+f"), caps(1, 32, bits=32, mcu=True)),
 }
 
