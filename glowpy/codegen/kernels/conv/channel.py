@@ -14,6 +14,7 @@ rows of an output row are a run-time range. Only for vector targets (width > 1).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from llvmlite import ir
 
@@ -31,6 +32,7 @@ from glowpy.codegen.registry import variant
 CHAN_TAPS = (160, 140)
 PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
+FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
 
 
 def choose(simd, s: Shape, accumulate: bool):
@@ -68,8 +70,12 @@ def choose(simd, s: Shape, accumulate: bool):
 
 
 class ChanEmitter:
-    def __init__(self, k, s: Shape, npx: int, nvo: int):
+    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False):
         self.k, self.s, self.b = k, s, k.b
+        # flat: tiles run over the flattened output plane, across row ends (small planes);
+        # the stores then see the plane as one row (`so`)
+        self.flat = flat
+        self.so = flat_shape(s) if flat else s
         self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.npx, self.nvo = npx, nvo
@@ -87,7 +93,7 @@ class ChanEmitter:
         if self.vec.w > 1 and pw > 1:
             tv = Vec(k, Simd(pw, self.simd.registers, self.simd.cheap_masks))
             spatial = k.out_buf().shape[2:]
-            lanes = spatial if (s.rank == 1 or len(spatial) != 2) else spatial[-1:]
+            lanes = spatial if (self.so.rank == 1 or len(spatial) != 2) else spatial[-1:]
             tfin = Finisher(k, tv, lanes)  # (marks the epilogue done for module.py)
             self.transposed = (tv, tfin)
         self.store_fns, self.tile_buf = {}, None
@@ -147,6 +153,13 @@ class ChanEmitter:
         def kernel(o0, nch, oh, ow0, sig):
             self.kernel(n, gi, o0, nch, oh, ow0, sig)
 
+        if self.flat:  # every tile its own code: the taps each pixel reads are constants
+            p = s.ho * s.wo
+            for q0 in range(0, p, self.npx):
+                blocks(lambda o0, nch, q0=q0: self.flat_kernel(n, gi, o0, nch, q0,
+                                                               min(self.npx, p - q0)))
+            return
+
         w_bytes, x_bytes = s.mg * s.ktot * 4, s.cg * s.hin * s.win * 4
         ntile = s.ho * math.ceil(s.wo / self.npx)
         if s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, full + (tail > 0)):
@@ -158,6 +171,36 @@ class ChanEmitter:
 
     def kh_range(self, oh):
         return kh_range(self.k, self.s, oh)
+
+    def flat_kernel(self, n, gi, o0, nch, q0: int, npx: int):
+        """Output positions q0 .. q0+npx-1 of the flattened plane: per tap (static) the input
+        offset of each pixel is a constant and a pixel in the padding is skipped."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        nvo = math.ceil(nch / w)
+        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
+        pin = s.hin * s.win
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        acc = Acc(vec, npx, nvo)
+        for a in range(s.kh):
+            for c in range(s.kw):
+                offs = []
+                for q in range(q0, q0 + npx):
+                    ih = (q // s.wo) * s.sh + a * s.dh - s.pt
+                    iw = (q % s.wo) * s.sw + c * s.dw - s.pl
+                    offs.append(ih * s.win + iw if 0 <= ih < s.hin and 0 <= iw < s.win else None)
+                if all(o is None for o in offs):
+                    continue
+                wcol = b.add(wb, k.c((a * s.kw + c) * s.cg * nch))
+                with acc.loop(k, s.cg, name="ic") as ic:
+                    wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
+                    xptr = cg.gep(b, k.inp(0), b.add(xb, b.mul(ic, k.c(pin))), cg.F32)
+                    bv = [vec.load(wptr, v * w, chmask[v]) for v in range(nvo)]
+                    for v in range(nvo):
+                        vec.prefetch(wptr, PREFETCH + v * w)
+                    acc.fma([None if o is None else vec.load_splat(xptr, o) for o in offs], bv)
+        self.finish(acc, n, gi, o0, k.c(0), k.c(q0), npx, nvo, chmask)
 
     def kernel(self, n, gi, o0, nch, oh, ow0, sig):
         k, b, s, vec = self.k, self.b, self.s, self.vec
@@ -189,6 +232,11 @@ class ChanEmitter:
                     av = [vec.load_splat(xptr, p * s.sw + c * s.dw - s.pl)
                           if valid[c][p] else None for p in range(npx)]
                     acc.fma(av, bv)
+        self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+
+    def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
+        k, b, s, w = self.k, self.b, self.so, self.vec.w
+        vec = self.vec
         if self.transposed is not None:
             self.store_transposed(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
             return
@@ -252,7 +300,7 @@ class ChanEmitter:
         tv = Vec(kk, Simd(self.transposed[0].w, self.simd.registers, self.simd.cheap_masks))
         tfin = Finisher(kk, tv, self.transposed[1].lane_shape)
         tfin.accumulate = False  # the residual is added when the rows are first stored
-        store_rows(kk, self.s, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
+        store_rows(kk, self.so, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
         bb.ret_void()
         return fn
 
@@ -363,11 +411,23 @@ def plan(k):
     filled = plane / (math.ceil(plane / simd.width) * simd.width)
     small_plane = (plane < 64 and s.cg >= 64 and (not (pointwise and flat) or filled < 0.8)) or \
         (wasteful and not pointwise)
-    if chan is not None and ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1]) or small_plane):
-        return {"npx": chan[1], "nvo": chan[2]}
-    return None
+    if chan is None or not ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1])
+                            or small_plane):
+        return None
+    if s.rank == 2 and s.g == 1 and s.ho > 1:
+        # rows shorter than a good tile (7-wide on AVX2: 4 + 3 pixels, 8 and 6 of 12
+        # accumulators) waste registers on every row; tiles across row ends do not
+        fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
+        if fl is not None and fl[0] > chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
+            return {"npx": fl[1], "nvo": fl[2], "flat": True}
+    return {"npx": chan[1], "nvo": chan[2]}
 
 
 @variant("Conv", "channel_vectorized", rank=30, plan=plan)
 def emit(k, p):
-    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"]).emit()
+    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False)).emit()
+
+
+def flat_shape(s: Shape) -> Shape:
+    """The output plane as one row (what the flat tiles' stores and scores see)."""
+    return replace(s, ho=1, wo=s.ho * s.wo, rank=1)
