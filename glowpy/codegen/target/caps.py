@@ -15,6 +15,10 @@ with the target's machine:
 
 resolve.py, arm.py and riscv.py use the same readers while they resolve the options.
 
+Two facts LLVM does not expose are not read from it: the data-cache sizes (the host's own from
+Linux sysfs when the target is this machine's CPU, the family's usual figures otherwise, none
+on microcontrollers) and memory_first (microcontrollers: M-profile ARM, 32-bit RISC-V).
+
 Adding a capability: a field of TargetCaps, its derivation in caps_of (from the probes'
 assembly or the spec), a row in tests/test_target_caps.py; kernels read it as k.caps.<field>
 (glowpy.codegen.kernel.Kernel)."""

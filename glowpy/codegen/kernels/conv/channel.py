@@ -24,6 +24,7 @@ from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv.pixel import form
+from glowpy.codegen.kernels.conv.turn import store_rows
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
 
@@ -175,14 +176,9 @@ class ChanEmitter:
     def flat_kernel(self, n, gi, o0, nch, q0: int, npx: int):
         """Output positions q0 .. q0+npx-1 of the flattened plane: per tap (static) the input
         offset of each pixel is a constant and a pixel in the padding is skipped."""
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        w = vec.w
-        nvo = math.ceil(nch / w)
-        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
-        pin = s.hin * s.win
-        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
-        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
-        acc = Acc(vec, npx, nvo)
+        k, s = self.k, self.s
+        nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
+        acc = Acc(self.vec, npx, nvo)
         for a in range(s.kh):
             for c in range(s.kw):
                 offs = []
@@ -190,28 +186,16 @@ class ChanEmitter:
                     ih = (q // s.wo) * s.sh + a * s.dh - s.pt
                     iw = (q % s.wo) * s.sw + c * s.dw - s.pl
                     offs.append(ih * s.win + iw if 0 <= ih < s.hin and 0 <= iw < s.win else None)
-                if all(o is None for o in offs):
-                    continue
-                wcol = b.add(wb, k.c((a * s.kw + c) * s.cg * nch))
-                with acc.loop(k, s.cg, name="ic") as ic:
-                    wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
-                    xptr = cg.gep(b, k.inp(0), b.add(xb, b.mul(ic, k.c(pin))), cg.F32)
-                    bv = [vec.load(wptr, v * w, chmask[v]) for v in range(nvo)]
-                    for v in range(nvo):
-                        vec.prefetch(wptr, PREFETCH + v * w)
-                    acc.fma([None if o is None else vec.load_splat(xptr, o) for o in offs], bv)
+                if any(o is not None for o in offs):
+                    self.channels(acc, k.b.add(wb, k.c((a * s.kw + c) * s.cg * nch)), xb, nch,
+                                  chmask, offs)
         self.finish(acc, n, gi, o0, k.c(0), k.c(q0), npx, nvo, chmask)
 
     def kernel(self, n, gi, o0, nch, oh, ow0, sig):
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        w = vec.w
+        k, b, s = self.k, self.b, self.s
         npx, valid = sig
-        nvo = math.ceil(nch / w)
-        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
-        pin = s.hin * s.win
-        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
-        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
-        acc = Acc(vec, npx, nvo)
+        nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
+        acc = Acc(self.vec, npx, nvo)
         lo, hi = self.kh_range(oh)
         with acc.loop(k, hi, lo, name="kh") as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
@@ -219,20 +203,35 @@ class ChanEmitter:
             # kernel columns outside the channel loop: one column's NPX broadcasts are live at
             # a time (shared across columns they would crowd the accumulators out of registers)
             for c in range(s.kw):
-                if not any(valid[c]):
-                    continue
-                wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
-                with acc.loop(k, s.cg, name="ic") as ic:
-                    # base pointers, then constant offsets: less IR for LLVM to chew on
-                    wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
-                    xptr = cg.gep(b, k.inp(0), b.add(row0, b.mul(ic, k.c(pin))), cg.F32)
-                    bv = [vec.load(wptr, v * w, chmask[v]) for v in range(nvo)]
-                    for v in range(nvo):  # the weight stream, 4 KiB ahead (measured: -15% time
-                        vec.prefetch(wptr, PREFETCH + v * w)  # on a cold cache)
-                    av = [vec.load_splat(xptr, p * s.sw + c * s.dw - s.pl)
-                          if valid[c][p] else None for p in range(npx)]
-                    acc.fma(av, bv)
+                if any(valid[c]):
+                    wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
+                    self.channels(acc, wcol, row0, nch, chmask,
+                                  [p * s.sw + c * s.dw - s.pl if valid[c][p] else None
+                                   for p in range(npx)])
         self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+
+    def bases(self, n, gi, o0, nch):
+        """(channel vectors, their lane masks, input base, packed weight base) of a block."""
+        k, b, s, w = self.k, self.b, self.s, self.vec.w
+        nvo = math.ceil(nch / w)
+        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(s.hin * s.win))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        return nvo, chmask, xb, wb
+
+    def channels(self, acc, wcol, xbase, nch, chmask, offs):
+        """The reduction over the input channels of one tap: per channel the block's weight
+        vectors and the tile's pixels (constant offsets from xbase; None: padding)."""
+        k, b, vec, w = self.k, self.b, self.vec, self.vec.w
+        pin = self.s.hin * self.s.win
+        with acc.loop(k, self.s.cg, name="ic") as ic:
+            # base pointers, then constant offsets: less IR for LLVM to chew on
+            wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
+            xptr = cg.gep(b, k.inp(0), b.add(xbase, b.mul(ic, k.c(pin))), cg.F32)
+            bv = [vec.load(wptr, v * w, chmask[v]) for v in range(len(chmask))]
+            for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured: -15%
+                vec.prefetch(wptr, PREFETCH + v * w)  # time on a cold cache)
+            acc.fma([None if o is None else vec.load_splat(xptr, o) for o in offs], bv)
 
     def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
         k, b, s, w = self.k, self.b, self.so, self.vec.w
@@ -303,86 +302,6 @@ class ChanEmitter:
         store_rows(kk, self.so, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
         bb.ret_void()
         return fn
-
-
-def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, chmask):
-    """vals[p][v]: pixel p, channel vector v of a tile at (n, channels oc0..., row oh, column
-    ow0). Turned around in registers (per channel a short vector of pixels; the bias added
-    before, one vector per pixel) and stored row-contiguous, onto the residual when
-    accumulating; the other epilogue steps then run in a compact loop over the channels,
-    re-reading the rows from L1: far less code than a copy of the steps per channel lane, and
-    no scatter."""
-    b = k.b
-    w, pw = vec.w, tv.w
-    pos0 = b.add(b.mul(oh, k.c(s.wo)), ow0)
-    accumulate = k.instr.attrs.get("accumulate") is not None
-    # steps that are the same at every element run on the channel vectors, before the turn
-    # (not after the residual, which is added to the stored rows): no second pass over memory
-    early = not accumulate and tfin.uniform()
-    plane0 = b.mul(b.add(b.mul(n, k.c(s.m)), oc0), k.c(s.ho * s.wo))
-    chunks = [(p0, tuple(p0 + q < npx for q in range(pw))) for p0 in range(0, npx, pw)]
-    for v in range(nvo):
-        bias = vec.load(bias_ptr, b.add(oc0, k.c(v * w)), chmask[v]) if bias_ptr is not None else None
-        for p0, store in chunks:
-            cols = [vals[p][v] for p in range(p0, min(npx, p0 + pw))]
-            if bias is not None:
-                cols = [b.fadd(c, bias) for c in cols]
-            if early:
-                cols = [tfin.apply_uniform(c, vec) for c in cols]
-            rows = transpose(b, cols, w, pw)
-            for l in range(w):
-                if not chmask[v][l]:
-                    continue
-                off = b.add(b.add(plane0, k.c((v * w + l) * s.ho * s.wo + p0)), pos0)
-                val = rows[l]
-                if accumulate:
-                    val = b.fadd(val, tv.load(k.out(), off, store))
-                tv.store(val, k.out(), off, store)
-    if not tfin.steps or not tfin.vector_ok or early:
-        return  # (steps that are not vector code: module.py's sweep runs them afterwards)
-    two_d = len(k.out_buf().shape) == 4 and s.rank == 2
-    nch = sum(sum(m) for m in chmask)
-    with k.for_range(nch, name="oc") as i:
-        oc = b.add(oc0, i)
-        off0 = b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo)), pos0)
-        for p0, store in chunks:
-            off = b.add(off0, k.c(p0))
-            pos = b.add(ow0, k.c(p0))
-            tfin.finish(tv.load(k.out(), off, store), [n, oc, oh] if two_d else [n, oc], pos, off, store)
-
-
-def transpose(b, cols, w: int, pw: int):
-    """cols: up to pw vectors of w lanes (lane l = channel l of one pixel) -> w vectors of pw
-    lanes (lane q = pixel q of one channel), with log2(pw) rounds of two-input shuffles."""
-    from llvmlite import ir
-    i32 = ir.IntType(32)
-    ty = cols[0].type
-    undef = ir.Constant(ty, ir.Undefined)
-    vecs = list(cols) + [undef] * (pw - len(cols))
-    content = [[(p, l) for l in range(w)] for p in range(pw)]
-    unit = 1
-    while unit < pw:
-        lows, highs, clo, chi = [], [], [], []
-        for i in range(0, len(vecs), 2):
-            a, c = vecs[i], vecs[i + 1]
-            ca, cc = content[i], content[i + 1]
-            for half, dst, cdst in ((0, lows, clo), (w // 2, highs, chi)):
-                idx, con = [], []
-                for j in range(0, w // 2, unit):
-                    idx += [half + j + t for t in range(unit)] + [w + half + j + t for t in range(unit)]
-                    con += ca[half + j:half + j + unit] + cc[half + j:half + j + unit]
-                dst.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(i32, w), idx)))
-                cdst.append(con)
-        vecs, content = lows + highs, clo + chi
-        unit *= 2
-    rows = [None] * w
-    for vv, con in zip(vecs, content):
-        for g in range(0, w, pw):
-            lane = con[g][1]
-            assert all(con[g + q] == (q, lane) for q in range(pw))
-            rows[lane] = vv if pw == w else b.shuffle_vector(
-                vv, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(i32, pw), list(range(g, g + pw))))
-    return rows
 
 
 def plan(k):
