@@ -180,15 +180,18 @@ class ChanEmitter:
         nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
         acc = Acc(self.vec, npx, nvo)
         for a in range(s.kh):
+            taps = []
             for c in range(s.kw):
                 offs = []
                 for q in range(q0, q0 + npx):
                     ih = (q // s.wo) * s.sh + a * s.dh - s.pt
                     iw = (q % s.wo) * s.sw + c * s.dw - s.pl
                     offs.append(ih * s.win + iw if 0 <= ih < s.hin and 0 <= iw < s.win else None)
-                if any(o is not None for o in offs):
-                    self.channels(acc, k.b.add(wb, k.c((a * s.kw + c) * s.cg * nch)), xb, nch,
-                                  chmask, offs)
+                if any(o is not None for o in offs):  # weights of column c: c * cg * nch on
+                    taps.append((c * s.cg * nch, offs))
+            if taps:
+                self.channels(acc, k.b.add(wb, k.c(a * s.kw * s.cg * nch)), xb, nch, chmask,
+                              None, taps)
         self.finish(acc, n, gi, o0, k.c(0), k.c(q0), npx, nvo, chmask)
 
     def kernel(self, n, gi, o0, nch, oh, ow0, sig):
@@ -219,19 +222,23 @@ class ChanEmitter:
         wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
         return nvo, chmask, xb, wb
 
-    def channels(self, acc, wcol, xbase, nch, chmask, offs):
-        """The reduction over the input channels of one tap: per channel the block's weight
-        vectors and the tile's pixels (constant offsets from xbase; None: padding)."""
+    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),)):
+        """The reduction over the input channels: per channel the block's weight vectors and
+        the tile's pixels (constant offsets from xbase; None: padding), for each tap of
+        `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
+        tiles run a kernel row's taps in one loop (a third of the loops for LLVM to compile)."""
         k, b, vec, w = self.k, self.b, self.vec, self.vec.w
         pin = self.s.hin * self.s.win
         with acc.loop(k, self.s.cg, name="ic") as ic:
             # base pointers, then constant offsets: less IR for LLVM to chew on
             wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
             xptr = cg.gep(b, k.inp(0), b.add(xbase, b.mul(ic, k.c(pin))), cg.F32)
-            bv = [vec.load(wptr, v * w, chmask[v]) for v in range(len(chmask))]
-            for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured: -15%
-                vec.prefetch(wptr, PREFETCH + v * w)  # time on a cold cache)
-            acc.fma([None if o is None else vec.load_splat(xptr, o) for o in offs], bv)
+            for wo, tap in taps:
+                bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
+                for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured:
+                    vec.prefetch(wptr, wo + PREFETCH + v * w)  # -15% time on a cold cache)
+                acc.fma([None if o is None else vec.load_splat(xptr, o)
+                         for o in (offs if tap is None else tap)], bv)
 
     def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
         k, b, s, w = self.k, self.b, self.so, self.vec.w
