@@ -32,8 +32,16 @@ from glowpy.codegen.registry import variant
 # wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
 CHAN_TAPS = (160, 140)
 PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
+# reductions from which a tile may take all registers but the weights, a broadcast and one
+# spare (AVX2: 12 accumulators, else 8): ResNet-50's 3x3 stride-2 layers on 56x56 (1,152 taps)
+# 65 -> 77% of the FMA peak on Zen 3; shorter ones lost to the longer tile stores (ResNet-8,
+# up to 576 taps, 4% slower; VWW's 128-tap 1x1 layers 4.5%). AVX-512 and NEON: 24 either way.
+LONG_TAPS = 1024
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
 FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
+# the flat tiles' straight-line code must score this much better than the rows' loops: ResNet-8's
+# 8x8 layers (+16% by score) ran 8% slower flat on Zen 3; 7-wide rows score +29%
+FLAT_GAIN = 1.2
 
 
 def choose(simd, s: Shape, accumulate: bool):
@@ -49,7 +57,7 @@ def choose(simd, s: Shape, accumulate: bool):
             break
         full, tail = _blocks(s.mg, ob)
         for npx in range(1, min(s.wo, 8) + 1):
-            if npx * nvo > min(24, regs - nvo - 2):  # weights, a broadcast, one spare
+            if npx * nvo > min(24, (regs - nvo - 2) if taps >= LONG_TAPS else regs - 8):
                 break
 
             def cost(px, nv):
@@ -335,7 +343,12 @@ def plan(k):
     # 2048->512 1.75 -> 1.51 ms, 512->2048 2.04 -> 1.89 ms)
     plane = s.ho * s.wo
     filled = plane / (math.ceil(plane / simd.width) * simd.width)
-    small_plane = (plane < 64 and s.cg >= 64 and (not (pointwise and flat) or filled < 0.8)) or \
+    # ... when its input is past L1 (R50: 100-400 KiB): VWW's 6x6 128-channel 1x1 layers (18
+    # KiB) ran 4.5% slower pixel-vectorized
+    x_bytes = s.cg * s.hin * s.win * 4
+    past_l1 = bool(k.caps.l1d_bytes) and x_bytes > k.caps.l1d_bytes
+    small_plane = (plane < 64 and s.cg >= 64
+                   and (not (pointwise and flat) or filled < 0.8 or not past_l1)) or \
         (wasteful and not pointwise)
     if chan is None or not ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1])
                             or small_plane):
@@ -344,7 +357,7 @@ def plan(k):
         # rows shorter than a good tile (7-wide on AVX2: 4 + 3 pixels, 8 and 6 of 12
         # accumulators) waste registers on every row; tiles across row ends do not
         fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
-        if fl is not None and fl[0] > chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
+        if fl is not None and fl[0] > FLAT_GAIN * chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
             return {"npx": fl[1], "nvo": fl[2], "flat": True}
     return {"npx": chan[1], "nvo": chan[2]}
 
