@@ -41,6 +41,9 @@ class Options:
     opt_level: int = 1  # graph optimizations (0 = only what lowering needs)
     llvm_opt: int = 3
     reuse_activation_memory: bool = True
+    # auto: the target decides (TargetCaps.memory_first: microcontrollers minimize bytes, hosts
+    # time); min: the smallest plan, slower in-place kernels included; fast: none of those
+    activation_memory: str = "auto"
     winograd: bool = True  # Winograd convolutions where the target's vectors repay them (more RAM)
     # op -> variant name, (name, params) or "!name" (codegen/registry.py forcing; CLI
     # -kernel-variant=Op:name): kernel experiments and tests that reach every variant
@@ -74,6 +77,8 @@ class Options:
                "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
                "reuse_activation_memory": self.reuse_activation_memory,
                "winograd": self.winograd,
+               **({"activation_memory": self.activation_memory}
+                  if self.activation_memory != "auto" else {}),
                **({"kernel_variants": {op: str(v) for op, v in self.kernel_variants.items()}}
                   if self.kernel_variants else {}),
                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
@@ -276,6 +281,19 @@ def _instrument_counter(opts: Options, target, name: str, entry: str) -> str | N
     return instrument.counter_for(target, opts.instrument_profile_counter)
 
 
+ACTIVATION_MEMORY = ("auto", "min", "fast")
+
+
+def _memory_first(opts, target) -> bool:
+    """Whether the plan saves activation bytes at the cost of time (planner.build)."""
+    if opts.activation_memory not in ACTIVATION_MEMORY:
+        raise UsageError(f"-activation-memory={opts.activation_memory}: expected "
+                         f"{', '.join(ACTIVATION_MEMORY)}")
+    if opts.activation_memory == "auto":
+        return target.caps.memory_first
+    return opts.activation_memory == "min"
+
+
 def _compile(models, output_dir, opts, name, entry, target, limit, counter, progress,
              profile=None):
     from glowpy.codegen import instrument
@@ -300,6 +318,7 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
         with progress.stage("plan"):
             prog = build_program(graph, optimize=opts.opt_level > 0,
                                  reuse=opts.reuse_activation_memory,
+                                 memory_first=_memory_first(opts, target),
                                  transform=post_lowering(target) if opts.winograd else None)
             check_regions(prog.sizes, limit)
             post_planning(target)(prog)

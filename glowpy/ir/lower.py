@@ -217,7 +217,8 @@ def _contiguous_slice(shape, region) -> int | None:
 def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place=None,
           transform=None) -> Program:
     """`slow_in_place`: names of nodes that must not use an in-place kernel slower than the
-    ordinary one (ConvPointwiseInPlace); None allows all (the planner relaxes afterwards).
+    ordinary one (ConvPointwiseInPlace), a container (planner.ALL_NODES: every node, the
+    speed-first plans); None allows all (the planner relaxes afterwards).
     `transform(prog)`: the backend's post-lowering step (with `optimize`), e.g. the target's
     choice of convolution algorithm, which may swap constants and add scratch outputs."""
     L = _Lowering(graph)
@@ -225,7 +226,7 @@ def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place
     prog = Program(graph.name, instrs, L.inputs, L.outputs, list(L.constants.values()), [], graph)
     if optimize and reuse:
         from glowpy.ir.inplace import assign_in_place
-        assign_in_place(prog, set(slow_in_place or ()))
+        assign_in_place(prog, slow_in_place if slow_in_place is not None else frozenset())
     if optimize and transform is not None:
         prog = transform(prog)
     prog.activations = list(dict.fromkeys(

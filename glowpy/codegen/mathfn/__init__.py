@@ -16,7 +16,11 @@ integer-only alternative for soft-float targets.
 
 No fast-math flags are ever set: the range reductions and the double-float
 tricks rely on exact IEEE rounding of every operation (no reassociation and no
-FMA contraction).  Rounding mode is assumed to be round-to-nearest-even.
+FMA contraction).  Only the steps of the polynomials (core.horner) are
+``llvm.fmuladd``: fused where the target has a fast FMA, a multiply and an add
+elsewhere (never an fmaf call), one rounding fewer either way; so results may
+differ by an ulp between FMA and non-FMA targets, within the bounds below.
+Rounding mode is assumed to be round-to-nearest-even.
 
 Accuracy: max error vs. the correctly rounded float32 result, measured over
 dense sweeps and ~4e7 random inputs per function (tests/test_mathfn.py checks a

@@ -15,6 +15,10 @@ with the target's machine:
 
 resolve.py, arm.py and riscv.py use the same readers while they resolve the options.
 
+Two facts LLVM does not expose are not read from it: the data-cache sizes (the host's own from
+Linux sysfs when the target is this machine's CPU, the family's usual figures otherwise, none
+on microcontrollers) and memory_first (microcontrollers: M-profile ARM, 32-bit RISC-V).
+
 Adding a capability: a field of TargetCaps, its derivation in caps_of (from the probes'
 assembly or the spec), a row in tests/test_target_caps.py; kernels read it as k.caps.<field>
 (glowpy.codegen.kernel.Kernel)."""
@@ -46,6 +50,14 @@ class TargetCaps:
     mve_float: bool        # Helium with float vectors
     dsp: bool              # M-profile DSP extension: SMLAD, SXTB16 (Armv7E-M, Armv8-M +dsp)
     pointer_bits: int
+    # RAM is the budget (microcontrollers: M-profile ARM, 32-bit RISC-V): the planner may take
+    # a kernel that is slower to save activation bytes (ConvPointwiseInPlace); elsewhere time
+    # comes first (planner.build, -activation-memory)
+    memory_first: bool = False
+    # data cache per core the loop orders are planned for (bytes; 0: none or unknown, the
+    # kernels keep their size-free rules): the host's own from sysfs, else the family's usual
+    l1d_bytes: int = 0
+    l2_bytes: int = 0
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,4 +144,48 @@ def caps_of(spec) -> TargetCaps:
         mve=attrs.get(TAG_MVE_ARCH, 0) >= 1, mve_float=attrs.get(TAG_MVE_ARCH, 0) >= 2,
         dsp=m_profile and (attrs.get(TAG_CPU_ARCH) == CPU_ARCH_V7EM
                            or attrs.get(TAG_DSP_EXTENSION) == 1),
-        pointer_bits=spec.pointer_bits)
+        pointer_bits=spec.pointer_bits, memory_first=m_profile or arch == "riscv32",
+        **_caches(spec, m_profile or arch == "riscv32"))
+
+
+# Usual per-core data caches of a family when the target is not this machine: x86-64 and
+# AArch64 application cores have 32-64 KiB of L1D and 0.5-2 MiB of L2 (the smaller figures:
+# a plan for too small a cache costs little, one for too large a cache thrashes); 32-bit
+# application cores 32 KiB and 256 KiB; microcontrollers run from TCM/SRAM (none).
+FAMILY_CACHES = {"x86_64": (32 << 10, 512 << 10), "aarch64": (32 << 10, 512 << 10)}
+SMALL_CORE_CACHES = (32 << 10, 256 << 10)
+
+
+def _caches(spec, mcu: bool) -> dict:
+    if mcu:
+        return {"l1d_bytes": 0, "l2_bytes": 0}
+    own = _host_caches(spec.cpu) if spec.is_host else None
+    l1, l2 = own or FAMILY_CACHES.get(spec.arch.split("_be")[0], SMALL_CORE_CACHES)
+    return {"l1d_bytes": l1, "l2_bytes": l2}
+
+
+@functools.lru_cache(maxsize=4)
+def _host_caches(cpu: str):
+    """(L1D, L2) bytes of this machine's first CPU (Linux sysfs) when `cpu` is the host's own
+    CPU (an explicit -mcpu for another CPU gets the family's figures); None elsewhere."""
+    import glob
+    import os
+    import llvmlite.binding as llvm
+    if cpu != llvm.get_host_cpu_name():
+        return None
+    sizes = {}
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(os.path.join(d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(d, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(d, "size")) as f:
+                text = f.read().strip().upper()
+        except (OSError, ValueError):
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        digits = text.rstrip("KMB")
+        if kind in ("Data", "Unified") and digits.isdigit():
+            sizes[level] = int(digits) * mult
+    return (sizes[1], sizes[2]) if 1 in sizes and 2 in sizes else None

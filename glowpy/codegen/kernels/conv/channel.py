@@ -14,15 +14,17 @@ rows of an output row are a run-time range. Only for vector targets (width > 1).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
-from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of
+from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv.pixel import form
+from glowpy.codegen.kernels.conv.turn import store_rows
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
 
@@ -30,7 +32,16 @@ from glowpy.codegen.registry import variant
 # wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
 CHAN_TAPS = (160, 140)
 PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
+# reductions from which a tile may take all registers but the weights, a broadcast and one
+# spare (AVX2: 12 accumulators, else 8): ResNet-50's 3x3 stride-2 layers on 56x56 (1,152 taps)
+# 65 -> 77% of the FMA peak on Zen 3; shorter ones lost to the longer tile stores (ResNet-8,
+# up to 576 taps, 4% slower; VWW's 128-tap 1x1 layers 4.5%). AVX-512 and NEON: 24 either way.
+LONG_TAPS = 1024
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
+FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
+# the flat tiles' straight-line code must score this much better than the rows' loops: ResNet-8's
+# 8x8 layers (+16% by score) ran 8% slower flat on Zen 3; 7-wide rows score +29%
+FLAT_GAIN = 1.2
 
 
 def choose(simd, s: Shape, accumulate: bool):
@@ -46,7 +57,7 @@ def choose(simd, s: Shape, accumulate: bool):
             break
         full, tail = _blocks(s.mg, ob)
         for npx in range(1, min(s.wo, 8) + 1):
-            if npx * nvo > min(24, regs - 8):  # measured: more accumulators spill
+            if npx * nvo > min(24, (regs - nvo - 2) if taps >= LONG_TAPS else regs - 8):
                 break
 
             def cost(px, nv):
@@ -68,8 +79,12 @@ def choose(simd, s: Shape, accumulate: bool):
 
 
 class ChanEmitter:
-    def __init__(self, k, s: Shape, npx: int, nvo: int):
+    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False):
         self.k, self.s, self.b = k, s, k.b
+        # flat: tiles run over the flattened output plane, across row ends (small planes);
+        # the stores then see the plane as one row (`so`)
+        self.flat = flat
+        self.so = flat_shape(s) if flat else s
         self.simd = Simd.of(k.caps)
         self.vec = Vec(k, self.simd)
         self.npx, self.nvo = npx, nvo
@@ -87,7 +102,7 @@ class ChanEmitter:
         if self.vec.w > 1 and pw > 1:
             tv = Vec(k, Simd(pw, self.simd.registers, self.simd.cheap_masks))
             spatial = k.out_buf().shape[2:]
-            lanes = spatial if (s.rank == 1 or len(spatial) != 2) else spatial[-1:]
+            lanes = spatial if (self.so.rank == 1 or len(spatial) != 2) else spatial[-1:]
             tfin = Finisher(k, tv, lanes)  # (marks the epilogue done for module.py)
             self.transposed = (tv, tfin)
         self.store_fns, self.tile_buf = {}, None
@@ -147,8 +162,16 @@ class ChanEmitter:
         def kernel(o0, nch, oh, ow0, sig):
             self.kernel(n, gi, o0, nch, oh, ow0, sig)
 
-        w_bytes = s.mg * s.ktot * 4
-        if w_bytes <= (256 << 10) or s.g > 1:  # weights stay in cache: pixels outermost
+        if self.flat:  # every tile its own code: the taps each pixel reads are constants
+            p = s.ho * s.wo
+            for q0 in range(0, p, self.npx):
+                blocks(lambda o0, nch, q0=q0: self.flat_kernel(n, gi, o0, nch, q0,
+                                                               min(self.npx, p - q0)))
+            return
+
+        w_bytes, x_bytes = s.mg * s.ktot * 4, s.cg * s.hin * s.win * 4
+        ntile = s.ho * math.ceil(s.wo / self.npx)
+        if s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, full + (tail > 0)):
             rows(lambda oh: tiles(oh, lambda oh_, ow0, sig: blocks(
                 lambda o0, nch: kernel(o0, nch, oh_, ow0, sig))))
         else:  # stream the weights once, re-read the (smaller) input per block
@@ -158,16 +181,32 @@ class ChanEmitter:
     def kh_range(self, oh):
         return kh_range(self.k, self.s, oh)
 
+    def flat_kernel(self, n, gi, o0, nch, q0: int, npx: int):
+        """Output positions q0 .. q0+npx-1 of the flattened plane: per tap (static) the input
+        offset of each pixel is a constant and a pixel in the padding is skipped."""
+        k, s = self.k, self.s
+        nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
+        acc = Acc(self.vec, npx, nvo)
+        for a in range(s.kh):
+            taps = []
+            for c in range(s.kw):
+                offs = []
+                for q in range(q0, q0 + npx):
+                    ih = (q // s.wo) * s.sh + a * s.dh - s.pt
+                    iw = (q % s.wo) * s.sw + c * s.dw - s.pl
+                    offs.append(ih * s.win + iw if 0 <= ih < s.hin and 0 <= iw < s.win else None)
+                if any(o is not None for o in offs):  # weights of column c: c * cg * nch on
+                    taps.append((c * s.cg * nch, offs))
+            if taps:
+                self.channels(acc, k.b.add(wb, k.c(a * s.kw * s.cg * nch)), xb, nch, chmask,
+                              None, taps)
+        self.finish(acc, n, gi, o0, k.c(0), k.c(q0), npx, nvo, chmask)
+
     def kernel(self, n, gi, o0, nch, oh, ow0, sig):
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        w = vec.w
+        k, b, s = self.k, self.b, self.s
         npx, valid = sig
-        nvo = math.ceil(nch / w)
-        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
-        pin = s.hin * s.win
-        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(pin))
-        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
-        acc = Acc(vec, npx, nvo)
+        nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
+        acc = Acc(self.vec, npx, nvo)
         lo, hi = self.kh_range(oh)
         with acc.loop(k, hi, lo, name="kh") as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
@@ -175,19 +214,43 @@ class ChanEmitter:
             # kernel columns outside the channel loop: one column's NPX broadcasts are live at
             # a time (shared across columns they would crowd the accumulators out of registers)
             for c in range(s.kw):
-                if not any(valid[c]):
-                    continue
-                wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
-                with acc.loop(k, s.cg, name="ic") as ic:
-                    # base pointers, then constant offsets: less IR for LLVM to chew on
-                    wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
-                    xptr = cg.gep(b, k.inp(0), b.add(row0, b.mul(ic, k.c(pin))), cg.F32)
-                    bv = [vec.load(wptr, v * w, chmask[v]) for v in range(nvo)]
-                    for v in range(nvo):  # the weight stream, 4 KiB ahead (measured: -15% time
-                        vec.prefetch(wptr, PREFETCH + v * w)  # on a cold cache)
-                    av = [vec.load_splat(xptr, p * s.sw + c * s.dw - s.pl)
-                          if valid[c][p] else None for p in range(npx)]
-                    acc.fma(av, bv)
+                if any(valid[c]):
+                    wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
+                    self.channels(acc, wcol, row0, nch, chmask,
+                                  [p * s.sw + c * s.dw - s.pl if valid[c][p] else None
+                                   for p in range(npx)])
+        self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+
+    def bases(self, n, gi, o0, nch):
+        """(channel vectors, their lane masks, input base, packed weight base) of a block."""
+        k, b, s, w = self.k, self.b, self.s, self.vec.w
+        nvo = math.ceil(nch / w)
+        chmask = [tuple(v * w + l < nch for l in range(w)) for v in range(nvo)]
+        xb = b.mul(b.add(b.mul(n, k.c(s.c)), b.mul(gi, k.c(s.cg))), k.c(s.hin * s.win))
+        wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
+        return nvo, chmask, xb, wb
+
+    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),)):
+        """The reduction over the input channels: per channel the block's weight vectors and
+        the tile's pixels (constant offsets from xbase; None: padding), for each tap of
+        `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
+        tiles run a kernel row's taps in one loop (a third of the loops for LLVM to compile)."""
+        k, b, vec, w = self.k, self.b, self.vec, self.vec.w
+        pin = self.s.hin * self.s.win
+        with acc.loop(k, self.s.cg, name="ic") as ic:
+            # base pointers, then constant offsets: less IR for LLVM to chew on
+            wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
+            xptr = cg.gep(b, k.inp(0), b.add(xbase, b.mul(ic, k.c(pin))), cg.F32)
+            for wo, tap in taps:
+                bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
+                for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured:
+                    vec.prefetch(wptr, wo + PREFETCH + v * w)  # -15% time on a cold cache)
+                acc.fma([None if o is None else vec.load_splat(xptr, o)
+                         for o in (offs if tap is None else tap)], bv)
+
+    def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
+        k, b, s, w = self.k, self.b, self.so, self.vec.w
+        vec = self.vec
         if self.transposed is not None:
             self.store_transposed(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
             return
@@ -251,89 +314,9 @@ class ChanEmitter:
         tv = Vec(kk, Simd(self.transposed[0].w, self.simd.registers, self.simd.cheap_masks))
         tfin = Finisher(kk, tv, self.transposed[1].lane_shape)
         tfin.accumulate = False  # the residual is added when the rows are first stored
-        store_rows(kk, self.s, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
+        store_rows(kk, self.so, vec, tv, tfin, kk.inp(2), vals, n, oc0, oh, ow0, npx, nvo, chmask)
         bb.ret_void()
         return fn
-
-
-def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, chmask):
-    """vals[p][v]: pixel p, channel vector v of a tile at (n, channels oc0..., row oh, column
-    ow0). Turned around in registers (per channel a short vector of pixels; the bias added
-    before, one vector per pixel) and stored row-contiguous, onto the residual when
-    accumulating; the other epilogue steps then run in a compact loop over the channels,
-    re-reading the rows from L1: far less code than a copy of the steps per channel lane, and
-    no scatter."""
-    b = k.b
-    w, pw = vec.w, tv.w
-    pos0 = b.add(b.mul(oh, k.c(s.wo)), ow0)
-    accumulate = k.instr.attrs.get("accumulate") is not None
-    # steps that are the same at every element run on the channel vectors, before the turn
-    # (not after the residual, which is added to the stored rows): no second pass over memory
-    early = not accumulate and tfin.uniform()
-    plane0 = b.mul(b.add(b.mul(n, k.c(s.m)), oc0), k.c(s.ho * s.wo))
-    chunks = [(p0, tuple(p0 + q < npx for q in range(pw))) for p0 in range(0, npx, pw)]
-    for v in range(nvo):
-        bias = vec.load(bias_ptr, b.add(oc0, k.c(v * w)), chmask[v]) if bias_ptr is not None else None
-        for p0, store in chunks:
-            cols = [vals[p][v] for p in range(p0, min(npx, p0 + pw))]
-            if bias is not None:
-                cols = [b.fadd(c, bias) for c in cols]
-            if early:
-                cols = [tfin.apply_uniform(c, vec) for c in cols]
-            rows = transpose(b, cols, w, pw)
-            for l in range(w):
-                if not chmask[v][l]:
-                    continue
-                off = b.add(b.add(plane0, k.c((v * w + l) * s.ho * s.wo + p0)), pos0)
-                val = rows[l]
-                if accumulate:
-                    val = b.fadd(val, tv.load(k.out(), off, store))
-                tv.store(val, k.out(), off, store)
-    if not tfin.steps or not tfin.vector_ok or early:
-        return  # (steps that are not vector code: module.py's sweep runs them afterwards)
-    two_d = len(k.out_buf().shape) == 4 and s.rank == 2
-    nch = sum(sum(m) for m in chmask)
-    with k.for_range(nch, name="oc") as i:
-        oc = b.add(oc0, i)
-        off0 = b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo)), pos0)
-        for p0, store in chunks:
-            off = b.add(off0, k.c(p0))
-            pos = b.add(ow0, k.c(p0))
-            tfin.finish(tv.load(k.out(), off, store), [n, oc, oh] if two_d else [n, oc], pos, off, store)
-
-
-def transpose(b, cols, w: int, pw: int):
-    """cols: up to pw vectors of w lanes (lane l = channel l of one pixel) -> w vectors of pw
-    lanes (lane q = pixel q of one channel), with log2(pw) rounds of two-input shuffles."""
-    from llvmlite import ir
-    i32 = ir.IntType(32)
-    ty = cols[0].type
-    undef = ir.Constant(ty, ir.Undefined)
-    vecs = list(cols) + [undef] * (pw - len(cols))
-    content = [[(p, l) for l in range(w)] for p in range(pw)]
-    unit = 1
-    while unit < pw:
-        lows, highs, clo, chi = [], [], [], []
-        for i in range(0, len(vecs), 2):
-            a, c = vecs[i], vecs[i + 1]
-            ca, cc = content[i], content[i + 1]
-            for half, dst, cdst in ((0, lows, clo), (w // 2, highs, chi)):
-                idx, con = [], []
-                for j in range(0, w // 2, unit):
-                    idx += [half + j + t for t in range(unit)] + [w + half + j + t for t in range(unit)]
-                    con += ca[half + j:half + j + unit] + cc[half + j:half + j + unit]
-                dst.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(i32, w), idx)))
-                cdst.append(con)
-        vecs, content = lows + highs, clo + chi
-        unit *= 2
-    rows = [None] * w
-    for vv, con in zip(vecs, content):
-        for g in range(0, w, pw):
-            lane = con[g][1]
-            assert all(con[g + q] == (q, lane) for q in range(pw))
-            rows[lane] = vv if pw == w else b.shuffle_vector(
-                vv, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(i32, pw), list(range(g, g + pw))))
-    return rows
 
 
 def plan(k):
@@ -354,12 +337,36 @@ def plan(k):
     lanes = s.ho * s.wo if flat else s.wo
     nr = tile[1] * simd.width
     wasteful = lanes / (math.ceil(lanes / nr) * nr) < 0.7  # e.g. 5-wide rows in 16 lanes
-    small_plane = (s.ho * s.wo < 64 and s.cg >= 64) or (wasteful and not pointwise)
-    if chan is not None and ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1]) or small_plane):
-        return {"npx": chan[1], "nvo": chan[2]}
-    return None
+    # a small plane in whole vectors: 7x7 fills 49 of 64 AVX-512 lanes, where channel tiles won
+    # (measured on AVX-512); on AVX2 it fills 49 of 56 and the flat pixel tiles, which read
+    # each channel's plane contiguously, run ResNet-50's 7x7 1x1 layers 11-17% faster (Zen 3:
+    # 2048->512 1.75 -> 1.51 ms, 512->2048 2.04 -> 1.89 ms)
+    plane = s.ho * s.wo
+    filled = plane / (math.ceil(plane / simd.width) * simd.width)
+    # ... when its input is past L1 (R50: 100-400 KiB): VWW's 6x6 128-channel 1x1 layers (18
+    # KiB) ran 4.5% slower pixel-vectorized
+    x_bytes = s.cg * s.hin * s.win * 4
+    past_l1 = bool(k.caps.l1d_bytes) and x_bytes > k.caps.l1d_bytes
+    small_plane = (plane < 64 and s.cg >= 64
+                   and (not (pointwise and flat) or filled < 0.8 or not past_l1)) or \
+        (wasteful and not pointwise)
+    if chan is None or not ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1])
+                            or small_plane):
+        return None
+    if s.rank == 2 and s.g == 1 and s.ho > 1:
+        # rows shorter than a good tile (7-wide on AVX2: 4 + 3 pixels, 8 and 6 of 12
+        # accumulators) waste registers on every row; tiles across row ends do not
+        fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
+        if fl is not None and fl[0] > FLAT_GAIN * chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
+            return {"npx": fl[1], "nvo": fl[2], "flat": True}
+    return {"npx": chan[1], "nvo": chan[2]}
 
 
 @variant("Conv", "channel_vectorized", rank=30, plan=plan)
 def emit(k, p):
-    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"]).emit()
+    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False)).emit()
+
+
+def flat_shape(s: Shape) -> Shape:
+    """The output plane as one row (what the flat tiles' stores and scores see)."""
+    return replace(s, ho=1, wo=s.ho * s.wo, rank=1)

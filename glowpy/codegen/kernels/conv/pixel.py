@@ -27,7 +27,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, kh_range, row_runs,
-                                         shape_of, valid_taps)
+                                         shape_of, tiles_outermost, valid_taps)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -97,7 +97,7 @@ class ConvEmitter:
         ntile = math.ceil(self.lanes / self.nr) * (1 if self.flat else s.ho)
         # keep the smaller operand streaming: pixel tiles outermost unless the weights are
         # large and re-reading them per tile would cost more than re-reading the input
-        tiles_outer = w_bytes <= (256 << 10) or w_bytes * ntile <= x_bytes * nblk
+        tiles_outer = tiles_outermost(self.k.caps, w_bytes, x_bytes, ntile, nblk)
         if self.flat:
             self.flat_group(n, gi, tiles_outer)
         else:

@@ -124,7 +124,7 @@ def emit_vector(k, params):
 
     def chan_block(n, t0, p0, npx, o0, r, woff):
         """scratch[o0 + l][p0:p0+npx] for the r channels of a block, channel-vectorized."""
-        from glowpy.codegen.kernels.conv.channel import transpose
+        from glowpy.codegen.kernels.conv.turn import transpose
         nvo = -(-r // vec.w)
         chmask = [tuple(v * vec.w + l < r for l in range(vec.w)) for v in range(nvo)]
         acc = Acc(vec, npx, nvo)
