@@ -31,10 +31,14 @@ SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a 112x112 stride-2 p
 
 def geometry(s: Shape, w: int):
     """(padded rows, phase-row length in floats, column offset per kernel column within its
-    phase): the buffer holds rows x stride phases x length floats."""
+    phase): the buffer holds rows x stride phases x length floats; the length is a whole
+    number of vectors unless that would pass SCRATCH_MAX."""
     rows = (s.ho - 1) * s.sh + (s.kh - 1) * s.dh + 1
     offs = [(c * s.dw) // s.sw for c in range(s.kw)]
-    length = math.ceil((math.ceil(s.wo / w) * w + max(offs)) / w) * w
+    length = math.ceil(s.wo / w) * w + max(offs)  # tap loads of the last tile end here
+    aligned = math.ceil(length / w) * w  # rows on vector boundaries: fewer split loads
+    if rows * s.sw * aligned * 4 <= SCRATCH_MAX:  # (5x5/2 on 56x56, AVX2: 181 -> 151 us)
+        length = aligned
     return rows, length, offs
 
 
@@ -65,15 +69,17 @@ class PhaseEmitter(DepthwiseEmitter):
         w = vec.w
         self.rows, self.len, self.offs = geometry(s, w)
         buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, self.rows * s.sw * self.len), "phases")
+        buf.align = 64  # a cache line: aligned rows start on vector boundaries
         buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
         self.buf = buf
         # rows of the buffer that no input row fills: zero once, no channel writes them
         zero = vec.splat(ir.Constant(cg.F32, 0.0))
         filled = [r for r in range(self.rows) if 0 <= r - s.pt < s.hin]
+        n = s.sw * self.len
         for r in range(self.rows):
             if r not in filled:
-                for j in range(s.sw * self.len // w):
-                    vec.store(zero, buf, r * s.sw * self.len + j * w)
+                for j in range(math.ceil(n / w)):
+                    vec.store(zero, buf, r * n + j * w, self.tail(n, j))
         self.filled = (filled[0], filled[-1] + 1) if filled else None
         super().emit()
 
@@ -107,14 +113,19 @@ class PhaseEmitter(DepthwiseEmitter):
             src = b.add(self.xb, b.mul(b.sub(r, k.c(s.pt)), k.c(s.win)))
             dst = b.mul(r, k.c(s.sw * L))
             for p in range(s.sw):
-                for j in range(L // w):
+                for j in range(math.ceil(L / w)):
                     q0 = j * w * s.sw + p - s.pl  # input column of lane 0
                     mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw))
                     if any(mask):
                         v = vec.load_strided(k.inp(0), b.add(src, k.c(q0)), s.sw, mask)
                     else:
                         v = vec.splat(ir.Constant(cg.F32, 0.0))
-                    vec.store(v, self.buf, b.add(dst, k.c(p * L + j * w)))
+                    vec.store(v, self.buf, b.add(dst, k.c(p * L + j * w)), self.tail(L, j))
+
+    def tail(self, n, j):
+        """The store mask of vector j of an n-float run (None: the whole vector)."""
+        w = self.vec.w
+        return None if (j + 1) * w <= n else tuple(j * w + l < n for l in range(w))
 
     def phase_tile(self, oh0, ow0, nrows, store):
         k, b, s, vec = self.k, self.b, self.s, self.vec
