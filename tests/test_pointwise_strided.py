@@ -64,3 +64,22 @@ def test_tiles_leave_a_register(level):
     for m, c, npos in ((512, 256, 56), (1024, 512, 28), (64, 32, 64), (40, 24, 300)):
         mr, nv = plan_tiles(m, c, npos, simd)
         assert mr * nv + nv + 1 < regs and mr * nv >= 8
+
+
+@pytest.mark.parametrize("level", params())
+def test_weights_packed_in_their_own_bytes(level, tmp_path):
+    """37 output channels are not a multiple of the tile's rows on any level: the last block
+    is packed narrower, so the constant region is the weights and the bias, nothing appended."""
+    import os
+
+    from util import check_against_onnxruntime, make_model
+    x, w, b = f32(1, 24, 20, 20), f32(37, 24, 1, 1), f32(37)
+    m = make_model("Conv", {"x": x}, 1, dict(strides=[2, 2]), {"w": w, "b": b})
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report), **level.options)
+    [v] = [i["variant"] for i in json.loads(report.read_text())["instructions"] if i["kernel"] == "Conv"]
+    assert v["name"] == "pointwise_strided" and 37 % v["params"]["mr"] != 0
+    man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
+    align = lambda n: (n + 63) // 64 * 64  # noqa: E731
+    assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)

@@ -8,7 +8,7 @@ took 3.73 ms against onnxruntime's 2.77, and the same layer behind a strided Sli
 a chunk of whole output rows is gathered once per input channel into a buffer [C][positions]
 (one wide load and shuffle per input vector, no longer one per output-channel block), and
 MR output channels x NV vectors of positions accumulate over C from it, the weights packed
-[M/MR][C][MR] (blocks padded with zero rows) so each step reads MR consecutive floats."""
+[M/MR][C][MR] so each step reads MR consecutive floats."""
 from __future__ import annotations
 
 import math
@@ -80,11 +80,10 @@ class PointwiseStridedEmitter:
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         s, mr = self.s, self.mr
         wts = const_input(k, 1).reshape(s.m, s.c)
-        nblk = math.ceil(s.m / mr)
-        packed = np.zeros((nblk * mr, s.c), np.float32)
-        packed[:s.m] = wts
-        packed = packed.reshape(nblk, mr, s.c).transpose(0, 2, 1)
-        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}]")
+        # [M/MR][C][MR], the last block [C][M % MR]: the constant's own size, so the packed
+        # bytes replace it (zero rows padding the block appended a second copy instead)
+        packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
+        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
         self.bias = k.inp(2)
         # positions of a chunk rounded up to a vector: a gathered row's last vector may spill
         # into the next row's start (rewritten next), the chunk's last into this slack
@@ -147,7 +146,7 @@ class PointwiseStridedEmitter:
         with acc.loop(k, s.c, name="c") as c:
             xs = [vec.load(self.buf, b.add(b.add(b.mul(c, k.c(self.pitch)), p0), k.c(j * w)))
                   for j in range(tnv)]
-            wrow = b.add(wblk, b.mul(c, k.c(mr)))
+            wrow = b.add(wblk, b.mul(c, k.c(rows)))
             acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
         q0 = b.add(b.mul(oh0, k.c(s.wo)), p0)  # flat output position of the tile's lane 0
         plane = s.ho * s.wo
