@@ -10,9 +10,9 @@ shapes, and the convolutions of the mobile and ResNet-style nets (strided and la
 depthwise layers, strided 1x1 shortcuts). Each is timed the way benchmarks/perf.py times a
 model (its C harness and onnxruntime timer, alternating for --rounds, best batch, CPU time of
 the calling thread) and its output is checked against onnxruntime's (max |error| / max
-|reference| is printed). A single Conv here runs onnxruntime in NCHW with its layout
-conversions; inside a model it keeps NCHWc between layers, so compare per-layer figures of a
-model (-instrument-profile + bundle-profile) before trusting a Conv probe's ratio."""
+|reference| is printed). onnxruntime's time for a single Conv includes the NCHWc reorders
+around it, which inside a model are shared by a chain of layers: compare per-layer figures of
+a model (-instrument-profile + bundle-profile) before trusting a Conv probe's ratio."""
 from __future__ import annotations
 
 import argparse
