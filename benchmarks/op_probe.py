@@ -6,9 +6,13 @@
 
 The probes are the ops between the matrix products that issue 19 measured (Softmax, Pow by a
 small constant, LayerNormalization, the Erf GELU chain as exported), at the transformers'
-shapes. Each is timed the way benchmarks/perf.py times a model (its C harness and onnxruntime
-timer, alternating for --rounds, best batch, CPU time of the calling thread) and its output is
-checked against onnxruntime's (max |error| / max |reference| is printed)."""
+shapes, and the convolutions of the mobile and ResNet-style nets (strided and large-kernel
+depthwise layers, strided 1x1 shortcuts). Each is timed the way benchmarks/perf.py times a
+model (its C harness and onnxruntime timer, alternating for --rounds, best batch, CPU time of
+the calling thread) and its output is checked against onnxruntime's (max |error| / max
+|reference| is printed). onnxruntime's time for a single Conv includes the NCHWc reorders
+around it, which inside a model are shared by a chain of layers: compare per-layer figures of
+a model (-instrument-profile + bundle-profile) before trusting a Conv probe's ratio."""
 from __future__ import annotations
 
 import argparse
@@ -82,10 +86,40 @@ def unary(op):
     return build
 
 
+def depthwise(c, hw, k, stride):
+    """A depthwise Conv with bias, 'same' padding, as the mobile nets' blocks run it."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(1)
+        inits = {"w": rng.standard_normal((c, 1, k, k)).astype(np.float32),
+                 "b": rng.standard_normal(c).astype(np.float32)}
+        node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, kernel_shape=[k, k],
+                                strides=[stride] * 2, pads=[k // 2] * 4)
+        return _model([node], x, inits), x
+    return build
+
+
+def strided_pointwise(c, m, hw):
+    """A 1x1 stride-2 Conv with bias: the downsampling shortcut of ResNet-50 and ResNeXt."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(1)
+        inits = {"w": (rng.standard_normal((m, c, 1, 1)) * 0.05).astype(np.float32),
+                 "b": rng.standard_normal(m).astype(np.float32)}
+        return _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2, 2])], x, inits), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
-          "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp")}
+          "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp"),
+          # depthwise layers of EfficientNet-B0, MobileNetV1 and ConvNeXt-T (channels, size, k, stride)
+          "dw3s2_96x112": depthwise(96, 112, 3, 2), "dw5s2_144x56": depthwise(144, 56, 5, 2),
+          "dw5s1_240x28": depthwise(240, 28, 5, 1), "dw3s1_32x112": depthwise(32, 112, 3, 1),
+          "dw3s2_256x56": depthwise(256, 56, 3, 2), "dw7s1_96x56": depthwise(96, 56, 7, 1),
+          "dw7s1_384x14": depthwise(384, 14, 7, 1),
+          "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28)}
 
 
 def measure(name, work, a):

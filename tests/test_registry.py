@@ -40,6 +40,11 @@ def graph(op):
 
 
 CASES = [("Conv", "depthwise", lambda: conv_model(group=8)),
+         ("Conv", "depthwise_phase", lambda: make_model(
+             "Conv", {"x": f32(1, 8, 12, 12)}, 1, dict(pads=[1, 1, 1, 1], group=8, strides=[2, 2]),
+             {"w": f32(8, 1, 3, 3), "b": f32(8)})),
+         ("Conv", "pointwise_strided", lambda: make_model(
+             "Conv", {"x": f32(1, 8, 12, 18)}, 1, dict(strides=[2, 2]), {"w": f32(16, 8, 1, 1), "b": f32(16)})),
          ("Conv", "channel_vectorized", lambda: make_model(
              "Conv", {"x": f32(1, 64, 7, 7)}, 1, dict(pads=[1, 1, 1, 1]), {"w": f32(64, 64, 3, 3, scale=0.1)})),
          ("Conv", "pixel_vectorized", conv_model),
@@ -82,8 +87,8 @@ def test_selection_is_by_rank_and_plan(tmp_path):
     from glowpy.codegen import registry
     from glowpy.codegen.kernels import catalog  # noqa: F401
     ranks = [(v.name, v.rank) for v in registry.variants("Conv")]
-    assert ranks == [("depthwise", 40), ("channel_vectorized", 30), ("pixel_vectorized", 20),
-                     ("direct", 0)]
+    assert ranks == [("depthwise_phase", 41), ("depthwise", 40), ("pointwise_strided", 35),
+                     ("channel_vectorized", 30), ("pixel_vectorized", 20), ("direct", 0)]
     import onnx
 
     import glowpy
@@ -122,7 +127,8 @@ def test_cli_kernel_variant(tmp_path, capsys):
     assert run([f"-model={path}", f"-emit-bundle={tmp_path / 'c'}", "-kernel-variant=Conv:fast"],
                "model-compiler", cmd) == 2
     err = capsys.readouterr().err
-    assert "Conv has the variants depthwise, channel_vectorized, pixel_vectorized, direct" in err
+    assert ("Conv has the variants depthwise_phase, depthwise, pointwise_strided, channel_vectorized, "
+            "pixel_vectorized, direct") in err
     for args, text in [(["-kernel-variant=Conv:!fast"], "-kernel-variant=Conv:fast: Conv has the variants"),
                        (["-kernel-variant=Conv:direct", "-kernel-variant=Conv:!pixel_vectorized"],
                         "Conv is given more than once"),

@@ -1,0 +1,170 @@
+"""Strided depthwise float Conv through a padded, phase-split copy of each input plane.
+
+conv/depthwise.py reads a strided tap as a wide load and a shuffle, and every tile at a plane
+edge as masked loads: on AVX2 (no mask registers, cross-lane shuffles on two ports) a 5x5
+stride-2 layer spends more issue slots on shuffles, masked loads and broadcast weights than on
+its FMAs (EfficientNet-B0's 144-channel 5x5/2 layer ran at 2.5x onnxruntime's in the model).
+Here each channel's input plane is first copied into a stack buffer, zero-padded and split by
+column phase (column q of the padded row lands in phase q % stride at q // stride), so a tap
+of any kernel column is one plain unaligned vector load at a constant offset: no mask, no
+shuffle, and edge tiles are the interior's code. The copy costs a strided load per phase and
+input vector, a small part of the kh*kw FMAs per output vector.
+
+Tiles are R output rows x NV vectors as in conv/depthwise.py's rows (an input row loaded once
+per kernel column feeds every output row of the block that reads it); the padding rows of the
+buffer are zeroed once per call, the copied rows are rewritten per channel."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.accumulators import Acc
+from glowpy.codegen.kernels.conv.depthwise import MAX_ROWS, ROW_TILE, DepthwiseEmitter
+from glowpy.codegen.kernels.tiles import Shape, shape_of
+from glowpy.codegen.kernels.vectors import Simd
+from glowpy.codegen.registry import variant
+
+SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a 112x112 stride-2 plane: 59 KB)
+
+
+def geometry(s: Shape, w: int):
+    """(padded rows, phase-row length in floats, column offset per kernel column within its
+    phase): the buffer holds rows x stride phases x length floats; the length is a whole
+    number of vectors unless that would pass SCRATCH_MAX."""
+    rows = (s.ho - 1) * s.sh + (s.kh - 1) * s.dh + 1
+    offs = [(c * s.dw) // s.sw for c in range(s.kw)]
+    length = math.ceil(s.wo / w) * w + max(offs)  # tap loads of the last tile end here
+    aligned = math.ceil(length / w) * w  # rows on vector boundaries: fewer split loads
+    if rows * s.sw * aligned * 4 <= SCRATCH_MAX:  # (5x5/2 on 56x56, AVX2: 181 -> 151 us)
+        length = aligned
+    return rows, length, offs
+
+
+def plan(s: Shape, simd):
+    """("phase", R, NV) with the fewest estimated cycles: two FMAs and two loads a cycle
+    (rows_in x kw tap loads and R x taps broadcast weights per tile), ROW_TILE cycles per
+    accumulator to add the bias and store; R x NV accumulators + NV taps + a weight fit the
+    registers."""
+    w, regs = simd.width, simd.registers
+    taps = s.kh * s.kw
+    best = None
+    for nv in range(1, math.ceil(s.wo / w) + 1):
+        tiles = math.ceil(s.wo / (nv * w))
+        for r in range(1, min(s.ho, MAX_ROWS) + 1):
+            if r * nv + nv + 1 > regs:
+                break
+            rows_in = (r - 1) * s.sh + (s.kh - 1) * s.dh + 1
+            cyc = max(r * taps * nv, rows_in * s.kw * nv + r * taps) / 2 + ROW_TILE * r * nv + 8
+            total = math.ceil(s.ho / r) * tiles * cyc
+            if best is None or total < best[0]:
+                best = (total, ("phase", r, nv))
+    return best[1]
+
+
+class PhaseEmitter(DepthwiseEmitter):
+    def emit(self):
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        self.rows, self.len, self.offs = geometry(s, w)
+        buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, self.rows * s.sw * self.len), "phases")
+        buf.align = 64  # a cache line: aligned rows start on vector boundaries
+        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+        self.buf = buf
+        # rows of the buffer that no input row fills: zero once, no channel writes them
+        zero = vec.splat(ir.Constant(cg.F32, 0.0))
+        filled = [r for r in range(self.rows) if 0 <= r - s.pt < s.hin]
+        n = s.sw * self.len
+        for r in range(self.rows):
+            if r not in filled:
+                for j in range(math.ceil(n / w)):
+                    vec.store(zero, buf, r * n + j * w, self.tail(n, j))
+        self.filled = (filled[0], filled[-1] + 1) if filled else None
+        super().emit()
+
+    def row_plane(self):
+        self.copy_plane()
+        k, b, s, w = self.k, self.b, self.s, self.vec.w
+        _, r, nv = self.choice
+        nr = nv * w
+        full, last = divmod(s.wo, nr)
+        cols = [(0, full, tuple((True,) * w for _ in range(nv)))] if full else []
+        if last:
+            nvl = math.ceil(last / w)
+            cols.append((full, full + 1, tuple(tuple(j * w + l < last for l in range(w))
+                                               for j in range(nvl))))
+        nblk, rest = divmod(s.ho, r)
+        for r0, r1, nrows in ([(0, nblk, r)] if nblk else []) + ([(nblk, nblk + 1, rest)] if rest else []):
+            def block(oh0, nrows=nrows):
+                for crun in cols:
+                    self.each(crun, lambda ow0, crun=crun: self.phase_tile(oh0, ow0, nrows, crun[2]), nr)
+            self.each((r0, r1), block, r)
+
+    def copy_plane(self):
+        """The channel's input rows into the buffer: phase p of padded row r at r*stride*len +
+        p*len, element i = x[r - pt][i*stride + p - pl] (0 outside the row)."""
+        if self.filled is None:
+            return
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w, L = vec.w, self.len
+        f0, f1 = self.filled
+        with k.for_range(f1, start=f0, name="pr") as r:
+            src = b.add(self.xb, b.mul(b.sub(r, k.c(s.pt)), k.c(s.win)))
+            dst = b.mul(r, k.c(s.sw * L))
+            for p in range(s.sw):
+                for j in range(math.ceil(L / w)):
+                    q0 = j * w * s.sw + p - s.pl  # input column of lane 0
+                    mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw))
+                    if any(mask):
+                        v = vec.load_strided(k.inp(0), b.add(src, k.c(q0)), s.sw, mask)
+                    else:
+                        v = vec.splat(ir.Constant(cg.F32, 0.0))
+                    vec.store(v, self.buf, b.add(dst, k.c(p * L + j * w)), self.tail(L, j))
+
+    def tail(self, n, j):
+        """The store mask of vector j of an n-float run (None: the whole vector)."""
+        w = self.vec.w
+        return None if (j + 1) * w <= n else tuple(j * w + l < n for l in range(w))
+
+    def phase_tile(self, oh0, ow0, nrows, store):
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        nv, w, L = len(store), vec.w, self.len
+        acc = Acc(vec, nrows, nv)
+        users = {}  # padded row (relative to the block) -> [(output row, kernel row)]
+        for i in range(nrows):
+            for a in range(s.kh):
+                users.setdefault(i * s.sh + a * s.dh, []).append((i, a))
+        top = b.mul(oh0, k.c(s.sh * s.sw * L))
+        for rr in sorted(users):
+            row = b.add(b.add(top, k.c(rr * s.sw * L)), ow0)
+            for c in range(s.kw):
+                base = (c * s.dw) % s.sw * L + self.offs[c]
+                vals = [vec.load(self.buf, b.add(row, k.c(base + j * w))) for j in range(nv)]
+                for i, a in users[rr]:
+                    acc.fma([None] * i + [self.weight(a, c)], vals)
+        for i in range(nrows):
+            for j in range(nv):
+                p0 = b.add(b.mul(b.add(oh0, k.c(i)), k.c(s.wo)), b.add(ow0, k.c(j * w)))
+                self.finish(acc.value(i, j), p0, store[j])
+
+
+def plan_kernel(k):
+    """The tiling (see `plan`) for strided depthwise layers on vector targets whose buffer
+    fits SCRATCH_MAX; stride-1 layers keep conv/depthwise.py (no shuffles to save there, and
+    its flat tiles use the lanes past a short row's end)."""
+    s = shape_of(k)
+    if s is None or s.rank != 2:
+        return None
+    simd = Simd.of(k.caps)
+    if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1 or s.sw == 1:
+        return None
+    rows, length, _ = geometry(s, simd.width)
+    if rows * s.sw * length * 4 > SCRATCH_MAX:
+        return None
+    return plan(s, simd)
+
+
+@variant("Conv", "depthwise_phase", rank=41, plan=plan_kernel)
+def emit(k, choice):
+    PhaseEmitter(k, shape_of(k), choice).emit()

@@ -1,0 +1,168 @@
+"""Strided 1x1 float Conv (the downsampling shortcut of ResNet-50, ResNeXt, RegNet) on
+vector targets: the subsampled input gathered into a stack buffer, then a plain GEMM on it.
+
+conv/pixel.py runs a strided 1x1 as row tiles whose every input vector is a wide load and a
+shuffle, once per output-channel block: on AVX2 a 256 -> 512 channel layer at 56x56 -> 28x28
+took 3.73 ms against onnxruntime's 2.77, and the same layer behind a strided Slice 2.22 ms
+(benchmarks/op_probe.py-style probes, one thread, same run). Here the Slice is in the kernel:
+a chunk of whole output rows is gathered once per input channel into a buffer [C][positions]
+(one wide load and shuffle per input vector, no longer one per output-channel block), and
+MR output channels x NV vectors of positions accumulate over C from it, the weights packed
+[M/MR][C][MR] so each step reads MR consecutive floats."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.tiles import shape_of
+from glowpy.codegen.kernels.vector_epilogue import Finisher
+from glowpy.codegen.kernels.vectors import Simd, Vec
+from glowpy.codegen.registry import variant
+
+SCRATCH_MAX = 65536
+TILE = 3.5  # cycles per accumulator vector of a tile to add the bias and store
+FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
+
+
+def plan_tiles(m: int, c: int, npos: int, simd):
+    """(MR, NV) with the fewest estimated cycles over a chunk: per reduction step MR*NV FMAs
+    (two a cycle) against MR broadcasts + NV loads (two a cycle) and the FMA latency of one
+    step (fewer than 8 accumulators leave the FMA pipes idle: 2x2 ran 1.5x slower than 6x1 on
+    AVX2), padded blocks and the last partial tile (its own vector count) counted; MR*NV accumulators + NV
+    vectors + a weight leave a register free."""
+    w, regs = simd.width, simd.registers
+
+    def tile(mr, nv):
+        return c * max(mr * nv / 2, (mr + nv) / 2, FMA_LATENCY) + TILE * mr * nv
+
+    best = None
+    for nv in range(1, min(4, math.ceil(npos / w)) + 1):
+        for mr in range(1, 9):
+            if mr * nv + nv + 1 >= regs:  # (all 16 of AVX2's, 4x3: spills, 1.14x slower than 6x2)
+                break
+            full, rest = divmod(npos, nv * w)
+            total = math.ceil(m / mr) * (full * tile(mr, nv) + (tile(mr, math.ceil(rest / w)) if rest else 0))
+            if best is None or total < best[0]:
+                best = (total, mr, nv)
+    return best[1], best[2]
+
+
+def plan(k):
+    """{"rows": output rows per chunk, "mr", "nv"} for a 2-D 1x1 Conv with a stride > 1 along
+    the rows, no padding, one group, constant weights, on a vector target, whose output rows
+    fill at least a vector (narrower planes: the channel-vectorized kernel, which reads inputs
+    as broadcast scalars, is no slower there: 1024 -> 2048 channels at 14x14 -> 7x7 measured
+    the same with the input pre-sliced) and one of whose gathered rows fits SCRATCH_MAX."""
+    s = shape_of(k)
+    if s is None or s.rank != 2 or s.kh * s.kw != 1 or s.g != 1 or s.sw == 1:
+        return None
+    if s.pt or s.pl or s.ho * s.sh > s.hin + s.sh - 1 or s.wo * s.sw > s.win + s.sw - 1:
+        return None  # (a pad at the end: the kernel gathers only inside the input)
+    simd = Simd.of(k.caps)
+    if simd.width == 1 or s.wo < simd.width or const_input(k, 1) is None:
+        return None
+    rows = min(s.ho, SCRATCH_MAX // (4 * s.c * s.wo + 4 * simd.width))
+    if rows < 1:
+        return None
+    mr, nv = plan_tiles(s.m, s.c, rows * s.wo, simd)
+    return {"rows": rows, "mr": mr, "nv": nv}
+
+
+class PointwiseStridedEmitter:
+    def __init__(self, k, p):
+        self.k, self.b, self.s = k, k.b, shape_of(k)
+        self.vec = Vec(k, Simd.of(k.caps))
+        self.rows, self.mr, self.nv = p["rows"], p["mr"], p["nv"]
+        self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
+        s, mr = self.s, self.mr
+        wts = const_input(k, 1).reshape(s.m, s.c)
+        # [M/MR][C][MR], the last block [C][M % MR]: the constant's own size, so the packed
+        # bytes replace it (zero rows padding the block appended a second copy instead)
+        packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
+        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
+        self.bias = k.inp(2)
+        # positions of a chunk rounded up to a vector: a gathered row's last vector may spill
+        # into the next row's start (rewritten next), the chunk's last into this slack
+        self.pitch = math.ceil(self.rows * s.wo / self.vec.w) * self.vec.w + self.vec.w
+        buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, s.c * self.pitch), "gathered")
+        buf.align = 64
+        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+        self.buf = buf
+
+    def emit(self):
+        k, s = self.k, self.s
+        full, rest = divmod(s.ho, self.rows)
+        with k.for_range(s.n, name="n") as n:
+            for r0, r1, nrows in ([(0, full, self.rows)] if full else []) + \
+                    ([(full, full + 1, rest)] if rest else []):
+                if r1 - r0 == 1:
+                    self.chunk(n, k.c(r0 * self.rows), nrows)
+                else:
+                    with k.for_range(r1, start=r0, name="chunk") as t:
+                        self.chunk(n, self.b.mul(t, k.c(self.rows)), nrows)
+
+    def chunk(self, n, oh0, nrows):
+        self.gather(n, oh0, nrows)
+        k, b, s, w = self.k, self.b, self.s, self.vec.w
+        mr, nv = self.mr, self.nv
+        npos = nrows * s.wo
+        nfull, mrest = divmod(s.m, mr)
+        blocks = ([(0, nfull, mr)] if nfull else []) + ([(nfull, nfull + 1, mrest)] if mrest else [])
+        pfull, prest = divmod(npos, nv * w)
+        tiles = ([(0, pfull, nv, None)] if pfull else []) + \
+            ([(pfull, pfull + 1, math.ceil(prest / w), prest)] if prest else [])
+        for blk0, blk1, rows in blocks:
+            with k.for_range(blk1, start=blk0, name="mb") as mb:
+                for t0, t1, tnv, last in tiles:
+                    with k.for_range(t1, start=t0, name="pt") as pt:
+                        self.tile(n, oh0, mb, rows, b.mul(pt, k.c(nv * w)), tnv, last)
+
+    def gather(self, n, oh0, nrows):
+        """buf[c][r * wo + q] = x[n, c, (oh0 + r) * sh, q * sw] for the chunk's rows."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        with k.for_range(s.c, name="c") as c:
+            plane = b.mul(b.add(b.mul(n, k.c(s.c)), c), k.c(s.hin * s.win))
+            dst0 = b.mul(c, k.c(self.pitch))
+            for r in range(nrows):
+                row = b.add(plane, b.mul(b.add(b.mul(oh0, k.c(s.sh)), k.c(r * s.sh)), k.c(s.win)))
+                for j in range(math.ceil(s.wo / w)):
+                    q0 = j * w * s.sw
+                    mask = tuple(q0 + e < s.win for e in range(w * s.sw))
+                    v = vec.load_strided(k.inp(0), b.add(row, k.c(q0)), s.sw, mask)
+                    vec.store(v, self.buf, b.add(dst0, k.c(r * s.wo + j * w)))
+
+    def tile(self, n, oh0, mb, rows, p0, tnv, last):
+        """Output channels mb*MR.. (rows of them) x tnv vectors of chunk positions from p0;
+        `last`: the positions of a partial tile (lanes past them are not stored), else None."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w, mr = vec.w, self.mr
+        acc = Acc(vec, rows, tnv)
+        wblk = b.mul(mb, k.c(s.c * mr))
+        with acc.loop(k, s.c, name="c") as c:
+            xs = [vec.load(self.buf, b.add(b.add(b.mul(c, k.c(self.pitch)), p0), k.c(j * w)))
+                  for j in range(tnv)]
+            wrow = b.add(wblk, b.mul(c, k.c(rows)))
+            acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
+        q0 = b.add(b.mul(oh0, k.c(s.wo)), p0)  # flat output position of the tile's lane 0
+        plane = s.ho * s.wo
+        for i in range(rows):
+            oc = b.add(b.mul(mb, k.c(mr)), k.c(i))
+            bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
+            ob = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(plane))
+            for j in range(tnv):
+                v = acc.value(i, j)
+                if bias is not None:
+                    v = b.fadd(v, bias)
+                mask = None if last is None else tuple(j * w + l < last for l in range(w))
+                p = b.add(q0, k.c(j * w))
+                self.fin.finish(v, [n, oc], p, b.add(ob, p), mask)
+
+
+@variant("Conv", "pointwise_strided", rank=35, plan=plan)
+def emit(k, p):
+    PointwiseStridedEmitter(k, p).emit()

@@ -1,0 +1,70 @@
+"""Conv variant depthwise_phase (glowpy/codegen/kernels/conv/depthwise_phase.py): strided
+depthwise layers through the padded, phase-split copy of each plane, at each x86 vector level
+the host runs, against onnxruntime under guard pages (a copy or tap load that strays out of its
+plane, or a store past the output, faults)."""
+import json
+
+import pytest
+
+from glowpy.codegen.kernels.conv.depthwise_phase import SCRATCH_MAX, geometry, plan
+from glowpy.codegen.kernels.tiles import Shape
+from glowpy.codegen.kernels.vectors import Simd
+from test_kernels_fast import check_guarded, f32
+from util import GraphBuilder
+from vector_levels import LEVELS, params
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("shape, k, attrs, choice", [
+    ((1, 6, 23, 21), 3, dict(pads=[1, 1, 1, 1], strides=[2, 2]), ("phase", 3, 1)),  # row remainder
+    ((2, 5, 29, 30), 5, dict(pads=[2, 2, 2, 2], strides=[2, 2]), ("phase", 4, 2)),  # column tail
+    ((1, 4, 17, 33), 3, dict(pads=[0, 2, 1, 0], strides=[3, 3]), ("phase", 2, 1)),  # asymmetric
+    ((1, 3, 19, 19), 3, dict(pads=[3, 3, 3, 3], dilations=[2, 3], strides=[2, 2]), ("phase", 1, 3)),
+    ((1, 4, 16, 16), 7, dict(pads=[3, 3, 3, 3], strides=[1, 2]), ("phase", 6, 1)),
+    ((1, 4, 12, 40), 3, dict(strides=[2, 2]), ("phase", 2, 2)),  # no padding: unread last rows
+])
+def test_phase_tilings(shape, k, attrs, choice, level, tmp_path):
+    """Each tiling, forced through the kernel registry, with and without bias."""
+    c = shape[1]
+    g = GraphBuilder(x=f32(*shape))
+    y = g.node("Conv", ["x", f32(c, 1, k, k, scale=0.3), f32(c)], output=False, group=c, **attrs)
+    g.node("Relu", [y])
+    g.node("Conv", ["x", f32(c, 1, k, k, scale=0.3)], group=c, **attrs)
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants={"Conv": ("depthwise_phase", choice)})
+    got = [i["variant"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got == [{"name": "depthwise_phase", "params": list(choice)}] * 2
+
+
+@pytest.mark.parametrize("level", params())
+def test_phase_chosen_for_strided_mobile_layers(level, tmp_path):
+    """Unforced, the registry picks it for EfficientNet's strided layers (here at a quarter of
+    their size) and leaves stride 1 to conv/depthwise.py; outputs agree with onnxruntime."""
+    g = GraphBuilder(x=f32(1, 24, 56, 56))
+    a = g.node("Conv", ["x", f32(24, 1, 3, 3, scale=0.3), f32(24)], output=False, group=24,
+               pads=[1, 1, 1, 1], strides=[2, 2])
+    g.node("Conv", [a, f32(24, 1, 5, 5, scale=0.3), f32(24)], group=24, pads=[2, 2, 2, 2])
+    g.node("Conv", [a, f32(24, 1, 5, 5, scale=0.3), f32(24)], group=24, pads=[2, 2, 2, 2],
+           strides=[2, 2])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert sorted(got) == ["depthwise", "depthwise_phase", "depthwise_phase"]
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=str)
+def test_phase_plan_fits_registers_and_stack(level):
+    """Accumulators + one vector of taps per column + a weight fit the level's registers; a
+    plane whose buffer would pass SCRATCH_MAX is not taken (geometry gives the buffer)."""
+    simd = Simd(level.lanes, 32 if level.lanes == 16 else 16, level.lanes == 16, True)
+    for c, hw, k, st in ((96, 112, 3, 2), (144, 56, 5, 2), (672, 14, 5, 2), (8, 9, 7, 3)):
+        ho = (hw + 2 * (k // 2) - k) // st + 1
+        s = Shape(1, c, c, c, hw, hw, ho, ho, k, k, st, st, 1, 1, k // 2, k // 2, 2)
+        _, r, nv = plan(s, simd)
+        assert r * nv + nv + 1 <= simd.registers
+        rows, length, _ = geometry(s, simd.width)
+        assert rows * st * length * 4 <= SCRATCH_MAX
+    assert rows >= hw  # padded rows cover the plane

@@ -1,0 +1,85 @@
+"""Conv variant pointwise_strided (glowpy/codegen/kernels/conv/pointwise_strided.py): strided
+1x1 layers gathered into a stack buffer and multiplied from it, at each x86 vector level the
+host runs, against onnxruntime under guard pages (a gather or store that strays out of its
+tensor faults), with the fused epilogues (residual add, per-channel Mul, Clip) it must honour."""
+import json
+
+import pytest
+
+from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
+from glowpy.codegen.kernels.vectors import Simd
+from test_kernels_fast import check_guarded, f32
+from util import GraphBuilder
+from vector_levels import LEVELS, params
+
+SHAPES = [  # (input, output channels, strides, chunk choice forced or None)
+    ((1, 24, 20, 20), 40, [2, 2], None),  # chunks of whole rows, partial last tile
+    ((2, 13, 17, 33), 11, [2, 3], None),  # odd sizes, partial channel block, batch 2
+    ((1, 16, 18, 18), 8, [3, 3], {"rows": 2, "mr": 3, "nv": 1}),  # a last chunk of one row
+    ((1, 8, 16, 20), 21, [1, 2], {"rows": 5, "mr": 4, "nv": 2}),  # rows not subsampled
+]
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("xs, m, strides, forced", SHAPES)
+def test_strided_pointwise(xs, m, strides, forced, level, tmp_path):
+    g = GraphBuilder(x=f32(*xs))
+    ho, wo = [(d - 1) // s + 1 for d, s in zip(xs[2:], strides)]
+    g.feeds["r"] = f32(xs[0], m, ho, wo)
+    c = xs[1]
+    y = g.node("Conv", ["x", f32(m, c, 1, 1, scale=0.3), f32(m)], output=False, strides=strides)
+    g.node("Relu", [g.node("Add", [y, "r"], output=False)])  # a residual into the output
+    z = g.node("Conv", ["x", f32(m, c, 1, 1, scale=0.3)], output=False, strides=strides)
+    g.node("Clip", [g.node("Mul", [z, f32(m, 1, 1)], output=False), f32(), f32() + 2])
+    report = tmp_path / "m.json"
+    variants = {"Conv": ("pointwise_strided", forced)} if forced else {"Conv": "pointwise_strided"}
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants=variants)
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got == ["pointwise_strided"] * 2
+
+
+@pytest.mark.parametrize("level", params())
+def test_chosen_only_where_rows_fill_a_vector(level, tmp_path):
+    """Unforced: a ResNet downsampling shortcut (at an eighth of its size) takes it at every
+    level; a plane narrower than a vector and a padded 1x1 do not."""
+    g = GraphBuilder(x=f32(1, 32, 32, 32), y=f32(1, 32, 6, 6))
+    g.node("Conv", ["x", f32(64, 32, 1, 1, scale=0.2)], strides=[2, 2])
+    g.node("Conv", ["y", f32(64, 32, 1, 1, scale=0.2)], strides=[2, 2])
+    g.node("Conv", ["x", f32(64, 32, 1, 1, scale=0.2)], strides=[2, 2], pads=[1, 1, 1, 1])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got[0] == "pointwise_strided" and got[1:].count("pointwise_strided") == 0
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=str)
+def test_tiles_leave_a_register(level):
+    """The register tile plus a row of inputs and a weight stays under the level's registers,
+    with at least 8 accumulators (the FMA latency) where the positions allow."""
+    regs = 32 if level.lanes == 16 else 16
+    simd = Simd(level.lanes, regs, level.lanes == 16, True)
+    for m, c, npos in ((512, 256, 56), (1024, 512, 28), (64, 32, 64), (40, 24, 300)):
+        mr, nv = plan_tiles(m, c, npos, simd)
+        assert mr * nv + nv + 1 < regs and mr * nv >= 8
+
+
+@pytest.mark.parametrize("level", params())
+def test_weights_packed_in_their_own_bytes(level, tmp_path):
+    """37 output channels are not a multiple of the tile's rows on any level: the last block
+    is packed narrower, so the constant region is the weights and the bias, nothing appended."""
+    import os
+
+    from util import check_against_onnxruntime, make_model
+    x, w, b = f32(1, 24, 20, 20), f32(37, 24, 1, 1), f32(37)
+    m = make_model("Conv", {"x": x}, 1, dict(strides=[2, 2]), {"w": w, "b": b})
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report), **level.options)
+    [v] = [i["variant"] for i in json.loads(report.read_text())["instructions"] if i["kernel"] == "Conv"]
+    assert v["name"] == "pointwise_strided" and 37 % v["params"]["mr"] != 0
+    man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
+    align = lambda n: (n + 63) // 64 * 64  # noqa: E731
+    assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
