@@ -70,19 +70,22 @@ def block_of(c: QConvShape):
 
 
 def unroll_of(groups: int) -> int:
-    """Groups of four k per trip of the inner loop: all of them up to 8 (no loop); else the
+    """Groups of four k per trip of the inner loop: all of them up to FLAT (no loop); else the
     largest count from UNROLL down to 8 that divides them and leaves at least two trips; else
     8, with the rest unrolled after the loop. At each trip's end LLVM spills some sums, so
-    longer trips run fewer instructions; a single trip (no loop) lets it hoist loads and grow
-    the frame. Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting
-    (K = 64: 16 groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8, 3.84M with
-    all 16 but 1,232 B of stack against 736; ResNet-8 (K = 144, 288, 576) 15.83M with 6 and
-    8 (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
-    if groups <= 8:
+    longer trips run fewer instructions; a single trip (no loop) let it hoist the column
+    loads out of the loop over channel blocks and spill the column (opaque prevents that).
+    Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting (K = 64: 16
+    groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8; all 16 (no loop) 3.84M
+    with 1,232 B of stack, and with the opaque column pointer 3.330M with 712 B (against
+    3.450M with two trips of 8, 832 B); ResNet-8 (K = 144, 288, 576) 15.83M with 6 and 8
+    (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
+    if groups <= FLAT:
         return groups
     return next((u for u in range(UNROLL, 7, -1) if groups % u == 0 and groups // u >= 2), 8)
 
 
+FLAT = 16
 UNROLL = 18
 
 
@@ -111,6 +114,15 @@ def scratch_of(k):
 def usable(c: QConvShape, weights, bias) -> bool:
     return c.dsp and c.g == 1 and c.w.dtype == np.int8 and len(c.win.in_size) == 2 and \
         weights is not None and bias is not None and block_of(c) is not None
+
+
+def opaque(b, ptr):
+    """ptr, through an empty inline asm with side effects: a value LLVM cannot prove loop
+    invariant. Without a loop over the groups, the column loads are invariant in the loop over
+    channel blocks, and LICM hoisted all of them out of it: the whole column copied into spill
+    slots (keyword spotting's 1x1 layers: 1,228 B of stack). No instruction is emitted."""
+    fn = ir.InlineAsm(ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0", side_effect=True)
+    return b.call(fn, [ptr])
 
 
 def pack_weights(w: np.ndarray, nch: int) -> np.ndarray:
@@ -220,7 +232,7 @@ def emit(k, c: QConvShape, n, emit_out, block):
         cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
         unroll = unroll_of(groups)
         if unroll == groups:
-            accs, cp, wq = accs0, cp0, wq0
+            accs, cp, wq = accs0, opaque(b, cp0), wq0
             for _ in range(groups):
                 accs, cp, wq = group(accs, cp, wq)
             return accs
