@@ -85,7 +85,7 @@ def unroll_of(groups: int) -> int:
     return next((u for u in range(UNROLL, 7, -1) if groups % u == 0 and groups // u >= 2), 8)
 
 
-FLAT = 16
+FLAT = 32
 UNROLL = 18
 
 
