@@ -70,19 +70,22 @@ def block_of(c: QConvShape):
 
 
 def unroll_of(groups: int) -> int:
-    """Groups of four k per trip of the inner loop: all of them up to 8 (no loop); else the
+    """Groups of four k per trip of the inner loop: all of them up to FLAT (no loop); else the
     largest count from UNROLL down to 8 that divides them and leaves at least two trips; else
     8, with the rest unrolled after the loop. At each trip's end LLVM spills some sums, so
-    longer trips run fewer instructions; a single trip (no loop) lets it hoist loads and grow
-    the frame. Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting
-    (K = 64: 16 groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8, 3.84M with
-    all 16 but 1,232 B of stack against 736; ResNet-8 (K = 144, 288, 576) 15.83M with 6 and
-    8 (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
-    if groups <= 8:
+    longer trips run fewer instructions; a single trip (no loop) let it hoist the column
+    loads out of the loop over channel blocks and spill the column (opaque prevents that).
+    Measured with 4x2 blocks (QEMU instructions, .text, stack): keyword spotting (K = 64: 16
+    groups) 4.45M with 2 groups per trip, 4.22M with 4, 3.97M with 8; all 16 (no loop) 3.84M
+    with 1,232 B of stack, and with the opaque column pointer 3.330M with 712 B (against
+    3.450M with two trips of 8, 832 B); ResNet-8 (K = 144, 288, 576) 15.83M with 6 and 8
+    (22.7 KB), 15.20M with 12 (26.6 KB), 15.02M with 18 (31.0 KB)."""
+    if groups <= FLAT:
         return groups
     return next((u for u in range(UNROLL, 7, -1) if groups % u == 0 and groups // u >= 2), 8)
 
 
+FLAT = 32
 UNROLL = 18
 
 
@@ -111,6 +114,15 @@ def scratch_of(k):
 def usable(c: QConvShape, weights, bias) -> bool:
     return c.dsp and c.g == 1 and c.w.dtype == np.int8 and len(c.win.in_size) == 2 and \
         weights is not None and bias is not None and block_of(c) is not None
+
+
+def opaque(b, ptr):
+    """ptr, through an empty inline asm with side effects: a value LLVM cannot prove loop
+    invariant. Without a loop over the groups, the column loads are invariant in the loop over
+    channel blocks, and LICM hoisted all of them out of it: the whole column copied into spill
+    slots (keyword spotting's 1x1 layers: 1,228 B of stack). No instruction is emitted."""
+    fn = ir.InlineAsm(ir.FunctionType(ptr.type, [ptr.type]), "", "=r,0", side_effect=True)
+    return b.call(fn, [ptr])
 
 
 def pack_weights(w: np.ndarray, nch: int) -> np.ndarray:
@@ -201,16 +213,21 @@ def emit(k, c: QConvShape, n, emit_out, block):
         accs0 = [init[j] for q in range(npb) for j in range(C)]
         def group(accs, cp, wq):
             """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
+            both = [None] * npb
             for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
-                xs = [None] * npb
                 for pi in range(C // 2):
                     ww = load_word(k, wq, k.c(pi * 8 + half * 4))
                     wa, wb = sxtb16(k, ww), sxtb16(k, ww, True)  # channels 2pi, 2pi+1
                     for q in range(npb):
-                        if xs[q] is None:  # (loaded where first used: fewer live values)
-                            xs[q] = b.load(cg.gep(b, cp, k.c(4 * q + 2 * half), I16), typ=I32,
-                                           align=4)
-                        xv = xs[q]
+                        # both words of position q where the first is used (adjacent,
+                        # 8-aligned; LLVM pairs few into LDRD, but schedules the block with
+                        # no spills: keyword spotting 3.330M -> 3.299M, VWW 9.974M ->
+                        # 9.954M, ResNet-8 14.686M -> 14.679M; one at a time where first
+                        # used: 3.457M -> 3.462M before, fewer live values)
+                        if both[q] is None:
+                            both[q] = [b.load(cg.gep(b, cp, k.c(4 * q + 2 * h), I16), typ=I32,
+                                              align=8 if h == 0 else 4) for h in range(2)]
+                        xv = both[q][half]
                         for j, wv in ((2 * pi, wa), (2 * pi + 1, wb)):
                             accs[q * C + j] = smlad(k, xv, wv, accs[q * C + j])
             return accs, cg.gep(b, cp, k.c(npb * 4), I16), cg.gep(b, wq, k.c(C * 4), cg.I8)
@@ -220,7 +237,7 @@ def emit(k, c: QConvShape, n, emit_out, block):
         cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
         unroll = unroll_of(groups)
         if unroll == groups:
-            accs, cp, wq = accs0, cp0, wq0
+            accs, cp, wq = accs0, opaque(b, cp0), wq0
             for _ in range(groups):
                 accs, cp, wq = group(accs, cp, wq)
             return accs
