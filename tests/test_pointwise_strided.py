@@ -83,3 +83,36 @@ def test_weights_packed_in_their_own_bytes(level, tmp_path):
     man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
     align = lambda n: (n + 63) // 64 * 64  # noqa: E731
     assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
+
+
+@pytest.mark.parametrize("level", params())
+def test_gathered_in_an_activation_gap(level, tmp_path):
+    """Past the stack budget (512 channels: one 14-wide row per 64 KiB chunk at 8 and 16
+    lanes), the gathered buffer sized by the cache (the named levels' 512 KiB L2: 128 KiB)
+    takes a gap of the activation region that a wider layer left: a scratch output, the
+    region no larger, the result the same under guard pages."""
+    g = GraphBuilder(x=f32(1, 32, 28, 28))
+    t = g.node("Conv", ["x", f32(640, 32, 1, 1, scale=0.2)], output=False)
+    u = g.node("Conv", [t, f32(512, 640, 1, 1, scale=0.05)], output=False)
+    g.node("Relu", [g.node("Conv", [u, f32(24, 512, 1, 1, scale=0.05), f32(24)], output=False,
+                           strides=[2, 2])])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    rep = json.loads(report.read_text())
+    convs = [i for i in rep["instructions"] if i["kernel"] == "Conv"]
+    v = convs[-1]["variant"]
+    assert v["name"] == "pointwise_strided" and v["params"]["scratch"] is True
+    assert v["params"]["rows"] > {4: 2, 8: 1, 16: 1}[level.lanes]  # the stack's rows
+
+
+def test_chunks_end_on_whole_vectors():
+    """Chunk rows fit the budget (pitch included) and, where some do, fill whole vectors."""
+    from glowpy.codegen.kernels.conv.pointwise_strided import chunk_rows, pitch
+    from glowpy.codegen.kernels.tiles import Shape
+    for c, hw, w, budget, want in ((512, 28, 8, 1 << 17, 4), (512, 28, 8, 1 << 16, 1),
+                                   (256, 56, 8, 1 << 16, 2), (512, 20, 8, 1 << 17, 4),
+                                   (512, 28, 16, 1 << 17, 3)):
+        ho = hw // 2
+        s = Shape(1, c, 2 * c, 1, hw, hw, ho, ho, 1, 1, 2, 2, 1, 1, 0, 0, 2)
+        rows = chunk_rows(s, w, budget)
+        assert rows == want and 4 * c * pitch(s, w, rows) <= budget, (c, hw, w, rows)
