@@ -25,6 +25,11 @@ from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 
 SCRATCH_MAX = 65536  # stack bytes of the gathered buffer
+# planes narrower than a vector, flattened: at least this share of their vectors' lanes used
+# (channel.py's rule for 7x7 1x1s): 7x7 fills 49 of 56 AVX2 lanes, 0.85 of onnxruntime's time
+# against 1.08 channel-vectorized (1024 -> 2048, Zen 3); 5x5 fills 25 of 32, 1.04-1.47 against
+# 0.98
+NARROW_FILL = 0.8
 SCRATCH = "_gathered"  # name suffix of its scratch output in the activation region
 TILE = 3.5  # cycles per accumulator vector of a tile to add the bias and store
 FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
@@ -58,7 +63,7 @@ def _applies(s, simd, weights_const: bool) -> bool:
         return False
     if s.pt or s.pl or s.ho * s.sh > s.hin + s.sh - 1 or s.wo * s.sw > s.win + s.sw - 1:
         return False  # (a pad at the end: the kernel gathers only inside the input)
-    return simd.width > 1 and s.wo >= simd.width and weights_const
+    return simd.width > 1 and weights_const
 
 
 def chunk_rows(s, w: int, budget: int) -> int:
@@ -69,6 +74,10 @@ def chunk_rows(s, w: int, budget: int) -> int:
     time; 256 -> 512 at 56x56 (28-wide) 1 / 2 / 4 rows 1.30 / 0.90 / 0.88; 512 -> 1024 at
     20x20 (10-wide) 1 / 2 / 4 / 7 / 10 rows 1.29 / 1.01 / 0.97 / 1.15 / 0.87."""
     fits = [r for r in range(1, s.ho + 1) if 4 * s.c * pitch(s, w, r) <= budget]
+    if s.wo < w:  # a narrow plane: whole, flattened, in one chunk that fills its vectors
+        npos = s.ho * s.wo
+        full = fits and fits[-1] == s.ho and npos / (math.ceil(npos / w) * w) >= NARROW_FILL
+        return s.ho if full else 0
     if not fits:
         return 0
     whole = [r for r in fits if r * s.wo % w == 0]
@@ -84,15 +93,18 @@ def pitch(s, w: int, rows: int) -> int:
     return math.ceil(rows * s.wo / w) * w + (w if s.wo % w else 0)
 
 
-def cache_budget(caps) -> int:
+def cache_budget(caps, s, w: int) -> int:
     """Bytes of gathered input per chunk: a quarter of L2 (the buffer is re-read once per
     output-channel block and must stay there beside the weight stream and the outputs); every
     chunk re-reads all the weights, so fewer chunks pay where the weights are past L2. Zen 3
     (512 KiB L2), one thread, strided 1x1 layers at 64 KiB / 128 KiB / 256 KiB / 512 KiB
     chunks, bundle/onnxruntime: 512 -> 1024 at 28x28 1.32 / 0.90 / 0.93 / 0.96, 512 -> 1024
     at 20x20 1.23 / 0.94 / 0.87 / 0.87, 256 -> 512 at 56x56 0.85 / 0.88 / 0.85 / 1.32. No
-    cache figures (microcontrollers): the stack budget alone."""
-    return max(SCRATCH_MAX, caps.l2_bytes // 4)
+    cache figures (microcontrollers): the stack budget alone. Rows narrower than a vector
+    (chunk_rows: one chunk of the whole plane) may take half of L2, what tiles.py's loop-order
+    rule still counts as in L2: ResNet-50's 1024 -> 2048 at 14x14 -> 7x7 0.85 of onnxruntime's
+    time from 256 KiB, 1.00 from three chunks of 128 KiB, 1.08 channel-vectorized."""
+    return max(SCRATCH_MAX, caps.l2_bytes // (2 if s.wo < w else 4))
 
 
 def scratch_need(node, caps) -> int | None:
@@ -108,7 +120,7 @@ def scratch_need(node, caps) -> int | None:
               *win.out_size, *win.kernel, *win.strides, *win.dilations, win.pads_begin[0],
               win.pads_begin[1], 2)
     simd = Simd.of(caps)
-    budget = cache_budget(caps)
+    budget = cache_budget(caps, s, simd.width)
     if budget <= SCRATCH_MAX or not _applies(s, simd, w.const is not None):
         return None
     rows = chunk_rows(s, simd.width, budget)
@@ -125,11 +137,11 @@ def scratch_of(k):
 
 def plan(k):
     """{"rows": output rows per chunk, "mr", "nv"} for a 2-D 1x1 Conv with a stride > 1 along
-    the rows, no padding, one group, constant weights, on a vector target, whose output rows
-    fill at least a vector (narrower planes: the channel-vectorized kernel, which reads inputs
-    as broadcast scalars, is no slower there: 1024 -> 2048 channels at 14x14 -> 7x7 measured
-    the same with the input pre-sliced) and one of whose gathered rows fits the buffer: the
-    scratch in the activation region when the instruction has one, else SCRATCH_MAX of stack."""
+    the rows, no padding, one group, constant weights, on a vector target, one of whose
+    gathered rows fits the buffer: the scratch in the activation region when the instruction
+    has one, else SCRATCH_MAX of stack. Output rows narrower than a vector only as one chunk of
+    the whole plane filling NARROW_FILL of its vectors (in smaller chunks the channel-vectorized
+    kernel, which reads inputs as broadcast scalars, is no slower)."""
     s = shape_of(k)
     simd = Simd.of(k.caps)
     if not _applies(s, simd, s is not None and const_input(k, 1) is not None):
