@@ -85,17 +85,30 @@ def test_weights_packed_in_their_own_bytes(level, tmp_path):
     assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
 
 
+def _gap_model():
+    g = GraphBuilder(x=f32(1, 32, 28, 28))
+    t = g.node("Conv", ["x", f32(640, 32, 1, 1, scale=0.2)], output=False)
+    u = g.node("Conv", [t, f32(512, 640, 1, 1, scale=0.05)], output=False)
+    g.node("Relu", [g.node("Conv", [u, f32(24, 512, 1, 1, scale=0.05), f32(24)], output=False,
+                           strides=[2, 2])])
+    return g
+
+
+@pytest.mark.parametrize("level", params())
+def test_other_variants_pass_over_the_scratch(level, tmp_path):
+    """The scratch output is placed before the variant is chosen: a Conv forced to another
+    variant leaves it alone (exact under guard pages)."""
+    g = _gap_model()
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, kernel_variants={"Conv": "direct"})
+
+
 @pytest.mark.parametrize("level", params())
 def test_gathered_in_an_activation_gap(level, tmp_path):
     """Past the stack budget (512 channels: one 14-wide row per 64 KiB chunk at 8 and 16
     lanes), the gathered buffer sized by the cache (the named levels' 512 KiB L2: 128 KiB)
     takes a gap of the activation region that a wider layer left: a scratch output, the
     region no larger, the result the same under guard pages."""
-    g = GraphBuilder(x=f32(1, 32, 28, 28))
-    t = g.node("Conv", ["x", f32(640, 32, 1, 1, scale=0.2)], output=False)
-    u = g.node("Conv", [t, f32(512, 640, 1, 1, scale=0.05)], output=False)
-    g.node("Relu", [g.node("Conv", [u, f32(24, 512, 1, 1, scale=0.05), f32(24)], output=False,
-                           strides=[2, 2])])
+    g = _gap_model()
     report = tmp_path / "m.json"
     check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
     rep = json.loads(report.read_text())
