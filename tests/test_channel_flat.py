@@ -23,6 +23,9 @@ CASES = {"3x3_7x7": (128, 64, 7, 7, 3, 1, 1), "3x3_s2_14x14": (128, 40, 14, 14, 
 # on 4 and 8 lanes, where the rows score close enough
 FLAT = {4: {"3x3_7x7", "3x3_s2_14x14", "1x1_s2_14x14"}, 8: {"3x3_7x7", "1x1_s2_14x14"},
         16: set()}
+# 7-wide rows fill 4-lane vectors: the strided 1x1 is pointwise_strided's there (SSE2, 1024 ->
+# 64 at 14x14 -> 7x7: 241 us against 269 us flat channel tiles, same run)
+OTHER = {(4, "1x1_s2_14x14"): "pointwise_strided"}
 
 
 def _model(c, m, h, w, k, s, p):
@@ -55,5 +58,7 @@ def test_flat_channel_tiles_match_onnxruntime(case, level, tmp_path):
                               dump_memory_report=str(report), **level.options)
     with open(report) as f:
         [conv] = [i for i in json.load(f)["instructions"] if i["kernel"] == "Conv"]
-    assert conv["variant"]["name"] == "channel_vectorized"
-    assert conv["variant"]["params"].get("flat", False) == (case in FLAT[level.lanes])
+    other = OTHER.get((level.lanes, case))
+    assert conv["variant"]["name"] == (other or "channel_vectorized")
+    if other is None:
+        assert conv["variant"]["params"].get("flat", False) == (case in FLAT[level.lanes])

@@ -83,3 +83,74 @@ def test_weights_packed_in_their_own_bytes(level, tmp_path):
     man = json.load(open(os.path.join(str(tmp_path), "bundle", "model.json")))
     align = lambda n: (n + 63) // 64 * 64  # noqa: E731
     assert man["memory"]["constant"] == align(w.nbytes) + align(b.nbytes)
+
+
+def _gap_model():
+    g = GraphBuilder(x=f32(1, 32, 28, 28))
+    t = g.node("Conv", ["x", f32(640, 32, 1, 1, scale=0.2)], output=False)
+    u = g.node("Conv", [t, f32(512, 640, 1, 1, scale=0.05)], output=False)
+    g.node("Relu", [g.node("Conv", [u, f32(24, 512, 1, 1, scale=0.05), f32(24)], output=False,
+                           strides=[2, 2])])
+    return g
+
+
+@pytest.mark.parametrize("level", params())
+def test_other_variants_pass_over_the_scratch(level, tmp_path):
+    """The scratch output is placed before the variant is chosen: a Conv forced to another
+    variant leaves it alone (exact under guard pages)."""
+    g = _gap_model()
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, kernel_variants={"Conv": "direct"})
+
+
+@pytest.mark.parametrize("level", params())
+def test_gathered_in_an_activation_gap(level, tmp_path):
+    """Past the stack budget (512 channels: one 14-wide row per 64 KiB chunk at 8 and 16
+    lanes), the gathered buffer sized by the cache (the named levels' 512 KiB L2: 128 KiB)
+    takes a gap of the activation region that a wider layer left: a scratch output, the
+    region no larger, the result the same under guard pages."""
+    g = _gap_model()
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    rep = json.loads(report.read_text())
+    convs = [i for i in rep["instructions"] if i["kernel"] == "Conv"]
+    v = convs[-1]["variant"]
+    assert v["name"] == "pointwise_strided" and v["params"]["scratch"] is True
+    assert v["params"]["rows"] > {4: 2, 8: 1, 16: 1}[level.lanes]  # the stack's rows
+
+
+def test_chunks_end_on_whole_vectors():
+    """Chunk rows fit the budget (pitch included) and, where some do, fill whole vectors."""
+    from glowpy.codegen.kernels.conv.pointwise_strided import chunk_rows, pitch
+    from glowpy.codegen.kernels.tiles import Shape
+    for c, hw, w, budget, want in ((512, 28, 8, 1 << 17, 4), (512, 28, 8, 1 << 16, 1),
+                                   (256, 56, 8, 1 << 16, 2), (512, 20, 8, 1 << 17, 4),
+                                   (512, 28, 16, 1 << 17, 0)):
+        ho = hw // 2
+        s = Shape(1, c, 2 * c, 1, hw, hw, ho, ho, 1, 1, 2, 2, 1, 1, 0, 0, 2)
+        rows = chunk_rows(s, w, budget)
+        assert rows == want and 4 * c * pitch(s, w, rows) <= budget, (c, hw, w, rows)
+    # (the last: 14-wide rows are narrower than 16 lanes, and the whole plane does not fit)
+
+
+@pytest.mark.parametrize("level", params())
+def test_narrow_plane_in_one_chunk(level, tmp_path):
+    """Output rows narrower than a vector (ResNet-50's last shortcut, 14x14 -> 7x7, at an
+    eighth of its channels): the whole plane flattened into one chunk where its 49 positions
+    fill NARROW_FILL of their vectors (49 of 56 AVX2 lanes), not on AVX-512 (49 of 64) nor for
+    a 5x5 plane (25 of 32 lanes); SSE's 4 lanes take both planes by rows; exact under guard
+    pages with a residual epilogue."""
+    from glowpy.codegen.kernels.conv.pointwise_strided import NARROW_FILL
+    g = GraphBuilder(x=f32(1, 128, 14, 14), y=f32(1, 128, 10, 10), r=f32(1, 96, 7, 7))
+    a = g.node("Conv", ["x", f32(96, 128, 1, 1, scale=0.1), f32(96)], output=False, strides=[2, 2])
+    g.node("Relu", [g.node("Add", [a, "r"], output=False)])
+    g.node("Conv", ["y", f32(96, 128, 1, 1, scale=0.1)], strides=[2, 2])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    got = [i["variant"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    for v, wo in zip(got, (7, 5)):
+        fill = wo * wo / (-(-wo * wo // level.lanes) * level.lanes)
+        narrow = wo < level.lanes
+        assert (v["name"] == "pointwise_strided") == (not narrow or fill >= NARROW_FILL), v
+        if narrow and v["name"] == "pointwise_strided":
+            assert v["params"]["rows"] == wo

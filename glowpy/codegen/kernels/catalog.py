@@ -17,8 +17,12 @@ from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatt
 
 def post_planning(target):
     """The backend's step between planning and codegen: scratch in the activation region's
-    gaps for the kernels that can use it (int8 convolution columns)."""
-    return lambda prog: column_scratch.place(prog, target.caps)
+    gaps for the kernels that can use it (int8 convolution columns, the strided 1x1's gathered
+    input)."""
+    def step(prog):
+        column_scratch.place(prog, target.caps)
+        pointwise_strided.place(prog, target.caps)
+    return step
 
 
 def post_lowering(target):

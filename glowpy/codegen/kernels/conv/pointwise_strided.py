@@ -17,13 +17,20 @@ import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.tiles import shape_of
+from glowpy.codegen.kernels.tiles import Shape, shape_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 
-SCRATCH_MAX = 65536
+SCRATCH_MAX = 65536  # stack bytes of the gathered buffer
+# planes narrower than a vector, flattened: at least this share of their vectors' lanes used
+# (channel.py's rule for 7x7 1x1s): 7x7 fills 49 of 56 AVX2 lanes, 0.85 of onnxruntime's time
+# against 1.08 channel-vectorized (1024 -> 2048, Zen 3); 5x5 fills 25 of 32, 1.04-1.47 against
+# 0.98
+NARROW_FILL = 0.8
+SCRATCH = "_gathered"  # name suffix of its scratch output in the activation region
 TILE = 3.5  # cycles per accumulator vector of a tile to add the bias and store
 FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
 
@@ -51,25 +58,101 @@ def plan_tiles(m: int, c: int, npos: int, simd):
     return best[1], best[2]
 
 
+def _applies(s, simd, weights_const: bool) -> bool:
+    if s is None or s.rank != 2 or s.kh * s.kw != 1 or s.g != 1 or s.sw == 1:
+        return False
+    if s.pt or s.pl or s.ho * s.sh > s.hin + s.sh - 1 or s.wo * s.sw > s.win + s.sw - 1:
+        return False  # (a pad at the end: the kernel gathers only inside the input)
+    return simd.width > 1 and weights_const
+
+
+def chunk_rows(s, w: int, budget: int) -> int:
+    """Output rows per chunk whose gathered buffer fits `budget` bytes (0: not even one row):
+    the most rows whose positions fill whole vectors, else the most rows, the chunks of equal
+    size. A chunk ending inside a vector ends in a masked tile: Zen 3, 512 -> 1024 at 28x28
+    (14-wide rows) 1 / 2 / 4 / 7 rows per chunk 0.99 / 1.36 / 0.89 / 0.99 of onnxruntime's
+    time; 256 -> 512 at 56x56 (28-wide) 1 / 2 / 4 rows 1.30 / 0.90 / 0.88; 512 -> 1024 at
+    20x20 (10-wide) 1 / 2 / 4 / 7 / 10 rows 1.29 / 1.01 / 0.97 / 1.15 / 0.87."""
+    fits = [r for r in range(1, s.ho + 1) if 4 * s.c * pitch(s, w, r) <= budget]
+    if s.wo < w:  # a narrow plane: whole, flattened, in one chunk that fills its vectors
+        npos = s.ho * s.wo
+        full = fits and fits[-1] == s.ho and npos / (math.ceil(npos / w) * w) >= NARROW_FILL
+        return s.ho if full else 0
+    if not fits:
+        return 0
+    whole = [r for r in fits if r * s.wo % w == 0]
+    if whole:
+        return whole[-1]
+    return math.ceil(s.ho / math.ceil(s.ho / fits[-1]))
+
+
+def pitch(s, w: int, rows: int) -> int:
+    """Floats per channel of the gathered buffer: the chunk's positions rounded up to a vector,
+    plus one unless a row's width is whole vectors (a gathered row's last vector may spill
+    into the next row's start, rewritten next, the chunk's last into this slack)."""
+    return math.ceil(rows * s.wo / w) * w + (w if s.wo % w else 0)
+
+
+def cache_budget(caps, s, w: int) -> int:
+    """Bytes of gathered input per chunk: a quarter of L2 (the buffer is re-read once per
+    output-channel block and must stay there beside the weight stream and the outputs); every
+    chunk re-reads all the weights, so fewer chunks pay where the weights are past L2. Zen 3
+    (512 KiB L2), one thread, strided 1x1 layers at 64 KiB / 128 KiB / 256 KiB / 512 KiB
+    chunks, bundle/onnxruntime: 512 -> 1024 at 28x28 1.32 / 0.90 / 0.93 / 0.96, 512 -> 1024
+    at 20x20 1.23 / 0.94 / 0.87 / 0.87, 256 -> 512 at 56x56 0.85 / 0.88 / 0.85 / 1.32. No
+    cache figures (microcontrollers): the stack budget alone. Rows narrower than a vector
+    (chunk_rows: one chunk of the whole plane) may take half of L2, what tiles.py's loop-order
+    rule still counts as in L2: ResNet-50's 1024 -> 2048 at 14x14 -> 7x7 0.85 of onnxruntime's
+    time from 256 KiB, 1.00 from three chunks of 128 KiB, 1.08 channel-vectorized."""
+    return max(SCRATCH_MAX, caps.l2_bytes // (2 if s.wo < w else 4))
+
+
+def scratch_need(node, caps) -> int | None:
+    """Bytes of the gathered buffer for a Conv node this kernel serves when its chunks are
+    sized by cache_budget and exceed the stack's SCRATCH_MAX (gaps.place puts it in the
+    activation region), else None."""
+    x, w = node.inputs[0], node.inputs[1]
+    if len(x.shape) != 4 or any(
+            np.dtype(v.dtype) != np.float32 for v in (x, w, node.outputs[0])):
+        return None
+    win = node.opdef.window(node)
+    s = Shape(x.shape[0], x.shape[1], w.shape[0], node.attrs["group"], *win.in_size,
+              *win.out_size, *win.kernel, *win.strides, *win.dilations, win.pads_begin[0],
+              win.pads_begin[1], 2)
+    simd = Simd.of(caps)
+    budget = cache_budget(caps, s, simd.width)
+    if budget <= SCRATCH_MAX or not _applies(s, simd, w.const is not None):
+        return None
+    rows = chunk_rows(s, simd.width, budget)
+    if rows <= chunk_rows(s, simd.width, SCRATCH_MAX):
+        return None
+    return 4 * s.c * pitch(s, simd.width, rows)
+
+
+def scratch_of(k):
+    """The instruction's scratch output for the gathered input (gaps.place), or None."""
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith(SCRATCH) else None
+
+
 def plan(k):
     """{"rows": output rows per chunk, "mr", "nv"} for a 2-D 1x1 Conv with a stride > 1 along
-    the rows, no padding, one group, constant weights, on a vector target, whose output rows
-    fill at least a vector (narrower planes: the channel-vectorized kernel, which reads inputs
-    as broadcast scalars, is no slower there: 1024 -> 2048 channels at 14x14 -> 7x7 measured
-    the same with the input pre-sliced) and one of whose gathered rows fits SCRATCH_MAX."""
+    the rows, no padding, one group, constant weights, on a vector target, one of whose
+    gathered rows fits the buffer: the scratch in the activation region when the instruction
+    has one, else SCRATCH_MAX of stack. Output rows narrower than a vector only as one chunk of
+    the whole plane filling NARROW_FILL of its vectors (in smaller chunks the channel-vectorized
+    kernel, which reads inputs as broadcast scalars, is no slower)."""
     s = shape_of(k)
-    if s is None or s.rank != 2 or s.kh * s.kw != 1 or s.g != 1 or s.sw == 1:
-        return None
-    if s.pt or s.pl or s.ho * s.sh > s.hin + s.sh - 1 or s.wo * s.sw > s.win + s.sw - 1:
-        return None  # (a pad at the end: the kernel gathers only inside the input)
     simd = Simd.of(k.caps)
-    if simd.width == 1 or s.wo < simd.width or const_input(k, 1) is None:
+    if not _applies(s, simd, s is not None and const_input(k, 1) is not None):
         return None
-    rows = min(s.ho, SCRATCH_MAX // (4 * s.c * s.wo + 4 * simd.width))
+    scratch = scratch_of(k)
+    budget = scratch.nbytes if scratch is not None else SCRATCH_MAX
+    rows = chunk_rows(s, simd.width, budget)
     if rows < 1:
         return None
     mr, nv = plan_tiles(s.m, s.c, rows * s.wo, simd)
-    return {"rows": rows, "mr": mr, "nv": nv}
+    return {"rows": rows, "mr": mr, "nv": nv, "scratch": scratch is not None}
 
 
 class PointwiseStridedEmitter:
@@ -85,13 +168,14 @@ class PointwiseStridedEmitter:
         packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
         self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
         self.bias = k.inp(2)
-        # positions of a chunk rounded up to a vector: a gathered row's last vector may spill
-        # into the next row's start (rewritten next), the chunk's last into this slack
-        self.pitch = math.ceil(self.rows * s.wo / self.vec.w) * self.vec.w + self.vec.w
-        buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, s.c * self.pitch), "gathered")
-        buf.align = 64
-        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
-        self.buf = buf
+        self.pitch = pitch(s, self.vec.w, self.rows)
+        if p.get("scratch"):
+            self.buf = k.out(1)
+        else:
+            buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, s.c * self.pitch), "gathered")
+            buf.align = 64
+            buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+            self.buf = buf
 
     def emit(self):
         k, s = self.k, self.s
@@ -166,3 +250,13 @@ class PointwiseStridedEmitter:
 @variant("Conv", "pointwise_strided", rank=35, plan=plan)
 def emit(k, p):
     PointwiseStridedEmitter(k, p).emit()
+
+
+def place(prog, caps) -> None:
+    """catalog.post_planning: the gathered buffers sized by cache_budget, in gaps."""
+    def wants(ins):
+        if ins.op != "Conv" or len(ins.outputs) != 1:
+            return None
+        need = scratch_need(ins.node, caps)
+        return None if need is None else (need, SCRATCH, "float32", 64)
+    gaps.place(prog, wants)

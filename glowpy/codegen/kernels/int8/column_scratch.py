@@ -11,47 +11,22 @@ per block at any K. Where the region is full at that instruction (a layer at the
 columns stay on the stack within conv_im2col's budget."""
 from __future__ import annotations
 
-import numpy as np
-
+from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.int8 import conv_im2col
-from glowpy.ir import liveness
-from glowpy.ir.program import ACTIVATION, Buffer, Program
+from glowpy.ir.program import Program
 
 ALIGN = 8  # the columns are read by word and doubleword loads
-
-
-def _gap(live: list, need: int, size: int):
-    """The lowest offset of `need` free bytes (ALIGN-aligned) in [0, size) between the sorted
-    (start, end) byte ranges of `live`; None if there is none."""
-    at = 0
-    for lo, hi in live:
-        if lo - at >= need:
-            return at
-        at = max(at, -(-hi // ALIGN) * ALIGN)
-    return at if size - at >= need else None
 
 
 def place(prog: Program, caps) -> None:
     """Adds a scratch output (int16 columns) to the QConv instructions the im2col kernel will
     run whose four-position columns exceed conv_im2col.STACK_COLUMNS, where a gap allows."""
-    size = prog.sizes.get("activation", 0)
-    if not caps.dsp or not size:
+    if not caps.dsp:
         return
-    ranges = []
-    for s, (first, last) in liveness.intervals(prog).items():
-        region, off = s.address
-        if region == ACTIVATION:
-            ranges.append((off, off + s.nbytes, first, last))
-    for i, ins in enumerate(prog.instrs):
+
+    def wants(ins):
         if ins.op != "QConv" or len(ins.outputs) != 1:
-            continue
+            return None
         need = conv_im2col.scratch_need(ins.node)
-        if need is None:
-            continue
-        live = sorted((lo, hi) for lo, hi, first, last in ranges if first <= i <= last)
-        off = _gap(live, need, size)
-        if off is None:
-            continue
-        ins.outputs.append(Buffer(f"{ins.name}_columns", np.dtype(np.int16), (need // 2,),
-                                  ACTIVATION, offset=off))
-        ranges.append((off, off + need, i, i))
+        return None if need is None else (need, "_columns", "int16", ALIGN)
+    gaps.place(prog, wants)
