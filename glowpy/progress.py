@@ -36,7 +36,7 @@ class Progress:
     def stage(self, name: str):
         self.stage_name, self.detail = name, ""
         t0 = time.monotonic()
-        self._draw()
+        self._draw(new_stage=True)
         try:
             yield self
         finally:
@@ -51,12 +51,16 @@ class Progress:
         self.detail = f"kernels {n}/{total}"
         self._draw()
 
-    def _draw(self):
-        if not self.live or self.stopped.is_set():
+    def _draw(self, new_stage: bool = False):
+        """Redraws the line; at most every REFRESH seconds within a stage, but a new stage is
+        always shown (a stage shorter than REFRESH would otherwise never appear), and nothing
+        before the first stage starts (the ticker thread can run first: no blank stage name)."""
+        if not self.live or self.stopped.is_set() or not self.stage_name:
             return
         with self.lock:
             now = time.monotonic()
-            if now - self.start < DELAY or (self.shown and now - self.last < REFRESH):
+            if now - self.start < DELAY or (self.shown and not new_stage
+                                            and now - self.last < REFRESH):
                 return
             text = f"{self.prog}: {self.stage_name}" + (f": {self.detail}" if self.detail else "")
             self.stream.write(f"\r\x1b[K{text} ({now - self.start:.1f} s)")
