@@ -110,8 +110,8 @@ class _Emitter:
         outputs' first input column (an IR value); static_c0: the same as an int for border
         units, None for interior ones."""
         b, k = self.b, self.k
-        nv = len(rows) - 2
-        per_v = [self.taps(static_c0, count, [rows[v + r] is not None for r in range(3)])
+        nv = (len(rows) - 3) // self.sh + 1
+        per_v = [self.taps(static_c0, count, [rows[v * self.sh + r] is not None for r in range(3)])
                  for v in range(nv)]
         load = per_v[0][0]
         accs = [[self.start_of(sk) for sk in skipped] for _, _, skipped in per_v]
@@ -122,7 +122,7 @@ class _Emitter:
                 continue
             base = b.add(row, c0)
             lanes = {}
-            bytewise = self.bytewise(i, per_v)
+            bytewise = self.bytewise(i, per_v, self.sh)
 
             def lane(byte):  # SXTB16 of the word: (bytes 0, 2) or (ROR #8) (bytes 1, 3)
                 if bytewise:
@@ -135,7 +135,7 @@ class _Emitter:
                 return lanes[byte % 2], "b" if byte < 2 else "t"
 
             for v in range(nv):
-                r = i - v  # the kernel row input row i is for output row v
+                r = i - v * self.sh  # the kernel row input row i is for output row v
                 if 0 <= r < 3:
                     for j, taps in enumerate(per_v[v][1]):
                         accs[v][j] = self.row_taps(r, taps, accs[v][j], lane, base)
@@ -145,14 +145,14 @@ class _Emitter:
                 self.store(acc, b.add(o_row, b.add(ow, k.c(j)) if j else ow))
 
     @staticmethod
-    def bytewise(i, per_v) -> bool:
+    def bytewise(i, per_v, sh) -> bool:
         """Whether input row i's taps are cheaper read byte by byte (one LDRSB each) than as
         the word (LDR + one SXTB16 per lane parity): when they use fewer bytes than that and
         no (w0, w2) pair, as at a border whose third tap is in the padding (2 bytes: 2
         instructions against 3)."""
         used, paired = set(), False
         for v, (_, outs, _) in enumerate(per_v):
-            r = i - v
+            r = i - v * sh
             for taps in outs if 0 <= r < 3 else ():
                 row = {t: x for (rr, t), x in taps.items() if rr == r and isinstance(x, int)}
                 used.update(row.values())
@@ -263,10 +263,11 @@ class _Emitter:
             def emit(oh, nv=1, valid=valid):
                 r0 = b.sub(b.mul(oh, k.c(self.sh)), k.c(self.pt))
                 rows = [b.add(x_plane, b.mul(b.add(r0, k.c(r)), k.c(self.w)))
-                        if (valid + (True,))[r] else None for r in range(2 + nv)]
+                        if (valid + (True,) * 2)[r] else None
+                        for r in range(3 + self.sh * (nv - 1))]
                 self.o_row = b.add(y_plane, b.mul(oh, k.c(self.ow)))
                 self.row(rows, units)
-            pairs = (hi - lo) // 2 if self.sh == 1 and all(valid) else 0
+            pairs = (hi - lo) // 2 if all(valid) and (self.sh == 1 or not self.loops()) else 0
             if pairs:  # two output rows at a time: 4 input rows read for 6 kernel rows
                 with k.for_range(pairs, name="ohp") as p:
                     emit(b.add(b.mul(p, k.c(2)), k.c(lo)), 2)
