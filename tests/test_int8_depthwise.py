@@ -34,6 +34,8 @@ CASES = [
     ((1, 3, 4, 3), [2, 2], [2, 1, 0, 2], None, True),       # a row in the padding, uneven pads
     ((2, 4, 9, 10), [2, 1], [1, 2, 1, 0], "Relu", True),    # batch 2, strides (2, 1)
     ((1, 2, 12, 20), [1, 2], [1, 1, 1, 1], None, True),     # long rows: loops of interior pairs
+    ((1, 3, 12, 6), [2, 2], [0, 0, 1, 1], "Relu", True),    # VWW's 12x12 -> 6x6: narrow rows,
+                                                            # two output rows at a time
     # power-of-two scales: the multiplier is exactly 2**-6 (q = 2**30), so exact ties occur and
     # the kernel keeps the half-even correction and the general requantization
     ((1, 4, 6, 9), [1, 1], [1, 1, 1, 1], "pow2", False),
