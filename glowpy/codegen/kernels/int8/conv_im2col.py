@@ -41,6 +41,11 @@ I16 = cg.I16
 # reduction made one induction per load stream and the sums spilled); with the two pointers
 # carried (block_sums): 4x2 3.97M, 2x4 4.27M.
 BLOCK = (4, 2)
+# K <= 8 (two groups, no loop: VWW's 1x1 layer over 8 channels): 3 x 2 blocks, the six sums,
+# the column words and the requantization fit without the spills of 4 x 2. Measured on VWW
+# (Cortex-M7, QEMU instructions): 4x2 9,953,170, 3x2 9,928,010, 5x2 9,961,380, 6x2 9,991,760,
+# 2x2 10,038,990, 2x6 10,209,480; 3x2 for K = 16 too: 9,969,050 (worse).
+SHORT_BLOCK = (3, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
 # Columns on the stack (where column_scratch found no gap in the activation region: layers at
 # the region's peak): more positions per block only while they fit in STACK_BYTES, or in what
@@ -57,14 +62,16 @@ def _k4(c: QConvShape) -> int:
 
 
 def block_of(c: QConvShape):
-    """(positions, channels) per block: up to BLOCK's positions, as many as the stack budget
-    allows, and 2 x 4 where only two fit (the same 8 sums: with 2 x 2, ResNet-8 ran 17.42M
+    """(positions, channels) per block: SHORT_BLOCK for K <= 8; else up to BLOCK's positions,
+    as many as the stack budget allows, and 2 x 4 where only two fit (the same 8 sums: with 2 x 2, ResNet-8 ran 17.42M
     instructions, with 2 x 4 16.85M; 4 x 2 is the better of the two where both fit: keyword
     spotting 4.02M against 4.27M, whose column words are then read by twice the channels);
     None when two positions' columns exceed MAX_COLUMN_BYTES."""
     col = _k4(c) * 2
     if 2 * col > MAX_COLUMN_BYTES:
         return None
+    if _k4(c) <= 8:  # two groups: SHORT_BLOCK (see there)
+        return SHORT_BLOCK
     p = min(BLOCK[0], max(STACK_BYTES, 2 * col) // col)
     return (2, 4) if p == 2 and c.m >= 4 else (p, BLOCK[1])
 
