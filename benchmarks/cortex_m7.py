@@ -50,6 +50,7 @@ docs/cortex_m7.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -163,11 +164,14 @@ def profile_layers(model: str, options: dict, d: str, inputs, float_abi: str,
     return build(info.manifest, counts, total, unit="instructions", scale=INSTRUCTIONS_PER_TICK)
 
 
-def measure(name: str, work: str, float_abi: str, timeout: int, per_layer: bool = False) -> dict:
+def measure(name: str, work: str, float_abi: str, timeout: int, per_layer: bool = False,
+            extra: dict | None = None, tag: str = "") -> dict:
+    """One model's row; `extra`: more compile options (benchmarks/patch_m7.py), `tag` names
+    their build directory."""
     row = {"model": name, "float_abi": float_abi}
-    d = os.path.join(work, f"{name}-{float_abi}".replace(" ", "_").replace("(", "")
+    d = os.path.join(work, f"{name}-{float_abi}{tag}".replace(" ", "_").replace("(", "")
                      .replace(")", ""))
-    model, options = name, {}
+    model, options = name, dict(extra or {})
     if name in PROFILED:  # glowpy's own int8: profile the float model on its reference inputs
         from glowpy.profiler import profile_model
         model = FLOAT_OF[name]
@@ -226,6 +230,8 @@ def measure(name: str, work: str, float_abi: str, timeout: int, per_layer: bool 
     run = parse_run_output(res.stdout)
     row.update(ticks=run["cycles"], instructions=run["cycles"] * INSTRUCTIONS_PER_TICK,
                stack=run["stack"])
+    row["output_sha1"] = hashlib.sha1(b"".join(np.ascontiguousarray(o).tobytes()
+                                               for o in run["outputs"])).hexdigest()
     row["ram"] = row["mutable"] + row["activations"] + row["stack"]
     m = re.search(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-f]+\s+\S*app\.elf", res.stdout, re.M)
     if m:  # arm-none-eabi-size of the whole firmware, printed by the Makefile

@@ -44,6 +44,11 @@ class Options:
     # auto: the target decides (TargetCaps.memory_first: microcontrollers minimize bytes, hosts
     # time); min: the smallest plan, slower in-place kernels included; fast: none of those
     activation_memory: str = "auto"
+    # patch-based execution of the first stage (ir/patch): the RAM budget to meet (bytes), and
+    # the compute overhead allowed (percent of the model's MACs; None: 10 with
+    # -activation-memory=min, else off; 0: off)
+    max_activations: int | None = None
+    patch_overhead: float | None = None
     winograd: bool = True  # Winograd convolutions where the target's vectors repay them (more RAM)
     # op -> variant name, (name, params) or "!name" (codegen/registry.py forcing; CLI
     # -kernel-variant=Op:name): kernel experiments and tests that reach every variant
@@ -77,6 +82,9 @@ class Options:
                "opt_level": self.opt_level, "llvm_opt": self.llvm_opt,
                "reuse_activation_memory": self.reuse_activation_memory,
                "winograd": self.winograd,
+               **({"max_activations": self.max_activations} if self.max_activations else {}),
+               **({"patch_overhead": self.patch_overhead}
+                  if self.patch_overhead is not None else {}),
                **({"activation_memory": self.activation_memory}
                   if self.activation_memory != "auto" else {}),
                **({"kernel_variants": {op: str(v) for op, v in self.kernel_variants.items()}}
@@ -294,6 +302,38 @@ def _memory_first(opts, target) -> bool:
     return opts.activation_memory == "min"
 
 
+PATCH_OVERHEAD = 10.0  # percent of the model's MACs patch-based execution may add by default
+
+
+def _patch(graph, opts, target):
+    """Patch-based execution of the first stage (ir/patch/choose.py), when asked for by
+    -max-activations, -patch-overhead or -activation-memory (microcontrollers by default):
+    (graph, what it did or None)."""
+    over = opts.patch_overhead
+    if over is not None and not 0 <= over <= 1000:
+        raise UsageError(f"-patch-overhead={over}: expected a percentage from 0 to 1000")
+    if opts.max_activations is not None and opts.max_activations <= 0:
+        raise UsageError(f"-max-activations={opts.max_activations}: expected a positive byte "
+                         "count")
+    if opts.opt_level == 0 or not opts.reuse_activation_memory:
+        if opts.max_activations is not None:
+            raise UsageError("-max-activations needs graph optimizations and memory reuse: drop "
+                             "-O0 / -reuse-activation-memory-allocations=false")
+        return graph, None
+    if over is None:
+        # on request only: the bands' kernels cost flash (VWW int8 on the Cortex-M7: code
+        # 49 -> 88 KB) and column buffers move from activation gaps to the stack
+        over = PATCH_OVERHEAD if opts.activation_memory == "min" else None
+    if opts.max_activations is None and not over:
+        return graph, None
+    from glowpy.ir.patch.choose import choose
+
+    def plan(g):
+        return build_program(g, optimize=True, reuse=True,
+                             memory_first=_memory_first(opts, target))
+    return choose(graph, plan, None if over is None else over / 100, opts.max_activations)
+
+
 def _compile(models, output_dir, opts, name, entry, target, limit, counter, progress,
              profile=None):
     from glowpy.codegen import instrument
@@ -316,10 +356,13 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
     from glowpy.codegen.kernels.catalog import post_lowering, post_planning  # (registers kernels)
     with registry.forcing(opts.kernel_variants):
         with progress.stage("plan"):
+            graph, patched = _patch(graph, opts, target)
             prog = build_program(graph, optimize=opts.opt_level > 0,
                                  reuse=opts.reuse_activation_memory,
                                  memory_first=_memory_first(opts, target),
                                  transform=post_lowering(target) if opts.winograd else None)
+            if patched is not None:
+                prog.plan_info["patch"] = patched
             check_regions(prog.sizes, limit)
             post_planning(target)(prog)
             placeholders = _placeholders(prog, name, entry)

@@ -30,6 +30,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.names import legalize
+from glowpy.ir.macs import node_macs
 from glowpy.ir.program import align
 
 COUNTERS = ("auto", "cycles", "dwt", "callback")
@@ -161,26 +162,11 @@ def reserve_table(prog) -> int:
     return off
 
 
-CONVS = {"Conv": 1, "ConvInteger": 1, "QConv": 1, "FusedConv": 1, "QLinearConv": 3}
-MATMULS = {"MatMul", "MatMulInteger", "QLinearMatMul", "QMatMul", "Gemm", "FusedGemm",
-           "FusedMatMul"}
-
-
 def _macs(ins) -> int:
     """Multiply-accumulates of the op as defined (a Winograd kernel does fewer)."""
-    node = ins.node
-    if node is None or not ins.outputs:
+    if ins.node is None or not ins.outputs:
         return 0
-    out = int(np.prod(ins.outputs[0].shape, dtype=np.int64))
-    x = [v for v in node.inputs if v is not None]
-    if node.op in CONVS and len(x) > CONVS[node.op]:
-        return out * int(np.prod(x[CONVS[node.op]].shape[1:], dtype=np.int64))
-    if node.op == "ConvTranspose" and len(x) > 1:
-        return int(np.prod(x[0].shape, dtype=np.int64)) * int(np.prod(x[1].shape[1:]))
-    if node.op in MATMULS and x and x[0].shape:
-        a = x[0].shape
-        return out * int(a[0] if node.op == "Gemm" and node.attrs.get("transA") else a[-1])
-    return 0
+    return node_macs(ins.node, ins.outputs[0].shape)
 
 
 def describe(prog, kernels: list[str], info: dict) -> dict:

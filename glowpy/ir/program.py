@@ -105,6 +105,8 @@ class Program:
     overlaps: list = field(default_factory=list)  # (instr index, in storage, out storage, D)
     transformed: bool = False  # the backend's post-lowering transform changed something
     kernels: list = field(default_factory=list)  # per instruction: its kernel function's name
+    # kernel tables by content -> offset: equal tables are stored once (Kernel.add_table)
+    tables: dict = field(default_factory=dict)
 
     @property
     def placeholders(self) -> list:

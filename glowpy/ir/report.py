@@ -58,6 +58,7 @@ def memory_report(prog: Program) -> dict:
             "efficiency": round(bound / act, 4) if act else 1.0,
             "reuse": info.get("reuse", True), "strategy": info.get("strategy"),
             "schedule": info.get("schedule"),
+            **({"patch": info["patch"]} if info.get("patch") else {}),
             "peak": {"bytes": prof[peak_at] if prof else 0, "instruction_index": peak_at,
                      "instruction": names[peak_at] if names else None,
                      "op": _instr_label(prog.instrs[peak_at]) if names else None,

@@ -97,11 +97,21 @@ def pack_constant(k, i: int, array: np.ndarray, name: str):
     size, so the region does not grow); otherwise they are appended as a table."""
     buf = k.in_buf(i)
     array = np.ascontiguousarray(array, dtype=buf.dtype)
-    readers = sum(1 for ins in k.prog.instrs for x in ins.inputs if x is buf)
-    if buf.region == "constant" and buf.base is None and readers == 1 and array.nbytes == buf.nbytes:
-        buf.data = array.reshape(-1)
-        buf.layout = {"layout": name, "for": k.instr.name}
-        return k.inp(i)
+    readers = {ins.node.attrs.get("_band_of", id(ins)) if ins.node is not None else id(ins)
+               for ins in k.prog.instrs if any(x is buf for x in ins.inputs)}
+    if buf.region == "constant" and buf.base is None and len(readers) == 1 and \
+            array.nbytes == buf.nbytes and not getattr(buf, "raw_read", False):
+        # the only reader, or the bands of one layer (patch-based execution): the first packs
+        # in place; a band packing the same bytes reads them there, a band packing others
+        # gets a table, a band reading the model's layout a copy of it (Kernel.inp)
+        if buf.layout is None:
+            buf.data = array.reshape(-1)
+            buf.layout = {"layout": name, "for": k.instr.name,
+                          **({"shared": True} if k.instr.node.attrs.get("_band_of") else {})}
+            return k._arg(buf)
+        if buf.layout.get("shared") and buf.layout["layout"] == name and \
+                np.array_equal(buf.data, array.reshape(-1)):
+            return k._arg(buf)
     return k.add_table(array.reshape(-1), name)
 
 
