@@ -328,9 +328,10 @@ def _patch(graph, opts, target):
         return graph, None
     from glowpy.ir.patch.choose import choose
 
+    from glowpy.ir.planner import estimate
+
     def plan(g):
-        return build_program(g, optimize=True, reuse=True,
-                             memory_first=_memory_first(opts, target))
+        return estimate(g, reuse=True, memory_first=_memory_first(opts, target))
     return choose(graph, plan, None if over is None else over / 100, opts.max_activations)
 
 
@@ -362,7 +363,10 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                                  memory_first=_memory_first(opts, target),
                                  transform=post_lowering(target) if opts.winograd else None)
             if patched is not None:
-                prog.plan_info["patch"] = patched
+                prog.plan_info["patch"] = patched | {"after": prog.sizes["activation"]}
+                if opts.max_activations and prog.sizes["activation"] > opts.max_activations:
+                    raise ModelError(f"-max-activations={opts.max_activations}: the plan "
+                                     f"needs {prog.sizes['activation']} bytes; raise the budget")
             check_regions(prog.sizes, limit)
             post_planning(target)(prog)
             placeholders = _placeholders(prog, name, entry)

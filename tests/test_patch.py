@@ -179,3 +179,17 @@ def test_max_activations_refusal_is_one_error_line(tmp_path):
         "mlperf_tiny_vww_int8_qdq"), f"-emit-bundle={out}", "-max-activations=lots"],
         capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "error: -max-activations=lots" in bad.stderr
+
+
+def test_report_page_shows_the_tiling(tmp_path):
+    """-dump-report: the regions table gives the untiled size, the stage, the bands and the
+    overhead (the figures -dump-memory-report has)."""
+    page = tmp_path / "r.html"
+    mem = tmp_path / "m.json"
+    glowpy.compile(model_path("mlperf_tiny_resnet8_int8_qdq"), str(tmp_path / "b"),
+                   patch_overhead=10.0, dump_report=str(page), dump_memory_report=str(mem))
+    p = json.loads(mem.read_text())["activations"]["patch"]
+    html = page.read_text()
+    assert f'data-key="patch-before">{p["before"]:,}<' in html
+    assert f'in {p["bands"]} row bands' in html and f'first {p["nodes"]} nodes' in html
+    assert f'>{100 * p["overhead"]:.1f}% overhead<' in html

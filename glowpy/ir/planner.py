@@ -325,6 +325,16 @@ class _All:
 ALL_NODES = _All()
 
 
+def estimate(graph, reuse: bool = True, memory_first: bool = True) -> Program:
+    """A quick plan of the graph in its own node order (no schedule search, no relaxation, a
+    single placement pass): what patch-based execution compares its candidates by. The
+    MobileNetV2 of benchmarks/build_models.py in 64 bands has ~4,000 nodes, and a full build
+    per candidate made -max-activations take 317 s."""
+    from glowpy.ir.lower import lower
+    slow = None if memory_first else ALL_NODES
+    return plan(lower(graph, optimize=True, reuse=reuse, slow_in_place=slow), reuse, iterations=0)
+
+
 def _build(graph, optimize: bool, reuse: bool, transform, relax: bool = True,
            slow=None) -> Program:
     from glowpy.ir import schedule

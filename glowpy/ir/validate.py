@@ -91,12 +91,15 @@ def check_output_sizes(graph, node, types):
     if limit is None:
         return
     for i, (dt, shape) in enumerate(types):
-        check_rank(len(shape), f"node '{show(node.name)}' ({node.op}): output {i}")
-        where = f"node '{show(node.name)}' ({node.op}): output {i} {np.dtype(dt).name}{list(shape)}"
-        check_size(tensor_bytes(dt, shape), where, limit)
         # a zero dimension makes the size 0 whatever the others are, but numpy still refuses
         # to allocate [4, 0, 2**63-1] (fuzz, seed 27): every dimension alone must fit too
         widest = max((int(d) for d in shape), default=0)
+        if len(shape) <= MAX_RANK and tensor_bytes(dt, shape) <= limit and \
+                widest * np.dtype(dt).itemsize <= limit:
+            continue  # the messages below escape the node's name: only build them to raise
+        check_rank(len(shape), f"node '{show(node.name)}' ({node.op}): output {i}")
+        where = f"node '{show(node.name)}' ({node.op}): output {i} {np.dtype(dt).name}{list(shape)}"
+        check_size(tensor_bytes(dt, shape), where, limit)
         if widest * np.dtype(dt).itemsize > limit:
             raise ModelError(f"{where}: dimension {widest} alone needs more than the limit of "
                              f"{limit} bytes (the target's address space, or -max-region-size)")

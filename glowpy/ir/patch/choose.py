@@ -35,12 +35,17 @@ class Choice:
     info: dict
 
 
-def _band_counts(h: int) -> list[int]:
+MAX_BANDS = 64  # past this the bands' kernel calls cost more than the rows they save
+MAX_BAND_NODES = 3000  # nodes a rewritten stage may have (bands x nodes: planning time)
+
+
+def _band_counts(h: int, nodes: int) -> list[int]:
+    top = min(h, MAX_BANDS, max(2, MAX_BAND_NODES // max(1, nodes)))
     out, n = [], 2
-    while n < h:
+    while n < top:
         out.append(n)
         n = n * 3 // 2 if n >= 4 else n + 1
-    return out + [h]
+    return out + [top]
 
 
 def _lower_bounds(graph, prog) -> dict:
@@ -104,32 +109,41 @@ def choose(graph, plan, overhead_limit: float | None = 0.10, budget: int | None 
                 budget is not None and smallest is not None and bound >= smallest.activation
                 and best is not None):
             break
-        # (band count, graph, what, overhead), fewest bands first: more bands, fewer bytes
-        # live per band and more rows copied and kernels called
-        options = []
-        for n in _band_counts(st.height()):
-            g, what = rewrite(st, n)
-            over = (what["copied_bytes"] * COPY_WEIGHT
-                    + (len(g.nodes) - len(graph.nodes)) * CALL_WEIGHT) / macs
-            if budget is None and overhead_limit is not None and over > overhead_limit:
-                break
-            options.append((n, g, what, over))
-        if not options:
-            continue
+        counts = _band_counts(st.height(), len(st.nodes))
+        made: dict = {}
+
+        def option(i):
+            """(band count, graph, what, overhead) of counts[i]; more bands: fewer bytes live
+            per band, more rows copied and kernels called (the overhead grows with i)."""
+            if i not in made:
+                g, what = rewrite(st, counts[i])
+                over = (what["copied_bytes"] * COPY_WEIGHT
+                        + (len(g.nodes) - len(graph.nodes)) * CALL_WEIGHT) / macs
+                made[i] = (counts[i], g, what, over)
+            return made[i]
+
+        top = len(counts) - 1
+        if budget is None and overhead_limit is not None:
+            lo, hi = 0, top  # the most bands within the limit, by bisection
+            if option(0)[3] > overhead_limit:
+                continue
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if option(mid)[3] <= overhead_limit else (lo, mid - 1)
+            top = lo
         if budget is None:
-            c = candidate(st, end, *options[-1])
+            c = candidate(st, end, *option(top))
             if c.activation < target:
                 best = c
             continue
         # the most bands first (the least memory); then the fewest that still fit
-        lo, hi = 0, len(options) - 1
-        c = candidate(st, end, *options[hi])
+        c = candidate(st, end, *option(top))
         if c.activation > budget:
             continue
-        fit = c
+        fit, lo, hi = c, 0, top
         while lo < hi:
             mid = (lo + hi) // 2
-            m = candidate(st, end, *options[mid])
+            m = candidate(st, end, *option(mid))
             if m.activation <= budget:
                 fit, hi = m, mid
             else:

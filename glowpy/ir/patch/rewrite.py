@@ -49,7 +49,7 @@ class Stage:
         if len(cut.shape) != 4 or cut.shape[0] != 1 or cut.shape[2] < 2:
             return None
         st = Stage(graph, end, cut)
-        return st if st._assign_axes(users) else None
+        return st if st._assign_axes(users) and st.sources() and st.height() >= 2 else None
 
     def _assign_axes(self, users: dict) -> bool:
         """Row axis of every value of the stage, backwards from the cut; False when a node does

@@ -45,8 +45,16 @@ def _rowwise_input(v: Value, out: Value, ax: int, a: int, b: int) -> Need | None
     return None
 
 
+def _window(node: Node):
+    """node's Window, computed once per node (the band search asks for it ~10^5 times)."""
+    win = node.__dict__.get("_patch_window")
+    if win is None:
+        win = node._patch_window = node.opdef.window(node)
+    return win
+
+
 def _window_need(node: Node, a: int, b: int) -> Need:
-    win = node.opdef.window(node)
+    win = _window(node)
     s, pt, h = win.strides[0], win.pads_begin[0], win.in_size[0]
     eff = (win.kernel[0] - 1) * win.dilations[0] + 1
     return Need(2, max(0, a * s - pt), min(h, (b - 1) * s - pt + eff))
@@ -60,7 +68,7 @@ def needs(node: Node, ax: int, a: int, b: int) -> list[Need] | None:
         return None
     base = epilogue.base_count(node)
     if node.op in WINDOW_OPS:
-        win = node.opdef.window(node)
+        win = _window(node)
         if len(out.shape) != 4 or ax != 2 or node.attrs.get("ceil_mode") or len(win.kernel) != 2:
             return None
         first = [_window_need(node, a, b)] + [WHOLE] * (base - 1)
@@ -91,7 +99,7 @@ def band_attrs(node: Node, a: int, b: int) -> dict:
     attrs = dict(node.attrs)
     if node.op not in WINDOW_OPS:
         return attrs
-    win = node.opdef.window(node)
+    win = _window(node)
     s, pt, h = win.strides[0], win.pads_begin[0], win.in_size[0]
     eff = (win.kernel[0] - 1) * win.dilations[0] + 1
     start, end = a * s - pt, (b - 1) * s - pt + eff  # the window rows, padding included
