@@ -1,11 +1,13 @@
 """int8 window ops overlapping their dying input (glowpy/ir/inplace.py, INT_STREAMING_OPS): a
-depthwise QConv, an int8 MaxPool and a QAvgPool each write their output one channel plane below
-the input they consume, so input and output share all but one plane's bytes. Chains of them
-(odd and even channel counts, stride 1 and 2, padding, batch 2) compiled through the real path:
-the plan really overlaps each pair (offsets in -dump-memory-report, region below the pair's
-sum), and the outputs equal the integer ops' numpy references bit for bit (and the
-no-reuse bundle's, and onnxruntime within 1 LSB) with the DSP depthwise kernel and the
-direct one on an emulated Cortex-M7 and the direct one on the host."""
+depthwise QConv, an int8 MaxPool and a QAvgPool may write their output at least one output
+plane below the input they consume, sharing the rest of its bytes. Chains of them (odd and even
+channel counts, stride 1 and 2, padding, batch 2) compiled through the real path: the plan
+really overlaps the pairs that decide the region (offsets in -dump-memory-report), and the
+outputs equal the integer ops' numpy references bit for bit (and the no-reuse bundle's, and
+onnxruntime within 1 LSB) with the DSP depthwise kernel and the direct one on an emulated
+Cortex-M7 and the direct one on the host. The overlaps are slow forms: hosts never take them by
+default, microcontrollers only where they save bytes; and the loop-order contract they rely on
+names every variant that can run them."""
 from __future__ import annotations
 
 import json
