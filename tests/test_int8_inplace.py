@@ -186,3 +186,35 @@ def test_every_integer_streaming_variant_is_in_the_contract(tmp_path):
             glowpy.compile(path, str(tmp_path / name), target="arm",
                            mcpu=BOARDS["mps2-an500"][0], float_abi="hard",
                            kernel_variants={op: name})
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+def test_int32_sums_overlap_by_their_own_plane_size(level, tmp_path):
+    """A grouped ConvInteger (QConv with int32 sums) over a dying uint8 MaxPool output: the
+    output planes are four times the input planes, so the slack is the whole output less what
+    the input blocks free (D = 7 * (81 - 324) - 324, rounded down to -2048), not one plane."""
+    from onnx import helper
+    rng = np.random.default_rng(15)
+    c = 8
+    feeds = {"x": rng.integers(0, 256, (1, c, 9, 9)).astype(np.uint8)}
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+             helper.make_node("ConvInteger", ["p", "w", "xz"], ["s"], group=c, pads=[1] * 4),
+             helper.make_node("Cast", ["s"], ["y"], to=onnx.TensorProto.FLOAT)]
+    inits = {"w": rng.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8), "xz": np.uint8(7)}
+    model = make_graph_model(nodes, feeds, ["y"], inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    report = tmp_path / "m.json"
+    info = glowpy.compile(path, str(tmp_path / "b"), dump_memory_report=str(report),
+                          activation_memory="min", **level.options)
+    rep = json.loads(report.read_text())
+    assert _overlapping(rep) == ["QConv"]
+    off = {b["name"]: (b["offset"], b["size"]) for b in rep["buffers"]}
+    (xo, xs), (so, ss) = off["p"], off["s"]
+    assert (xs, ss) == (648, 2592) and so - xo == -2048  # overlapping by 544 bytes
+    assert rep["activations"]["size"] < align(xs) + ss
+    got = Bundle(str(tmp_path / "b"), info.name).run(feeds)["y"]
+    np.testing.assert_array_equal(got, evaluate(optimize(load_onnx(path)), feeds)[0])
+    plain = compile_and_run(model, feeds, tmp_path / "noreuse", reuse_activation_memory=False,
+                            **level.options)
+    np.testing.assert_array_equal(got, plain[0])
