@@ -93,11 +93,20 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         fn.linkage = "internal"
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
-        for a, overlaps, slot in zip(fn.args, _slot_overlaps(slots), slots):
+        overlapping = _slot_overlaps(slots)
+        for a, overlaps, slot in zip(fn.args, overlapping, slots):
             if not overlaps:
                 a.add_attribute("noalias")
             a.attributes.align = slot[3]
         cbase = fn.args[-1]
+        if any(overlapping):
+            # the tables are read-only (constant region): noalias holds. Elsewhere the noalias
+            # output already keeps its stores from clobbering table loads; where the output
+            # overlaps its input (streaming overlaps), this does, so LICM still hoists them.
+            # M7, int8 with every overlap kept: VWW 9,998,960 -> 9,938,320 instructions (no
+            # overlap: 9,928,010); a QAdd, depthwise, MaxPool, QAvgPool, depthwise chain at
+            # 64x25x5 1,228,800 -> 1,218,040 (no overlap: 1,152,890, at 16,000 B against 8,384)
+            cbase.add_attribute("noalias")
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
         kern = Kernel(kb, ins, [fn.args[i] for i in index], intp, mod, prog, cbase,
                       target=target)

@@ -8,10 +8,10 @@ writes the output element(s) that share its bytes.
     channels into a small scratch buffer, then writes it back over the input tile it consumed;
   * Conv whose first epilogue step adds a full-size tensor that dies there (a residual): the
     output takes that tensor's storage and the kernel accumulates onto it ("accumulate");
-  * window ops that stream block by block (depthwise/grouped Conv, pooling): the output may
-    start below the input and overlap it by as much as the blocks already consumed allow;
-    recorded in Program.overlaps for the planner as (instr, in storage, out storage, D), the
-    largest allowed out_offset - in_offset."""
+  * window ops that stream block by block (depthwise/grouped Conv, pooling; int8: grouped
+    QConv, MaxPool, QAvgPool): the output may start below the input and overlap it by as much
+    as the blocks already consumed allow; recorded in Program.overlaps for the planner as
+    (instr, in storage, out storage, D), the largest allowed out_offset - in_offset."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,6 +24,15 @@ from glowpy.ir.program import ACTIVATION, Buffer, Program
 INPLACE_OPS = epilogue.ELEMENTWISE | {"Cast", "FusedElementwise"}
 # kernels that write their output plane after plane (docs/CONTRIBUTING.md, kernel contracts)
 STREAMING_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
+# the integer-output ones whose every variant streams so (grouped QConv: depthwise_dsp and
+# direct, the only QConv variants that take group > 1; MaxPool: pool/direct; QAvgPool). Their
+# overlaps are slow in-place forms (lower's slow_in_place; planner._relax keeps one only where
+# the region would grow without it): input and output lose noalias, so loads cannot move above
+# the previous stores. Measured on the M7 with every overlap kept, VWW int8's depthwise_dsp
+# layers whose output the plan put over their input: 73,140 -> 80,700 instructions (6x6,
+# column by column), 50,220 -> 58,940 (3x3); the model 9,928,010 -> 9,998,960 at the same
+# region (55,296 B: the peak is a pointwise layer); relaxed, all are given back.
+INT_STREAMING_OPS = {"QConv", "MaxPool", "QAvgPool"}
 
 SCRATCH_BYTES = 4096  # ConvPointwiseInPlace tile buffer budget
 MAX_TILE = 32  # positions per tile (the kernel unrolls a tile)
@@ -102,20 +111,26 @@ def streaming_overlap(ins) -> int | None:
     input block it reads was last needed; None if the op does not stream."""
     n = ins.node
     x, y = ins.inputs[0], ins.outputs[0]
-    item = np.dtype(y.dtype).itemsize
-    plane_in, plane_out = int(np.prod(x.shape[2:])) * item, int(np.prod(y.shape[2:])) * item
-    if ins.op == "Conv":
+    # (itemsizes differ for QConv's int32 sums over int8 input)
+    plane_in = int(np.prod(x.shape[2:])) * np.dtype(x.dtype).itemsize
+    plane_out = int(np.prod(y.shape[2:])) * np.dtype(y.dtype).itemsize
+    if ins.op in ("Conv", "QConv"):
         g = n.attrs.get("group", 1)
         if g == 1:
             return None
         blocks = x.shape[0] * g
         bin_, bout = x.shape[1] // g * plane_in, y.shape[1] // g * plane_out
-    elif ins.op in STREAMING_OPS:
+    elif ins.op in STREAMING_OPS | INT_STREAMING_OPS:
         blocks, bin_, bout = x.shape[0] * x.shape[1], plane_in, plane_out
     else:
         return None
     d = -bout if bin_ >= bout else (blocks - 1) * (bin_ - bout) - bout
     return d if d > -y.nbytes else None
+
+
+def slow_overlap(ins) -> bool:
+    """An overlap of an integer kernel (INT_STREAMING_OPS: slower than the kernel apart)."""
+    return ins.outputs[0].dtype != np.float32
 
 
 def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
@@ -138,8 +153,10 @@ def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
                     _reuse(so, s, kids)
                     break
             continue
-        if out.dtype != np.float32:
-            continue  # the kernels below are the float ones whose loop order is known
+        if out.dtype != np.float32:  # the float kernels' loop orders are known below
+            if ins.op in INT_STREAMING_OPS and ins.node.name not in avoid_slow:
+                _stream(prog, i, ins, so, live, kids, extras)
+            continue
         if ins.op == "Conv":
             steps = epilogue.steps(ins.node)
             if steps and steps[0]["op"] in ("Add", "Sum") and len(steps[0]["args"]) == 2 \
@@ -173,9 +190,14 @@ def assign_in_place(prog: Program, avoid_slow: set = frozenset()):
                     _reuse(so, sx, kids)
                     continue
         if ins.op in STREAMING_OPS:
-            sx = _dying_input(ins.inputs[0], i, live, kids)
-            if sx is None or sx in extras:
-                continue
-            d = streaming_overlap(ins)
-            if d is not None:
-                prog.overlaps.append((i, sx, so, d))
+            _stream(prog, i, ins, so, live, kids, extras)
+
+
+def _stream(prog: Program, i: int, ins, so: Buffer, live: dict, kids: dict, extras: list):
+    """Records the streaming overlap of instruction i's output so over its dying input."""
+    sx = _dying_input(ins.inputs[0], i, live, kids)
+    if sx is None or sx in extras:
+        return
+    d = streaming_overlap(ins)
+    if d is not None:
+        prog.overlaps.append((i, sx, so, d))

@@ -217,7 +217,7 @@ def _contiguous_slice(shape, region) -> int | None:
 def lower(graph: Graph, optimize: bool = True, reuse: bool = True, slow_in_place=None,
           transform=None) -> Program:
     """`slow_in_place`: names of nodes that must not use an in-place kernel slower than the
-    ordinary one (ConvPointwiseInPlace), a container (planner.ALL_NODES: every node, the
+    ordinary one (ConvPointwiseInPlace, integer streaming overlaps), a container (planner.ALL_NODES: every node, the
     speed-first plans); None allows all (the planner relaxes afterwards).
     `transform(prog)`: the backend's post-lowering step (with `optimize`), e.g. the target's
     choice of convolution algorithm, which may swap constants and add scratch outputs."""

@@ -288,11 +288,12 @@ def build(graph, optimize: bool = True, reuse: bool = True, transform=None,
 
     `memory_first` orders the two costs of an in-place kernel that is slower than the ordinary
     one (ConvPointwiseInPlace: the same multiply-adds plus a scratch round trip per tile of a
-    few positions, which re-streams the weights): True (microcontrollers, -activation-memory=
+    few positions, which re-streams the weights; integer kernels overlapping their input,
+    inplace.INT_STREAMING_OPS): True (microcontrollers, -activation-memory=
     min, and this function's default, docs/memory.md) minimizes bytes first and takes it back
     only where it saves none (_relax); False (hosts) minimizes time first, so the slow kernel
     is never taken, and bytes among equally fast plans (in-place elementwise outputs,
-    accumulated residuals, streaming overlaps cost no time and stay). Measured on Zen 3 (AVX2,
+    accumulated residuals, float streaming overlaps cost no time and stay). Measured on Zen 3 (AVX2,
     three 1x1 + Relu layers, in place / out of place): 172 channels x 125 positions 308 / 234
     us, 64 x 3136 875 / 822 us, 256 x 196 917 / 843 us; DS-CNN at 172 channels 0.69 / 0.39 ms."""
     slow = None if memory_first else ALL_NODES
@@ -359,12 +360,14 @@ def _build(graph, optimize: bool, reuse: bool, transform, relax: bool = True,
 
 def _relax(graph, prog: Program, reuse: bool, transform=None) -> Program:
     """Gives back speed where it costs no memory: an in-place 1x1 convolution is slower than
-    the ordinary kernel, so it is kept only where the region would grow without it. Candidates
+    the ordinary kernel, and so is an integer kernel overlapping its input (inplace.
+    INT_STREAMING_OPS), so each is kept only where the region would grow without it. Candidates
     are the instructions whose live bytes, with input and output apart, stay within the
     region, most headroom first; all are reverted at once if the plan allows, else the longest
     prefix that fits, found by bisection. A plan costs as much as a lowering, so the attempts
     are bounded by log2(candidates) + 1: trying the ~120 candidates of DenseNet-121 one at a
     time made 124 plans, 1,046 of 1,169 s of its compile."""
+    from glowpy.ir.inplace import slow_overlap
     from glowpy.ir.lower import lower
     size = prog.sizes["activation"]
     prof = prog.plan_info["profile"]
@@ -376,6 +379,11 @@ def _relax(graph, prog: Program, reuse: bool, transform=None) -> Program:
         need = prof[i] - align(scratch.nbytes) + min(align(x.nbytes), align(y.nbytes))
         if need <= size:
             cands.append((need, i, ins.node.name))
+    for i, sin, sout, d in prog.overlaps:  # integer streaming overlaps (inplace.slow_overlap)
+        if slow_overlap(prog.instrs[i]):
+            granted = max(0, min(align(sout.nbytes) - align(-d), align(sin.nbytes)))
+            if prof[i] + granted <= size:
+                cands.append((prof[i] + granted, i, prog.instrs[i].node.name))
     if not cands:
         return prog
     names = [name for _, _, name in sorted(cands)]
