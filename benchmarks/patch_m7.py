@@ -28,12 +28,13 @@ def main(argv=None) -> int:
     ap.add_argument("--work", help="keep bundles and firmware here")
     ap.add_argument("--json", help="also write the rows as JSON")
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--models", help="comma-separated subset of the models")
     a = ap.parse_args(argv)
     rows, ok = [], True
     with tempfile.TemporaryDirectory(prefix="glowpy-patch-") as tmp:
         work = a.work or tmp
         os.makedirs(work, exist_ok=True)
-        for name in MODELS:
+        for name in (a.models.split(",") if a.models else MODELS):
             print(f"{name} ...", file=sys.stderr, flush=True)
             plain = measure(name, work, "hard", a.timeout)
             patched = measure(name, work, "hard", a.timeout, extra=PATCH, tag="-patch")

@@ -328,10 +328,13 @@ def _patch(graph, opts, target):
         return graph, None
     from glowpy.ir.patch.choose import choose
 
+    from glowpy.codegen.kernels.catalog import post_planning
     from glowpy.ir.planner import estimate
 
-    def plan(g):
-        return estimate(g, reuse=True, memory_first=_memory_first(opts, target))
+    def plan(g):  # with the kernels' scratch (post_planning), which may grow the region
+        p = estimate(g, reuse=True, memory_first=_memory_first(opts, target))
+        post_planning(target)(p)
+        return p
     return choose(graph, plan, None if over is None else over / 100, opts.max_activations)
 
 
@@ -362,13 +365,13 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                                  reuse=opts.reuse_activation_memory,
                                  memory_first=_memory_first(opts, target),
                                  transform=post_lowering(target) if opts.winograd else None)
+            check_regions(prog.sizes, limit)
+            post_planning(target)(prog)
             if patched is not None:
                 prog.plan_info["patch"] = patched | {"after": prog.sizes["activation"]}
                 if opts.max_activations and prog.sizes["activation"] > opts.max_activations:
                     raise ModelError(f"-max-activations={opts.max_activations}: the plan "
                                      f"needs {prog.sizes['activation']} bytes; raise the budget")
-            check_regions(prog.sizes, limit)
-            post_planning(target)(prog)
             placeholders = _placeholders(prog, name, entry)
             prog.name = legalize(name)  # the LLVM module's name: no model string reaches LLVM text
             table = instrument.reserve_table(prog) if counter else None

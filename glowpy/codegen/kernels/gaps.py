@@ -11,6 +11,7 @@ import numpy as np
 
 from glowpy.ir import liveness
 from glowpy.ir.program import ACTIVATION, Buffer, Program
+from glowpy.ir.program import align as align_region
 
 
 def _gap(live: list, need: int, size: int, align: int):
@@ -24,13 +25,16 @@ def _gap(live: list, need: int, size: int, align: int):
     return at if size - at >= need else None
 
 
-def place(prog: Program, wants) -> None:
+def place(prog: Program, wants, grow=None) -> None:
     """wants(ins) -> (bytes, name suffix, dtype, alignment) or None: each instruction that
     wants scratch gets it as an extra output where a gap allows (instructions in order, each
-    placement seen by the later ones)."""
+    placement seen by the later ones). grow(ins): where there is no gap, place it past the
+    region's end instead, which then grows by the largest such scratch (all of them share that
+    area: each lives during its own instruction only)."""
     size = prog.sizes.get("activation", 0)
     if not size:
         return
+    end = size
     ranges = []
     for s, (first, last) in liveness.intervals(prog).items():
         region, off = s.address
@@ -43,8 +47,12 @@ def place(prog: Program, wants) -> None:
         need, suffix, dtype, align = want
         live = sorted((lo, hi) for lo, hi, first, last in ranges if first <= i <= last)
         off = _gap(live, need, size, align)
+        if off is None and grow is not None and grow(ins):
+            off = -(-size // align) * align
+            end = max(end, off + need)
         if off is None:
             continue
         ins.outputs.append(Buffer(f"{ins.name}{suffix}", np.dtype(dtype),
                                   (need // np.dtype(dtype).itemsize,), ACTIVATION, offset=off))
         ranges.append((off, off + need, i, i))
+    prog.sizes["activation"] = align_region(end)
