@@ -46,6 +46,7 @@ def test_int8_models_patched_halve_the_floor_bit_identically(name, tmp_path):
     patch = rep1["activations"]["patch"]
     assert patch["applied"] and patch["before"] == act0 and patch["after"] == act1
     assert 0 < patch["overhead"] <= 0.10 and patch["bands"] >= 2 and patch["nodes"] >= 3
+    assert patch["recomputed_macs"] == 0  # halos are kept, not recomputed
     assert "patch" not in rep0["activations"]
     for i in range(3):
         x = reference_data(name, i)[0][0]
@@ -136,7 +137,7 @@ def test_every_stage_of_every_length_computes_the_same(bands, tmp_path):
     for end in ends:
         st = Stage.find(g, end, {})
         g2, what = rewrite(st, bands)
-        assert what["bands"] == bands and what["nodes"] == end
+        assert what["bands"] == bands and what["nodes"] == end and what["recomputed_macs"] == 0
         got = evaluate(g2, feeds)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=f"stage end {end}")
@@ -192,4 +193,5 @@ def test_report_page_shows_the_tiling(tmp_path):
     html = page.read_text()
     assert f'data-key="patch-before">{p["before"]:,}<' in html
     assert f'in {p["bands"]} row bands' in html and f'first {p["nodes"]} nodes' in html
+    assert f"{p['recomputed_macs']:,} MACs recomputed" in html
     assert f'>{100 * p["overhead"]:.1f}% overhead<' in html
