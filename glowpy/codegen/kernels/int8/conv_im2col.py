@@ -28,7 +28,8 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.int8.conv_columns import (build_border, build_border_taps,
-                                                     build_column, build_taps, slide)
+                                                     build_column, build_taps, build_words,
+                                                     slide, words_ok)
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
 from glowpy.codegen.kernels.int8.quant import I32
@@ -46,6 +47,10 @@ BLOCK = (4, 2)
 # (Cortex-M7, QEMU instructions): 4x2 9,953,170, 3x2 9,928,010, 5x2 9,961,380, 6x2 9,991,760,
 # 2x2 10,038,990, 2x6 10,209,480; 3x2 for K = 16 too: 9,969,050 (worse).
 SHORT_BLOCK = (3, 2)
+# K <= 8 and 1x1 (conv_columns.words_ok): four positions, whose columns are built from one word
+# of each input plane (build_words). VWW: 4x2 9,805,950, 3x2 (per-position columns) 9,825,150,
+# 4x4 10,020,230.
+WORDS_BLOCK = (4, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
 # Columns on the stack (where column_scratch found no gap in the activation region: layers at
 # the region's peak): more positions per block only while they fit in STACK_BYTES, or in what
@@ -70,8 +75,8 @@ def block_of(c: QConvShape):
     col = _k4(c) * 2
     if 2 * col > MAX_COLUMN_BYTES:
         return None
-    if _k4(c) <= 8:  # two groups: SHORT_BLOCK (see there)
-        return SHORT_BLOCK
+    if _k4(c) <= 8:  # two groups: SHORT_BLOCK (see there), WORDS_BLOCK for 1x1
+        return WORDS_BLOCK if words_ok(c) else SHORT_BLOCK
     p = min(BLOCK[0], max(STACK_BYTES, 2 * col) // col)
     return (2, 4) if p == 2 and c.m >= 4 else (p, BLOCK[1])
 
@@ -267,8 +272,11 @@ def emit(k, c: QConvShape, n, emit_out, block):
                 emit_out(sums[q * C + j], ch, b.add(o_plane, b.add(pos, k.c(q)) if q else pos))
 
     def positions(pos, npb: int):
-        with k.for_range(npb, name="q") as q:  # one copy of the copying code
-            column(q, npb, b.add(pos, q))
+        if npb == 4 and words_ok(c):  # a word of each plane (conv_columns.build_words)
+            build_words(k, c, col, n, pos, k4)
+        else:
+            with k.for_range(npb, name="q") as q:  # one copy of the copying code
+                column(q, npb, b.add(pos, q))
         if m // C:
             with k.for_range(m // C, name="cb") as cb:
                 store(block_sums(cb, npb, C), cb, pos, npb, C)
