@@ -32,6 +32,7 @@ from glowpy.codegen.kernels.int8.conv_columns import (build_border, build_border
                                                      slide, words_ok)
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
+from glowpy.codegen.kernels.int8 import im2col_stream as stream
 from glowpy.codegen.kernels.int8.quant import I32
 
 I16 = cg.I16
@@ -158,8 +159,9 @@ def folded_bias(w: np.ndarray, bias: np.ndarray, zp: int) -> np.ndarray:
     return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
 
 
-def emit(k, c: QConvShape, n, emit_out, block):
-    """The whole convolution of batch n, in blocks of `block` = (positions, channels)."""
+def emit(k, c: QConvShape, n, emit_out, block, short=None):
+    """The whole convolution of batch n, in blocks of `block` = (positions, channels); short:
+    the requantization's requant_fast plan (prepared) where it applies."""
     b = k.b
     win = c.win
     m = c.w.shape[0]
@@ -174,10 +176,17 @@ def emit(k, c: QConvShape, n, emit_out, block):
     w2 = (w4.transpose(0, 2, 3, 1) if tap_major else w4).reshape(m, -1)
     kw_ = win.kernel[1]
     sliding = tap_major and kw_ > 1 and win.strides[1] == 1 and win.dilations[1] == 1
-    wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
     bias = folded_bias(w2, k.const(2), c.zp)
-    # (in place of the bias where this layer is its only reader: no flash for a second copy)
-    bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
+    # one stream per channel block (im2col_stream) for K <= 8 over word columns
+    wide = block == WORDS_BLOCK and words_ok(c) and groups <= stream.MAX_GROUPS and \
+        short is not None
+    if wide:
+        wp = k.add_table(stream.stream(pack_weights(w2, C), bias, short, m, C), "dsp_stream")
+        bias_p, stride = wp, stream.block_words(groups, C) * 4
+    else:
+        wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
+        # (in place of the bias where this layer is its only reader: no flash for a second copy)
+        bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
     oh_, ow_ = win.out_size
     npos = oh_ * ow_
     if scratch_of(k) is not None:  # in the activation region (column_scratch)
@@ -219,13 +228,19 @@ def emit(k, c: QConvShape, n, emit_out, block):
     def block_sums(cb, npb: int, nc: int):
         """The npb x C sums of channel block cb over the column of npb positions (channels
         from nc on are padding: zero weights, no bias)."""
-        w_blk = b.mul(cb, k.c(groups * C * 4))
-        init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
-                       np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
+        if wide:
+            base = cg.gep(b, wp, b.mul(cb, k.c(stride)), cg.I8)
+            init = [b.load(stream.b_ptr(k, base, 4 * j), typ=I32, align=4) for j in range(C)]
+        else:
+            w_blk = b.mul(cb, k.c(groups * C * 4))
+            init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
+                           np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
         accs0 = [init[j] for q in range(npb) for j in range(C)]
         def group(accs, cp, wq):
             """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
             both = [None] * npb
+            if wide:
+                return stream.group(k, accs, cp, wq, npb, C)
             for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
                 for pi in range(C // 2):
                     ww = load_word(k, wq, k.c(pi * 8 + half * 4))
@@ -246,7 +261,8 @@ def emit(k, c: QConvShape, n, emit_out, block):
 
         # the column and weight pointers carried through the loop (one induction each: with
         # indices, loop strength reduction made more, and they pushed sums out of registers)
-        cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
+        cp0 = cg.gep(b, col, k.c(0), I16)
+        wq0 = cg.gep(b, base, k.c(4 * C), cg.I8) if wide else cg.gep(b, wp, w_blk, cg.I8)
         unroll = unroll_of(groups)
         if unroll == groups:
             accs, cp, wq = accs0, opaque(b, cp0), wq0
@@ -268,8 +284,14 @@ def emit(k, c: QConvShape, n, emit_out, block):
         for j in range(nc):
             ch = b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C))
             o_plane = b.mul(b.add(b.mul(n, k.c(m)), ch), k.c(npos))
+            prm = stream.params(k, cg.gep(b, wp, b.mul(cb, k.c(stride)), cg.I8), groups, C,
+                                j) if wide else None
             for q in range(npb):
-                emit_out(sums[q * C + j], ch, b.add(o_plane, b.add(pos, k.c(q)) if q else pos))
+                at = b.add(o_plane, b.add(pos, k.c(q)) if q else pos)
+                if wide:
+                    short.store(k, sums[q * C + j], prm, k.out(), at, k.out_buf().dtype)
+                else:
+                    emit_out(sums[q * C + j], ch, at)
 
     def positions(pos, npb: int):
         if npb == 4 and words_ok(c):  # a word of each plane (conv_columns.build_words)
