@@ -49,8 +49,9 @@ BLOCK = (4, 2)
 # 2x2 10,038,990, 2x6 10,209,480; 3x2 for K = 16 too: 9,969,050 (worse).
 SHORT_BLOCK = (3, 2)
 # K <= 8 and 1x1 (conv_columns.words_ok): four positions, whose columns are built from one word
-# of each input plane (build_words). VWW: 4x2 9,805,950, 3x2 (per-position columns) 9,825,150,
-# 4x4 10,020,230.
+# of each input plane (build_words). VWW (its other 1x1 layers with word columns already):
+# 4x2 9,805,950, 3x2 (per-position columns) 9,825,150, 4x4 10,020,230; with the stream
+# (im2col_stream) 4x2 9,558,280, 4x4 9,709,770.
 WORDS_BLOCK = (4, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
 # Columns on the stack (where column_scratch found no gap in the activation region: layers at
@@ -177,7 +178,8 @@ def emit(k, c: QConvShape, n, emit_out, block, short=None):
     kw_ = win.kernel[1]
     sliding = tap_major and kw_ > 1 and win.strides[1] == 1 and win.dilations[1] == 1
     bias = folded_bias(w2, k.const(2), c.zp)
-    # one stream per channel block (im2col_stream) for K <= 8 over word columns
+    # one stream per channel block (im2col_stream) for K <= 4 * MAX_GROUPS over word columns
+    # (it carries requant_fast's parameters: none without the short requantization)
     wide = block == WORDS_BLOCK and words_ok(c) and groups <= stream.MAX_GROUPS and \
         short is not None
     if wide:
