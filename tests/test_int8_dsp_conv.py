@@ -22,6 +22,7 @@ import pytest
 
 import glowpy
 from glowpy.codegen.kernels.int8 import conv_im2col
+from glowpy.codegen.kernels.int8 import im2col_stream as stream
 from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.ops.quant import int_conv
@@ -45,7 +46,15 @@ CASES = [
     # channels in fours: tap-major columns; stride 1: neighbours slide
     ("5x5-c4-pad2-slide", 4, 5, (7, 9), 5, 1, 2, np.int8),
     ("3x3-c8-stride2-uint8", 8, 6, (9, 9), 3, 2, 1, np.uint8),
+    # 1x1 stride 1: four-position columns from a word of each plane (build_words); K <= 32:
+    # the per-block stream of 16-bit weights (im2col_stream)
+    ("pw-c8-m16-stream", 8, 16, (6, 6), 1, 1, 0, np.int8),      # VWW's layer 3, 9 blocks
+    ("pw-c16-m7-tail-uint8", 16, 7, (5, 3), 1, 1, 0, np.uint8),  # 15 positions: 3 blocks + 3
+    ("pw-c32-m4", 32, 4, (3, 6), 1, 1, 0, np.int8),             # K = 32: the stream's largest
+    ("pw-c42-m6-rolled", 42, 6, (4, 5), 1, 1, 0, np.int8),      # 10 groups in a loop + 2 chans
+    ("pw-c64-m5-rolled4", 64, 5, (3, 4), 1, 1, 0, np.uint8),    # 16 groups, 4 per trip
 ]
+WORDS = [c for c in CASES if c[0].startswith("pw-") and c[5] == 1]
 
 
 def conv_model(cin, cout, hw, kernel, stride, pads, dtype, rng, pow2_scales=False, ws=None):
@@ -101,7 +110,13 @@ def test_dsp_conv_on_cortex_m7_is_exact(name, cin, cout, hw, kernel, stride, pad
     col = -(-cin * ks[0] * ks[1] // 4) * 4 * 2  # bytes of one position's column
     p = min(4, max(conv_im2col.STACK_BYTES, 2 * col) // col)
     want_block = (2, 4) if p == 2 and cout >= 4 else (p, 2)
-    assert (npos, nch) == (conv_im2col.SHORT_BLOCK if col <= 16 else want_block)
+    words = kernel == 1 and stride == 1 and pads == 0
+    short = conv_im2col.WORDS_BLOCK if words else conv_im2col.SHORT_BLOCK
+    assert (npos, nch) == (short if col <= 16 else want_block)
+    if words and npos == 4:  # the columns from words: SXTB16 then PKHBT / PKHTB
+        assert "\tpkhbt\t" in asm and "\tpkhtb\t" in asm
+    manifest = (tmp_path / "b" / "m.json").read_text()
+    assert ('"dsp_stream"' in manifest) == (words and col <= 8 * stream.MAX_GROUPS)
     np.testing.assert_array_equal(got, want)
     assert lsb(got, run_onnxruntime(model, feeds)[0]) <= 1
     assert len(np.unique(got)) > 4, "the case exercises too few output values"
@@ -127,6 +142,34 @@ def test_dsp_conv_with_rounding_ties_keeps_the_general_requantization(tmp_path):
     assert n >= 33 and int(((p & ((1 << n) - 1)) == 1 << (n - 1)).sum()) > 0
 
 
+def test_pointwise_words_with_rounding_ties_keep_the_general_requantization(tmp_path):
+    """A 1x1 layer over 8 channels whose requantization can tie: no stream (it carries
+    requant_fast's parameters), the word columns with int8 weights, exact."""
+    rng = np.random.default_rng(4)
+    model, feeds = conv_model(8, 6, (5, 4), 1, 1, 0, np.int8, rng, pow2_scales=True)
+    got, want, variants, asm = run_case(tmp_path, model, feeds)
+    assert [v["name"] for v in variants] == ["im2col"], variants
+    assert tuple(variants[0]["params"]["block"]) == conv_im2col.WORDS_BLOCK
+    assert not re.search(r"\tsmml?[au]l?\t", asm) and "\tpkhtb\t" in asm
+    assert '"dsp_stream"' not in (tmp_path / "b" / "m.json").read_text()
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 4
+
+
+def test_wide_weights_are_the_lanes_sxtb16_makes():
+    """im2col_stream.wide_weights: each packed word (w_a[k], w_b[k], w_a[k+2], w_b[k+2])
+    becomes (w_a[k], w_a[k+2]) and (w_b[k], w_b[k+2]) as 16-bit lanes, which is what SXTB16
+    and SXTB16 ROR #8 give of it; the stream puts them after each block's biases."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, (6, 12)).astype(np.int8)
+    wp = conv_im2col.pack_weights(w, 2)
+    words = wp.reshape(-1, 4).astype(np.int16)
+    lanes = stream.wide_weights(wp).reshape(-1, 2, 2)
+    np.testing.assert_array_equal(lanes[:, 0], words[:, [0, 2]])  # SXTB16
+    np.testing.assert_array_equal(lanes[:, 1], words[:, [1, 3]])  # SXTB16 ROR #8
+    assert stream.wide_weights(wp).nbytes == 2 * wp.nbytes
+
+
 def test_short_requantization_with_extreme_multipliers_is_exact(tmp_path):
     """requant_fast's edges: a channel whose multiplier rounds to q = 0 (shift < -31: its
     outputs are y_zp) and one with m = -1 - shift = 25, where y_zp * 2**m no longer fits the
@@ -148,7 +191,8 @@ def test_short_requantization_with_extreme_multipliers_is_exact(tmp_path):
 
 
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505"], ids=["cortex-m4", "cortex-m33"])
-@pytest.mark.parametrize("case", [CASES[1], CASES[4]], ids=[CASES[1][0], CASES[4][0]])
+@pytest.mark.parametrize("case", [CASES[1], CASES[4]] + WORDS[2:5],
+                         ids=[CASES[1][0], CASES[4][0]] + [c[0] for c in WORDS[2:5]])
 def test_dsp_conv_on_cortex_m4_and_m33_is_exact(case, board, tmp_path):
     """The same blocks on the Armv7E-M M4 and the Armv8-M Mainline M33 (DSP extension)."""
     name, cin, cout, hw, kernel, stride, pads, dtype = case

@@ -174,7 +174,7 @@ def _emit(k, path: str, block=None):
 
     with k.for_range(n_, name="n") as n:
         if path == "im2col":
-            conv_im2col.emit(k, c, n, emit_out, block)
+            conv_im2col.emit(k, c, n, emit_out, block, short)
         elif path == "pointwise":
             def store(j, q, acc, n=n):
                 ch = b.add(oc, k.c(j))

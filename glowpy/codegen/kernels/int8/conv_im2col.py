@@ -28,9 +28,11 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.int8.conv_columns import (build_border, build_border_taps,
-                                                     build_column, build_taps, slide)
+                                                     build_column, build_taps, build_words,
+                                                     slide, words_ok)
 from glowpy.codegen.kernels.int8.conv_fast import load_word, smlad, sxtb16
 from glowpy.codegen.kernels.int8.conv_shape import QConvShape, interior
+from glowpy.codegen.kernels.int8 import im2col_stream as stream
 from glowpy.codegen.kernels.int8.quant import I32
 
 I16 = cg.I16
@@ -46,6 +48,11 @@ BLOCK = (4, 2)
 # (Cortex-M7, QEMU instructions): 4x2 9,953,170, 3x2 9,928,010, 5x2 9,961,380, 6x2 9,991,760,
 # 2x2 10,038,990, 2x6 10,209,480; 3x2 for K = 16 too: 9,969,050 (worse).
 SHORT_BLOCK = (3, 2)
+# K <= 8 and 1x1 (conv_columns.words_ok): four positions, whose columns are built from one word
+# of each input plane (build_words). VWW (its other 1x1 layers with word columns already):
+# 4x2 9,805,950, 3x2 (per-position columns) 9,825,150, 4x4 10,020,230; with the stream
+# (im2col_stream) 4x2 9,558,280, 4x4 9,709,770.
+WORDS_BLOCK = (4, 2)
 MAX_COLUMN_BYTES = 2560  # two positions' columns at most (K <= 640, as before the blocks)
 # Columns on the stack (where column_scratch found no gap in the activation region: layers at
 # the region's peak): more positions per block only while they fit in STACK_BYTES, or in what
@@ -70,8 +77,8 @@ def block_of(c: QConvShape):
     col = _k4(c) * 2
     if 2 * col > MAX_COLUMN_BYTES:
         return None
-    if _k4(c) <= 8:  # two groups: SHORT_BLOCK (see there)
-        return SHORT_BLOCK
+    if _k4(c) <= 8:  # two groups: SHORT_BLOCK (see there), WORDS_BLOCK for 1x1
+        return WORDS_BLOCK if words_ok(c) else SHORT_BLOCK
     p = min(BLOCK[0], max(STACK_BYTES, 2 * col) // col)
     return (2, 4) if p == 2 and c.m >= 4 else (p, BLOCK[1])
 
@@ -153,8 +160,9 @@ def folded_bias(w: np.ndarray, bias: np.ndarray, zp: int) -> np.ndarray:
     return ((s + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
 
 
-def emit(k, c: QConvShape, n, emit_out, block):
-    """The whole convolution of batch n, in blocks of `block` = (positions, channels)."""
+def emit(k, c: QConvShape, n, emit_out, block, short=None):
+    """The whole convolution of batch n, in blocks of `block` = (positions, channels); short:
+    the requantization's requant_fast plan (prepared) where it applies."""
     b = k.b
     win = c.win
     m = c.w.shape[0]
@@ -169,10 +177,18 @@ def emit(k, c: QConvShape, n, emit_out, block):
     w2 = (w4.transpose(0, 2, 3, 1) if tap_major else w4).reshape(m, -1)
     kw_ = win.kernel[1]
     sliding = tap_major and kw_ > 1 and win.strides[1] == 1 and win.dilations[1] == 1
-    wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
     bias = folded_bias(w2, k.const(2), c.zp)
-    # (in place of the bias where this layer is its only reader: no flash for a second copy)
-    bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
+    # one stream per channel block (im2col_stream) for K <= 4 * MAX_GROUPS over word columns
+    # (it carries requant_fast's parameters: none without the short requantization)
+    wide = block == WORDS_BLOCK and words_ok(c) and groups <= stream.MAX_GROUPS and \
+        short is not None
+    if wide:
+        wp = k.add_table(stream.stream(pack_weights(w2, C), bias, short, m, C), "dsp_stream")
+        bias_p, stride = wp, stream.block_words(groups, C) * 4
+    else:
+        wp = pack_constant(k, 1, pack_weights(w2, C), "dsp_blocks")
+        # (in place of the bias where this layer is its only reader: no flash for a second copy)
+        bias_p = pack_constant(k, 2, bias, "bias_folded") if c.zp else k.inp(2)
     oh_, ow_ = win.out_size
     npos = oh_ * ow_
     if scratch_of(k) is not None:  # in the activation region (column_scratch)
@@ -214,13 +230,19 @@ def emit(k, c: QConvShape, n, emit_out, block):
     def block_sums(cb, npb: int, nc: int):
         """The npb x C sums of channel block cb over the column of npb positions (channels
         from nc on are padding: zero weights, no bias)."""
-        w_blk = b.mul(cb, k.c(groups * C * 4))
-        init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
-                       np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
+        if wide:
+            base = cg.gep(b, wp, b.mul(cb, k.c(stride)), cg.I8)
+            init = [b.load(stream.b_ptr(k, base, 4 * j), typ=I32, align=4) for j in range(C)]
+        else:
+            w_blk = b.mul(cb, k.c(groups * C * 4))
+            init = [k.load(bias_p, b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C)),
+                           np.int32) if j < nc else ir.Constant(I32, 0) for j in range(C)]
         accs0 = [init[j] for q in range(npb) for j in range(C)]
         def group(accs, cp, wq):
             """One group of four k at column pointer cp (i16*) and weight pointer wq (i8*)."""
             both = [None] * npb
+            if wide:
+                return stream.group(k, accs, cp, wq, npb, C)
             for half in range(2):  # (k, k+2) lanes, then (k+1, k+3)
                 for pi in range(C // 2):
                     ww = load_word(k, wq, k.c(pi * 8 + half * 4))
@@ -241,7 +263,8 @@ def emit(k, c: QConvShape, n, emit_out, block):
 
         # the column and weight pointers carried through the loop (one induction each: with
         # indices, loop strength reduction made more, and they pushed sums out of registers)
-        cp0, wq0 = cg.gep(b, col, k.c(0), I16), cg.gep(b, wp, w_blk, cg.I8)
+        cp0 = cg.gep(b, col, k.c(0), I16)
+        wq0 = cg.gep(b, base, k.c(4 * C), cg.I8) if wide else cg.gep(b, wp, w_blk, cg.I8)
         unroll = unroll_of(groups)
         if unroll == groups:
             accs, cp, wq = accs0, opaque(b, cp0), wq0
@@ -263,12 +286,21 @@ def emit(k, c: QConvShape, n, emit_out, block):
         for j in range(nc):
             ch = b.add(b.mul(cb, k.c(C)), k.c(j)) if j else b.mul(cb, k.c(C))
             o_plane = b.mul(b.add(b.mul(n, k.c(m)), ch), k.c(npos))
+            prm = stream.params(k, cg.gep(b, wp, b.mul(cb, k.c(stride)), cg.I8), groups, C,
+                                j) if wide else None
             for q in range(npb):
-                emit_out(sums[q * C + j], ch, b.add(o_plane, b.add(pos, k.c(q)) if q else pos))
+                at = b.add(o_plane, b.add(pos, k.c(q)) if q else pos)
+                if wide:
+                    short.store(k, sums[q * C + j], prm, k.out(), at, k.out_buf().dtype)
+                else:
+                    emit_out(sums[q * C + j], ch, at)
 
     def positions(pos, npb: int):
-        with k.for_range(npb, name="q") as q:  # one copy of the copying code
-            column(q, npb, b.add(pos, q))
+        if npb == 4 and words_ok(c):  # a word of each plane (conv_columns.build_words)
+            build_words(k, c, col, n, pos, k4)
+        else:
+            with k.for_range(npb, name="q") as q:  # one copy of the copying code
+                column(q, npb, b.add(pos, q))
         if m // C:
             with k.for_range(m // C, name="cb") as cb:
                 store(block_sums(cb, npb, C), cb, pos, npb, C)
