@@ -42,6 +42,18 @@ def _view_classes(graph: Graph, placeholder_values: set) -> dict:
     return {v: find(v) for n in graph.nodes for v in n.outputs} | {v: find(v) for v in graph.inputs}
 
 
+# inputs the op's kernel never reads (it takes them from the node at compile time): no bytes
+# in the constant region. A patch-based VWW has 283 Slices, whose starts/ends/axes took 18 KB
+# of flash, most of it the 64-byte alignment of each.
+SHAPE_OPERANDS = {"Slice": (1, 2, 3, 4)}
+
+
+def _operands(n: Node) -> list:
+    """n's inputs as its instruction sees them (None for SHAPE_OPERANDS)."""
+    skip = SHAPE_OPERANDS.get(n.op, ())
+    return [None if i in skip else v for i, v in enumerate(n.inputs)]
+
+
 def _is_view_node(n: Node) -> bool:
     return "view" in n.opdef.traits and not n.attrs.get("_copy") and not n.inputs[0].is_const
 
@@ -165,7 +177,7 @@ class _Lowering:
     def instructions(self, optimize: bool) -> list:
         g = self.graph
         for n in g.nodes:  # every value gets its buffer in node order (deterministic names)
-            for v in list(n.inputs) + list(n.outputs):
+            for v in _operands(n) + list(n.outputs):
                 if v is not None and not (_is_view_node(n) and v in n.outputs[1:]):
                     self.buffer_of(v)
         if optimize:
@@ -181,7 +193,7 @@ class _Lowering:
             if n in self.skip:
                 instrs += [Instr("Copy", None, [s], [d]) for s, d in self.copies[n]]
                 continue
-            ins = [None if v is None else self.buffer_of(v) for v in n.inputs]
+            ins = [None if v is None else self.buffer_of(v) for v in _operands(n)]
             outs = [self.buffer_of(o) for o in n.outputs]
             if "view" in n.opdef.traits:
                 instrs.append(Instr("Copy", n, ins[:1], outs[:1]))
