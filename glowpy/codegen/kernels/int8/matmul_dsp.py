@@ -3,10 +3,14 @@ int8 weights and int8/uint8 A.
 
 Per row of A, outputs are taken BLOCK at a time. Down K four at a time, the word of A is split
 once by SXTB16 into (a0, a2) and (a1, a3) and shared by the BLOCK outputs, each of which
-loads its weight word, splits it the same way and adds two SMLADs: 3 + 5 * BLOCK
-instructions for 4 * BLOCK multiply-accumulates (1.44 per MAC at BLOCK = 4, 1.6 measured on
-the AD autoencoder's layers with loop and requantization; 4 accumulators, A's lanes, 4 weight
-pointers and the counter fill the Armv7-M registers, more would spill).
+takes its weight word, splits it the same way and adds two SMLADs: 3 + 5 * BLOCK
+instructions for 4 * BLOCK multiply-accumulates (1.44 per MAC at BLOCK = 4; 4 accumulators,
+A's lanes, the pointers and the counter fill the Armv7-M registers: BLOCK = 8 spills, the AD
+autoencoder 443,320 instructions against 421,960). The weights are packed at compile time in
+place of the model's (pack_blocks, same size): a block's words for one word of K are
+adjacent, so one pointer and immediate offsets address them and two rows' words come in one
+64-bit load (the AD autoencoder's layers 1.60 -> 1.50 instructions per MAC with loop and
+requantization, at STEP 32).
 The A zero point is folded into the bias (bias - a_zp * sum(w)), the K % 4 last products run
 one by one, requantization is fused into the store (requant_fast where no rounding tie can occur)."""
 from __future__ import annotations
@@ -24,10 +28,13 @@ from glowpy.codegen.registry import variant
 
 BLOCK = 4
 # K per iteration of the inner loop: the loop's increment, compare and branch are 3 of 26
-# instructions per word, and LLVM schedules longer bodies better. Measured on the M7, the AD
-# autoencoder's fully connected layers: 4 -> 1.80 instructions per MAC, 8 -> 1.71, 16 -> 1.69,
-# 32 -> 1.62 (+3.4 KB of code), 64 -> 1.82 (spills), 128 -> 1.49 (+24 KB: too much flash)
-STEP = 32
+# instructions per word, and LLVM schedules longer bodies better; a K of 128 (the AD
+# autoencoder's hidden layers) runs as one straight pass. Measured on the M7 with the packed
+# blocks, the AD autoencoder: 16 -> 423,260 instructions, 32 -> 421,960, 64 -> 441,950
+# (spills), 128 -> 395,750 (+20.8 KB of code, its flash +7%; 128 for K = 128 alone and 32
+# for K = 640: 398,150, +18.6 KB). A K not a multiple of STEP takes the largest of 32 .. 4
+# dividing it (keyword spotting's and ResNet-8's K = 64 as before)
+STEP = 128
 
 
 def pack_blocks(w: np.ndarray) -> np.ndarray:
@@ -37,26 +44,27 @@ def pack_blocks(w: np.ndarray) -> np.ndarray:
     n, kk = w.shape
     nb, k4 = n // BLOCK, kk - kk % 4
     head = w[:nb * BLOCK]
-    words = head[:, :k4].reshape(nb, BLOCK, k4 // 4, 4).transpose(0, 2, 1, 3).reshape(nb, -1)
-    blocks = np.concatenate([words, head[:, k4:].reshape(nb, -1)], axis=1)
+    words = head[:, :k4].reshape(nb, BLOCK, k4 // 4, 4).transpose(0, 2, 1, 3)
+    words = words.reshape(nb, BLOCK * k4)
+    blocks = np.concatenate([words, head[:, k4:].reshape(nb, BLOCK * (kk - k4))], axis=1)
     return np.concatenate([blocks.reshape(-1), w[nb * BLOCK:].reshape(-1)])
 
 
-def block_words(k, w, off, kk: int, count: int) -> list:
+def block_words(k, w, off, kk: int, count: int):
     """The `count` rows' weight words at byte `off` of the packed table. In a whole block of an
     even K two rows' words are one aligned 64-bit load (the table starts 64-aligned, a block
     at a multiple of 4 * K bytes): LLVM addresses the pair from one base, 1.6 -> 1.5
     instructions per MAC on the AD autoencoder's layers, where word loads took more address
     arithmetic."""
     b = k.b
-    if count != BLOCK or kk % 2:
-        return [load_word(k, w, b.add(off, k.c(4 * j)), 4 if count == BLOCK else 1)
-                for j in range(count)]
-    words = []
-    for j in range(0, count, 2):
+    for j in range(0, count, 2 if count == BLOCK and kk % 2 == 0 else 1):
+        if count != BLOCK or kk % 2:
+            yield load_word(k, w, b.add(off, k.c(4 * j)), 4 if count == BLOCK else 1)
+            continue
+        # (each pair right before its products: loading all four first schedules worse)
         pair = b.load(cg.gep(b, w, b.add(off, k.c(4 * j)), cg.I8), typ=cg.I64, align=8)
-        words += [b.trunc(pair, I32), b.trunc(b.lshr(pair, ir.Constant(cg.I64, 32)), I32)]
-    return words
+        yield b.trunc(pair, I32)
+        yield b.trunc(b.lshr(pair, ir.Constant(cg.I64, 32)), I32)
 
 
 def plan(k):
@@ -102,7 +110,7 @@ def emit(k, params):
         # block reads its own row (the same offsets as the model's layout)
         w_base = b.mul(n0, k.c(kk))
         init = [k.load(bias, ch, np.int32) for ch in chans]
-        step = next(s for s in (STEP, 16, 8, 4) if k4 % s == 0)
+        step = next(s for s in (STEP, 32, 16, 8, 4) if k4 % s == 0)
         with cg.for_range_carry(b, k4 // step, init, intp=k.intp, name="k4", unroll=False) as lp:
             accs = list(lp.values)
             for part in range(0, step, 4):
