@@ -630,3 +630,42 @@ def test_integer_kernels_use_vector_dot_products(target, tool, pattern, tmp_path
     asm = subprocess.run([objdump, "-d", str(tmp_path / f"{name}.o")], capture_output=True,
                          text=True, check=True).stdout
     assert len(re.findall(pattern, asm)) >= 4, f"no {pattern} in the {target[0]} object"
+
+
+@pytest.mark.parametrize("board", ["mps2-an500", "mps2-an386", "mps2-an505"],
+                         ids=["cortex-m7", "cortex-m4", "cortex-m33"])
+def test_quantize_linear_on_cortex_m_rounds_and_saturates_exactly(board, tmp_path):
+    """QuantizeLinear on ARM FPUs (quant.emit_quantize: VRINTN on the M7's and M33's FPv5,
+    the add-2**23 sequence on the M4's FPv4, then a saturating VCVT and SSAT/USAT): ties round
+    to even, values far outside the range, infinities and 2**31 and beyond saturate, NaN gives
+    0; int8 and uint8 with zero points. Equal to numpy and to onnxruntime (NaN aside)."""
+    import onnx
+    from test_cross import BOARDS
+    from toolchains import require_tool
+    require_tool("arm-none-eabi-gcc")
+    s = np.float32(0.25)
+    ties = (np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)) * s
+    rng = np.random.default_rng(4)
+    odd = np.array([0, -0.0, 1e30, -1e30, np.inf, -np.inf, np.nan, 2.0 ** 31, -2.0 ** 31,
+                    2.0 ** 23 + 1, -(2.0 ** 22) - 0.5, 8388607.5, 1e-40], np.float32)
+    x = np.concatenate([ties, rng.uniform(-80, 80, 395).astype(np.float32), odd])
+    feeds = {"x": x.reshape(1, -1)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z8"], ["q8"]),
+             helper.make_node("QuantizeLinear", ["x", "s", "zu"], ["qu"])]
+    inits = {"s": np.array(s), "z8": np.array(-3, np.int8), "zu": np.array(131, np.uint8)}
+    model = make_graph_model(nodes, feeds, ["q8", "qu"], inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"), target="arm", mcpu=BOARDS[board][0],
+                          float_abi="hard")
+    run = run_on_board(str(tmp_path / "b"), info.manifest, feeds, board)
+    nan = np.isnan(x)
+    ort = run_onnxruntime(model, feeds)
+    with np.errstate(invalid="ignore"):
+        for got, zp, dt, o in zip(run["outputs"], (-3, 131), (np.int8, np.uint8), ort):
+            info_ = np.iinfo(dt)
+            want = np.clip(np.rint(x / s) + zp, info_.min, info_.max)
+            want = np.where(nan, 0, want).astype(dt)
+            got = got.reshape(-1)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got[~nan], o.reshape(-1)[~nan])

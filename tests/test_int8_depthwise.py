@@ -122,16 +122,21 @@ def test_ties_possible_never_misses_a_tie():
     assert 50 < checked < 350, checked
 
 
+# (rows of A, K, N, per-column multipliers)
+MATMULS = [(1, 40, 8, True), (2, 13, 6, True), (1, 36, 3, False), (1, 4, 5, True),
+           (1, 96, 12, True), (1, 128, 8, True), (2, 256, 6, True), (1, 42, 9, True)]
+
+
 def matmul_model(dtype, rng):
     """Fully connected layers through the QMatMul "dsp" variant's edge cases: K a multiple of
-    32 (the long inner loop), of 8 only, not of 4, N not a multiple of the block of 4, two rows
-    of A, per-column and per-tensor multipliers, a nonzero A zero point."""
+    128 (one unrolled pass, and two), of 32 (the long inner loop), of 8 only, even but not a
+    multiple of 4 (paired loads, then the K % 4 bytes of the packed blocks), odd (word loads),
+    N not a multiple of the block of 4, two rows of A, per-column and per-tensor multipliers,
+    a nonzero A zero point."""
     m = QDQ(dtype)
     lo = -128 if np.dtype(dtype) == np.int8 else 0
     feeds, outs = {}, []
-    for i, (rows, k_, n_, per_channel) in enumerate([(1, 40, 8, True), (2, 13, 6, True),
-                                                      (1, 36, 3, False), (1, 4, 5, True),
-                                                      (1, 96, 12, True)]):
+    for i, (rows, k_, n_, per_channel) in enumerate(MATMULS):
         name, vs, vz = f"v{i}", 0.05 + 0.01 * i, lo + 110 + 5 * i
         feeds[name] = rng.integers(lo, lo + 256, (rows, k_)).astype(dtype)
         w, sw = m.weight((n_, k_), 0, rng, per_channel)
@@ -140,7 +145,11 @@ def matmul_model(dtype, rng):
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
-def test_qmatmul_dsp_is_exact_on_cortex_m7(dtype, tmp_path):
+@pytest.mark.parametrize("dtype, board", [(np.int8, "mps2-an500"), (np.uint8, "mps2-an500"),
+                                          (np.int8, "mps2-an386"), (np.uint8, "mps2-an505")],
+                         ids=["int8-m7", "uint8-m7", "int8-m4", "uint8-m33"])
+def test_qmatmul_dsp_is_exact_on_cortex_m(dtype, board, tmp_path):
+    """The packed blocks of 4 rows (matmul_dsp.pack_blocks) on the M7, M4 and M33."""
     model, feeds = matmul_model(dtype, np.random.default_rng(9))
-    run_exact(model, feeds, tmp_path, "mps2-an500", "QMatMul", ["dsp"] * 5)
+    run = run_exact(model, feeds, tmp_path, board, "QMatMul", ["dsp"] * len(MATMULS))
+    assert 0 < run["stack"] < 1024, run["stack"]

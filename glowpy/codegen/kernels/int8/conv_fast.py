@@ -46,10 +46,10 @@ def smlabb(k, a, w, acc):
     return k.b.call(_intr(k, "llvm.arm.smlabb", 3), [a, w, acc])
 
 
-def load_word(k, ptr, off):
+def load_word(k, ptr, off, align=1):
     """Four bytes at ptr+off as an i32 (an unaligned LDR: Armv7-M and Armv8-M Mainline allow
-    it)."""
-    return k.b.load(cg.gep(k.b, ptr, off, cg.I8), typ=I32, align=1)
+    it; `align` >= 4 where the caller knows better, so that LLVM may pair loads into LDRD)."""
+    return k.b.load(cg.gep(k.b, ptr, off, cg.I8), typ=I32, align=align)
 
 
 def load_half(k, ptr, off):

