@@ -63,8 +63,12 @@ HOOKS["restoring"] = HOOKS["moving"] + HOOKS["restoring"]
 def child(hook: str, sig: int, *args) -> subprocess.Popen:
     code = (f"import os\nSIG = {int(sig)}\n{HOOKS[hook]}\n"
             "from glowpy.cli import main\nmain()\n")
+    # the child starts with the default SIGINT disposition whatever ours is: a suite started in
+    # the background of a non-interactive shell inherits SIGINT ignored, and Python then
+    # (rightly) installs no KeyboardInterrupt handler
     return subprocess.Popen([sys.executable, "-c", code, *[str(a) for a in args]],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def finish(p: subprocess.Popen, sig: int):
