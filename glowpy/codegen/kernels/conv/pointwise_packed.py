@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-from llvmlite import ir
-
-from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, plan_tiles
+from glowpy.codegen.kernels.accumulators import const_input
+from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, PointwiseTiles, plan_tiles
 from glowpy.codegen.kernels.tiles import shape_of
-from glowpy.codegen.kernels.vector_epilogue import Finisher
-from glowpy.codegen.kernels.vectors import Simd, Vec
+from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
 
 MIN_K = 16  # input channels from which packing pays (fewer: pixel_vectorized's flat tiles)
@@ -69,22 +64,12 @@ def plan(k):
     return {"mr": mr, "nv": nv, "tiles": panel_tiles(s.c, nr, math.ceil(s.wo / nr), SCRATCH_MAX)}
 
 
-class PointwisePackedEmitter:
+class PointwisePackedEmitter(PointwiseTiles):
     def __init__(self, k, p):
-        self.k, self.b, self.s = k, k.b, shape_of(k)
-        self.vec = Vec(k, Simd.of(k.caps))
-        self.mr, self.nv, self.nt = p["mr"], p["nv"], p["tiles"]
+        super().__init__(k, p["mr"], p["nv"])
+        self.nt = p["tiles"]
         self.nr = self.nv * self.vec.w
-        self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
-        s, mr = self.s, self.mr
-        wts = const_input(k, 1).reshape(s.m, s.c)
-        packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
-        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
-        self.bias = k.inp(2)
-        buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, self.nt * s.c * self.nr), "panel")
-        buf.align = 64
-        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
-        self.buf = buf
+        self.buf = self.stack_buffer(self.nt * self.s.c * self.nr, "panel")
 
     def emit(self):
         """Panels of nt full tiles (a loop), the rest of the full tiles, the partial tile."""
@@ -125,7 +110,7 @@ class PointwisePackedEmitter:
     def panel(self, n, p0, count, last):
         """Positions p0 .. p0 + count * NR (`last`: the valid ones of a single partial tile)."""
         self.pack(n, p0, count, last)
-        self.blocks(lambda o0, rows: self.tiles(count, lambda t: self.tile(n, p0, t, o0, rows, last)))
+        self.blocks(lambda o0, rows: self.tiles(count, lambda t: self.panel_tile(n, p0, t, o0, rows, last)))
 
     def pack(self, n, p0, count, last):
         """buf[t][c][0:NR] = x[n, c, p0 + t*NR : p0 + (t+1)*NR] (lanes past `last`: zero)."""
@@ -144,32 +129,13 @@ class PointwisePackedEmitter:
                               b.add(d, k.c(j * w)))
         self.tiles(count, one)
 
-    def tile(self, n, p0, t, o0, rows, last):
-        """Output channels o0 .. o0 + rows x the tile's NV vectors."""
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        w, nv = vec.w, self.nv
-        if last is not None:
-            nv = math.ceil(last / w)
-        acc = Acc(vec, rows, nv)
-        wblk = b.mul(o0, k.c(s.c))
+    def panel_tile(self, n, p0, t, o0, rows, last):
+        """Output channels o0 .. o0 + rows x tile t of the panel at p0."""
+        k, b, s = self.k, self.b, self.s
+        tnv = self.nv if last is None else math.ceil(last / self.vec.w)
         xblk = b.mul(t, k.c(s.c * self.nr))
-        with acc.loop(k, s.c, name="c") as c:
-            xrow = b.add(xblk, b.mul(c, k.c(self.nr)))
-            xs = [vec.load(self.buf, b.add(xrow, k.c(j * w))) for j in range(nv)]
-            wrow = b.add(wblk, b.mul(c, k.c(rows)))
-            acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
-        q0 = b.add(p0, b.mul(t, k.c(self.nr)))
-        for i in range(rows):
-            oc = b.add(o0, k.c(i))
-            bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
-            ob = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.wo))
-            for j in range(nv):
-                v = acc.value(i, j)
-                if bias is not None:
-                    v = b.fadd(v, bias)
-                mask = None if last is None else tuple(j * w + e < last for e in range(w))
-                p = b.add(q0, k.c(j * w))
-                self.fin.finish(v, [n, oc], p, b.add(ob, p), mask)
+        self.tile(n, o0, rows, tnv, lambda c: b.add(xblk, b.mul(c, k.c(self.nr))),
+                  b.add(p0, b.mul(t, k.c(self.nr))), last)
 
 
 @variant("Conv", "pointwise_packed", rank=25, plan=plan)
