@@ -45,6 +45,8 @@ CASES = [("Conv", "depthwise", lambda: conv_model(group=8)),
              {"w": f32(8, 1, 3, 3), "b": f32(8)})),
          ("Conv", "pointwise_strided", lambda: make_model(
              "Conv", {"x": f32(1, 8, 12, 18)}, 1, dict(strides=[2, 2]), {"w": f32(16, 8, 1, 1), "b": f32(16)})),
+         ("Conv", "pointwise_packed", lambda: make_model(  # 7x7: not whole cache lines
+             "Conv", {"x": f32(1, 320, 7, 7)}, 1, {}, {"w": f32(24, 320, 1, 1, scale=0.1), "b": f32(24)})),
          ("Conv", "channel_vectorized", lambda: make_model(
              "Conv", {"x": f32(1, 64, 7, 7)}, 1, dict(pads=[1, 1, 1, 1]), {"w": f32(64, 64, 3, 3, scale=0.1)})),
          ("Conv", "pixel_vectorized", conv_model),
@@ -88,7 +90,7 @@ def test_selection_is_by_rank_and_plan(tmp_path):
     from glowpy.codegen.kernels import catalog  # noqa: F401
     ranks = [(v.name, v.rank) for v in registry.variants("Conv")]
     assert ranks == [("depthwise_phase", 41), ("depthwise", 40), ("pointwise_strided", 35),
-                     ("channel_vectorized", 30), ("pixel_vectorized", 20), ("direct", 0)]
+                     ("channel_vectorized", 30), ("pointwise_packed", 25), ("pixel_vectorized", 20), ("direct", 0)]
     import onnx
 
     import glowpy
@@ -128,7 +130,7 @@ def test_cli_kernel_variant(tmp_path, capsys):
                "model-compiler", cmd) == 2
     err = capsys.readouterr().err
     assert ("Conv has the variants depthwise_phase, depthwise, pointwise_strided, channel_vectorized, "
-            "pixel_vectorized, direct") in err
+            "pointwise_packed, pixel_vectorized, direct") in err
     for args, text in [(["-kernel-variant=Conv:!fast"], "-kernel-variant=Conv:fast: Conv has the variants"),
                        (["-kernel-variant=Conv:direct", "-kernel-variant=Conv:!pixel_vectorized"],
                         "Conv is given more than once"),

@@ -2,7 +2,7 @@
 the driver (codegen/module.py) and the tools that list what has a kernel import this module.
 Order does not matter: variants of one op are ranked, not ordered by import."""
 from glowpy.codegen.kernels.conv import channel, depthwise, depthwise_phase, direct, pixel  # noqa: F401
-from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_strided, transpose, winograd  # noqa: F401,E501
+from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401

@@ -155,27 +155,62 @@ def plan(k):
     return {"rows": rows, "mr": mr, "nv": nv, "scratch": scratch is not None}
 
 
-class PointwiseStridedEmitter:
-    def __init__(self, k, p):
+class PointwiseTiles:
+    """What the 1x1 GEMM emitters share (this one and pointwise_packed.py): the weights packed
+    [M/MR][C][MR], MR x NV register tiles over a buffer of inputs, their store."""
+
+    def __init__(self, k, mr: int, nv: int):
         self.k, self.b, self.s = k, k.b, shape_of(k)
         self.vec = Vec(k, Simd.of(k.caps))
-        self.rows, self.mr, self.nv = p["rows"], p["mr"], p["nv"]
+        self.mr, self.nv = mr, nv
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
-        s, mr = self.s, self.mr
+        s = self.s
         wts = const_input(k, 1).reshape(s.m, s.c)
         # [M/MR][C][MR], the last block [C][M % MR]: the constant's own size, so the packed
         # bytes replace it (zero rows padding the block appended a second copy instead)
         packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
         self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
         self.bias = k.inp(2)
-        self.pitch = pitch(s, self.vec.w, self.rows)
-        if p.get("scratch"):
-            self.buf = k.out(1)
-        else:
-            buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, s.c * self.pitch), "gathered")
-            buf.align = 64
-            buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
-            self.buf = buf
+
+    def stack_buffer(self, floats: int, name: str):
+        buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, floats), name)
+        buf.align = 64
+        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+        return buf
+
+    def tile(self, n, o0, rows, tnv, xoff, q0, last):
+        """Output channels o0 .. o0 + rows x tnv vectors of positions: xoff(c) is the offset in
+        self.buf of reduction step c's first vector, q0 the flat output position of lane 0,
+        `last` the positions of a partial tile (lanes past them are not stored), else None."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        acc = Acc(vec, rows, tnv)
+        wblk = b.mul(o0, k.c(s.c))
+        with acc.loop(k, s.c, name="c") as c:
+            x0 = xoff(c)
+            xs = [vec.load(self.buf, b.add(x0, k.c(j * w))) for j in range(tnv)]
+            wrow = b.add(wblk, b.mul(c, k.c(rows)))
+            acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
+        plane = s.ho * s.wo
+        for i in range(rows):
+            oc = b.add(o0, k.c(i))
+            bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
+            ob = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(plane))
+            for j in range(tnv):
+                v = acc.value(i, j)
+                if bias is not None:
+                    v = b.fadd(v, bias)
+                mask = None if last is None else tuple(j * w + l < last for l in range(w))
+                p = b.add(q0, k.c(j * w))
+                self.fin.finish(v, [n, oc], p, b.add(ob, p), mask)
+
+
+class PointwiseStridedEmitter(PointwiseTiles):
+    def __init__(self, k, p):
+        super().__init__(k, p["mr"], p["nv"])
+        self.rows = p["rows"]
+        self.pitch = pitch(self.s, self.vec.w, self.rows)
+        self.buf = k.out(1) if p.get("scratch") else self.stack_buffer(self.s.c * self.pitch, "gathered")
 
     def emit(self):
         k, s = self.k, self.s
@@ -203,7 +238,10 @@ class PointwiseStridedEmitter:
             with k.for_range(blk1, start=blk0, name="mb") as mb:
                 for t0, t1, tnv, last in tiles:
                     with k.for_range(t1, start=t0, name="pt") as pt:
-                        self.tile(n, oh0, mb, rows, b.mul(pt, k.c(nv * w)), tnv, last)
+                        p0 = b.mul(pt, k.c(nv * w))
+                        self.tile(n, b.mul(mb, k.c(mr)), rows, tnv,
+                                  lambda c, p0=p0: b.add(b.mul(c, k.c(self.pitch)), p0),
+                                  b.add(b.mul(oh0, k.c(s.wo)), p0), last)
 
     def gather(self, n, oh0, nrows):
         """buf[c][r * wo + q] = x[n, c, (oh0 + r) * sh, q * sw] for the chunk's rows."""
@@ -219,32 +257,6 @@ class PointwiseStridedEmitter:
                     mask = tuple(q0 + e < s.win for e in range(w * s.sw))
                     v = vec.load_strided(k.inp(0), b.add(row, k.c(q0)), s.sw, mask)
                     vec.store(v, self.buf, b.add(dst0, k.c(r * s.wo + j * w)))
-
-    def tile(self, n, oh0, mb, rows, p0, tnv, last):
-        """Output channels mb*MR.. (rows of them) x tnv vectors of chunk positions from p0;
-        `last`: the positions of a partial tile (lanes past them are not stored), else None."""
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        w, mr = vec.w, self.mr
-        acc = Acc(vec, rows, tnv)
-        wblk = b.mul(mb, k.c(s.c * mr))
-        with acc.loop(k, s.c, name="c") as c:
-            xs = [vec.load(self.buf, b.add(b.add(b.mul(c, k.c(self.pitch)), p0), k.c(j * w)))
-                  for j in range(tnv)]
-            wrow = b.add(wblk, b.mul(c, k.c(rows)))
-            acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
-        q0 = b.add(b.mul(oh0, k.c(s.wo)), p0)  # flat output position of the tile's lane 0
-        plane = s.ho * s.wo
-        for i in range(rows):
-            oc = b.add(b.mul(mb, k.c(mr)), k.c(i))
-            bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
-            ob = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(plane))
-            for j in range(tnv):
-                v = acc.value(i, j)
-                if bias is not None:
-                    v = b.fadd(v, bias)
-                mask = None if last is None else tuple(j * w + l < last for l in range(w))
-                p = b.add(q0, k.c(j * w))
-                self.fin.finish(v, [n, oc], p, b.add(ob, p), mask)
 
 
 @variant("Conv", "pointwise_strided", rank=35, plan=plan)

@@ -1,0 +1,66 @@
+"""Conv variant pointwise_packed (glowpy/codegen/kernels/conv/pointwise_packed.py): stride-1
+1x1 layers whose positions are packed panel by panel into a stack buffer, at each x86 vector
+level the host runs, against onnxruntime under guard pages (a copy or store that strays out of
+its tensor faults), with the fused epilogues (residual add, per-channel Mul, Clip) it honours."""
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles, pays
+from test_kernels_fast import check_guarded, f32
+from util import GraphBuilder
+from vector_levels import params
+
+SHAPES = [  # (input, output channels, forced params or None: the plan's)
+    ((1, 96, 14, 14), 40, None),  # 196 positions: panels, a partial last tile
+    ((1, 24, 19, 21), 37, None),  # partial channel block, odd plane
+    ((2, 19, 7, 9), 11, {"mr": 5, "nv": 2, "tiles": 2}),  # batch 2, leftover tiles, a tail
+    ((1, 16, 18, 18), 8, {"mr": 3, "nv": 1, "tiles": 5}),  # panels, leftover tiles, a tail
+    ((1, 32, 6, 6), 21, {"mr": 4, "nv": 2, "tiles": 1}),  # a plane narrower than one tile
+    ((1, 20, 50), 13, {"mr": 6, "nv": 1, "tiles": 3}),  # a 1-D convolution
+]
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("xs, m, forced", SHAPES)
+def test_packed_pointwise(xs, m, forced, level, tmp_path):
+    g = GraphBuilder(x=f32(*xs))
+    g.feeds["r"] = f32(xs[0], m, *xs[2:])
+    c, k = xs[1], [1] * (len(xs) - 2)
+    y = g.node("Conv", ["x", f32(m, c, *k, scale=0.3), f32(m)], output=False)
+    g.node("Relu", [g.node("Add", [y, "r"], output=False)])  # a residual into the output
+    z = g.node("Conv", ["x", f32(m, c, *k, scale=0.3)], output=False)
+    g.node("Clip", [g.node("Mul", [z, f32(m, *[1] * len(k))], output=False), f32(), f32() + 2])
+    report = tmp_path / "m.json"
+    variants = {"Conv": ("pointwise_packed", forced)} if forced else {"Conv": "pointwise_packed"}
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants=variants)
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got == ["pointwise_packed"] * 2
+
+
+@pytest.mark.parametrize("level", params())
+def test_chosen_where_vectors_straddle_lines(level, tmp_path):
+    """Unforced: a 14x14 layer past L1 is packed at every level; a plane of whole cache lines
+    (16x16), an input inside L1 and a padded 1x1 are not."""
+    g = GraphBuilder(x=f32(1, 96, 14, 14), y=f32(1, 96, 16, 16), z=f32(1, 16, 14, 14))
+    for x in ("x", "y", "z"):
+        g.node("Conv", [x, f32(64, 96 if x != "z" else 16, 1, 1, scale=0.1)])
+    g.node("Conv", ["x", f32(64, 96, 1, 1, scale=0.1)], pads=[1, 1, 1, 1])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got[0] == "pointwise_packed" and "pointwise_packed" not in got[1:]
+
+
+def test_pays_and_panels():
+    zen3 = SimpleNamespace(l1d_bytes=32 << 10)  # (all pays() reads of TargetCaps)
+    assert pays(zen3, 512, 196) and pays(zen3, 1024, 49)
+    assert not pays(zen3, 128, 3136)  # 56x56: whole lines
+    assert not pays(zen3, 64, 125)  # 32,000 bytes: in L1
+    assert pays(SimpleNamespace(l1d_bytes=0), 64, 125)  # no cache figures: the lines alone decide
+    assert panel_tiles(512, 16, 13, 65536) == 2 and panel_tiles(1024, 16, 4, 65536) == 1
+    assert panel_tiles(32, 16, 784, 65536) == 32  # 25 panels of equal size
