@@ -226,3 +226,16 @@ def alloca_in_entry(b: ir.IRBuilder, ty: ir.Type, name=""):
     """An alloca in the function's entry block, so loops do not grow the stack."""
     with b.goto_entry_block():
         return b.alloca(ty, name=name)
+
+
+def for_runs(b: ir.IRBuilder, count: int, nr: int, body, intp=I64, name="q"):
+    """body(start, n) over [0, count) in runs of nr: a loop over the full runs (none for a
+    single one), then the rest with its own n (the kernels' partial tiles)."""
+    full, rest = divmod(count, nr)
+    if full == 1:
+        body(ir.Constant(intp, 0), nr)
+    elif full > 1:
+        with for_range(b, full, 0, 1, intp, name) as q:
+            body(b.mul(q, ir.Constant(intp, nr)), nr)
+    if rest:
+        body(ir.Constant(intp, full * nr), rest)

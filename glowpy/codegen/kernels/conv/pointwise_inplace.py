@@ -112,15 +112,7 @@ def emit_vector(k, params):
         fin.finish(val, [n, oc], p, b.add(b.mul(b.add(b.mul(n, k.c(m)), oc), k.c(plane)), p), mask)
 
     def chunks(count, nr, body):
-        """body(start, n) over [0, count) in runs of nr: a loop over full runs, then the rest."""
-        full, rest = divmod(count, nr)
-        if full == 1:
-            body(k.c(0), nr)
-        elif full > 1:
-            with k.for_range(full, name="q") as q:
-                body(b.mul(q, k.c(nr)), nr)
-        if rest:
-            body(k.c(full * nr), rest)
+        cg.for_runs(b, count, nr, body, k.intp, "q")
 
     def chan_block(n, t0, p0, npx, o0, r, woff):
         """scratch[o0 + l][p0:p0+npx] for the r channels of a block, channel-vectorized."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import const_input
 from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, PointwiseTiles, plan_tiles
 from glowpy.codegen.kernels.tiles import shape_of
@@ -89,15 +90,7 @@ class PointwisePackedEmitter(PointwiseTiles):
                 self.panel(n, k.c(full * nr), 1, rest)
 
     def blocks(self, body):
-        k, b, mr = self.k, self.b, self.mr
-        full, rest = divmod(self.s.m, mr)
-        if full == 1:
-            body(k.c(0), mr)
-        elif full > 1:
-            with k.for_range(full, name="mb") as mb:
-                body(b.mul(mb, k.c(mr)), mr)
-        if rest:
-            body(k.c(full * mr), rest)
+        cg.for_runs(self.b, self.s.m, self.mr, body, self.k.intp, "mb")
 
     def tiles(self, count, body):
         k = self.k
