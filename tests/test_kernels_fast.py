@@ -10,6 +10,7 @@ executes (tests/vector_levels.py: SSE2's 4 lanes and AVX2's 8 on every host, AVX
 its mask registers where the host has them), never for "the host", so each width's tiles are
 checked on every machine that can run them. Also: the vector width each target gets, and
 weights packed in place (the constant region does not grow)."""
+import json
 import os
 
 import numpy as np
@@ -240,3 +241,24 @@ def test_in_place_elementwise_shares_one_pointer_and_vectorizes(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     body = asm.split(f"<{sig[0]}>:")[1].split("\n\n")[0]
     assert "ymm" in body, body[:2000]
+
+
+def check_pointwise_pair(variant, xs, m, forced, level, tmp_path, **conv):
+    """Two 1x1 convolutions of x (with a residual add + Relu into the first, a per-channel Mul
+    + Clip after the second) forced onto Conv `variant` (with `forced` params, or its plan's),
+    checked against onnxruntime under guard pages; asserts both ran that variant."""
+    g = GraphBuilder(x=f32(*xs))
+    k = [1] * (len(xs) - 2)
+    out = [(d - 1) // s + 1 for d, s in zip(xs[2:], conv.get("strides", k))]
+    g.feeds["r"] = f32(xs[0], m, *out)
+    y = g.node("Conv", ["x", f32(m, xs[1], *k, scale=0.3), f32(m)], output=False, **conv)
+    g.node("Relu", [g.node("Add", [y, "r"], output=False)])  # a residual into the output
+    z = g.node("Conv", ["x", f32(m, xs[1], *k, scale=0.3)], output=False, **conv)
+    g.node("Clip", [g.node("Mul", [z, f32(m, *k)], output=False), f32(), f32() + 2])
+    report = tmp_path / "m.json"
+    variants = {"Conv": (variant, forced)} if forced else {"Conv": variant}
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants=variants)
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got == [variant] * 2

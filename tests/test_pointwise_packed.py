@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles, pays
-from test_kernels_fast import check_guarded, f32
+from test_kernels_fast import check_guarded, check_pointwise_pair, f32
 from util import GraphBuilder
 from vector_levels import params
 
@@ -25,20 +25,7 @@ SHAPES = [  # (input, output channels, forced params or None: the plan's)
 @pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("xs, m, forced", SHAPES)
 def test_packed_pointwise(xs, m, forced, level, tmp_path):
-    g = GraphBuilder(x=f32(*xs))
-    g.feeds["r"] = f32(xs[0], m, *xs[2:])
-    c, k = xs[1], [1] * (len(xs) - 2)
-    y = g.node("Conv", ["x", f32(m, c, *k, scale=0.3), f32(m)], output=False)
-    g.node("Relu", [g.node("Add", [y, "r"], output=False)])  # a residual into the output
-    z = g.node("Conv", ["x", f32(m, c, *k, scale=0.3)], output=False)
-    g.node("Clip", [g.node("Mul", [z, f32(m, *[1] * len(k))], output=False), f32(), f32() + 2])
-    report = tmp_path / "m.json"
-    variants = {"Conv": ("pointwise_packed", forced)} if forced else {"Conv": "pointwise_packed"}
-    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
-                  kernel_variants=variants)
-    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
-           if i["kernel"] == "Conv"]
-    assert got == ["pointwise_packed"] * 2
+    check_pointwise_pair("pointwise_packed", xs, m, forced, level, tmp_path)
 
 
 @pytest.mark.parametrize("level", params())

@@ -8,7 +8,7 @@ import pytest
 
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
 from glowpy.codegen.kernels.vectors import Simd
-from test_kernels_fast import check_guarded, f32
+from test_kernels_fast import check_guarded, check_pointwise_pair, f32
 from util import GraphBuilder
 from vector_levels import LEVELS, params
 
@@ -23,21 +23,7 @@ SHAPES = [  # (input, output channels, strides, chunk choice forced or None)
 @pytest.mark.parametrize("level", params())
 @pytest.mark.parametrize("xs, m, strides, forced", SHAPES)
 def test_strided_pointwise(xs, m, strides, forced, level, tmp_path):
-    g = GraphBuilder(x=f32(*xs))
-    ho, wo = [(d - 1) // s + 1 for d, s in zip(xs[2:], strides)]
-    g.feeds["r"] = f32(xs[0], m, ho, wo)
-    c = xs[1]
-    y = g.node("Conv", ["x", f32(m, c, 1, 1, scale=0.3), f32(m)], output=False, strides=strides)
-    g.node("Relu", [g.node("Add", [y, "r"], output=False)])  # a residual into the output
-    z = g.node("Conv", ["x", f32(m, c, 1, 1, scale=0.3)], output=False, strides=strides)
-    g.node("Clip", [g.node("Mul", [z, f32(m, 1, 1)], output=False), f32(), f32() + 2])
-    report = tmp_path / "m.json"
-    variants = {"Conv": ("pointwise_strided", forced)} if forced else {"Conv": "pointwise_strided"}
-    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
-                  kernel_variants=variants)
-    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
-           if i["kernel"] == "Conv"]
-    assert got == ["pointwise_strided"] * 2
+    check_pointwise_pair("pointwise_strided", xs, m, forced, level, tmp_path, strides=strides)
 
 
 @pytest.mark.parametrize("level", params())
