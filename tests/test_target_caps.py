@@ -14,14 +14,16 @@ from vector_levels import LEVELS
 GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "glowpy")
 
 def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
-         mve_float=False, dsp=False, bits=64, mcu=False, cache=None) -> TargetCaps:
+         mve_float=False, dsp=False, bits=64, mcu=False, cache=None,
+         fp_round=False) -> TargetCaps:
     """cache: (L1D, L2) bytes; default: none on microcontrollers, else caps.FAMILY_CACHES
     for 64-bit x86/AArch64 and SMALL_CORE_CACHES for the rest (explicit CPUs, not the host)."""
     if cache is None:
         cache = (0, 0) if mcu else (32 << 10, (512 if bits == 64 else 256) << 10)
     return TargetCaps(float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
                       arm_fpu=arm_fpu, neon=neon, mve=mve, mve_float=mve_float, dsp=dsp,
-                      pointer_bits=bits, memory_first=mcu, l1d_bytes=cache[0], l2_bytes=cache[1])
+                      fp_round=fp_round, pointer_bits=bits, memory_first=mcu, l1d_bytes=cache[0],
+                      l2_bytes=cache[1])
 
 
 M_SOFT = dict(fpu=False, bits=32, mcu=True)  # an FPU-less M-profile core: floats in core registers
@@ -38,20 +40,21 @@ CAPS = {
     "cortex-a7": (dict(target="arm", mcpu="cortex-a7"),
                   caps(4, 16, arm_fpu="neon-vfpv4", neon=True, bits=32)),
     "cortex-m7-hard": (dict(target="arm", mcpu="cortex-m7", float_abi="hard"),
-                       caps(1, 32, arm_fpu="fpv5-d16", dsp=True, bits=32, mcu=True)),
+                       caps(1, 32, arm_fpu="fpv5-d16", dsp=True, bits=32, mcu=True, fp_round=True)),
     "cortex-m7-soft": (dict(target="arm", mcpu="cortex-m7", float_abi="soft"),
                        caps(1, 12, dsp=True, **M_SOFT)),
     "cortex-m4-hard": (dict(target="arm", mcpu="cortex-m4", float_abi="hard"),
                        caps(1, 32, arm_fpu="fpv4-sp-d16", dsp=True, bits=32, mcu=True)),
     "cortex-m33-hard": (dict(target="arm", mcpu="cortex-m33", float_abi="hard"),
-                        caps(1, 32, arm_fpu="fpv5-sp-d16", dsp=True, bits=32, mcu=True)),
+                        caps(1, 32, arm_fpu="fpv5-sp-d16", dsp=True, bits=32, mcu=True,
+                             fp_round=True)),
     # Helium: LLVM keeps 16-float vectors in q registers, so the kernels see 4 lanes
     "cortex-m55-hard": (dict(target="arm", mcpu="cortex-m55", float_abi="hard"),
                         caps(4, 16, arm_fpu="fpv5-d16", mve=True, mve_float=True, dsp=True,
-                             bits=32, mcu=True)),
+                             bits=32, mcu=True, fp_round=True)),
     "cortex-m85-hard": (dict(target="arm", mcpu="cortex-m85", float_abi="hard"),
                         caps(4, 16, arm_fpu="fpv5-d16", mve=True, mve_float=True, dsp=True,
-                             bits=32, mcu=True)),
+                             bits=32, mcu=True, fp_round=True)),
     "cortex-m0": (dict(target="arm", mcpu="cortex-m0"), caps(1, 12, **M_SOFT)),
     "cortex-m3": (dict(target="arm", mcpu="cortex-m3"), caps(1, 12, **M_SOFT)),
     "riscv32": (dict(target="riscv32"), caps(1, 12, fpu=False, bits=32, mcu=True)),

@@ -50,6 +50,9 @@ class TargetCaps:
     mve_float: bool        # Helium with float vectors
     dsp: bool              # M-profile DSP extension: SMLAD, SXTB16 (Armv7E-M, Armv8-M +dsp)
     pointer_bits: int
+    # ARM FPU with directed-rounding instructions (VRINTN: FPv5 / Armv8 FPUs; Cortex-M7, M33,
+    # M55): round-half-even is one instruction instead of mathfn's sequence
+    fp_round: bool = False
     # RAM is the budget (microcontrollers: M-profile ARM, 32-bit RISC-V): the planner may take
     # a kernel that is slower to save activation bytes (ConvPointwiseInPlace); elsewhere time
     # comes first (planner.build, -activation-memory)
@@ -144,6 +147,7 @@ def caps_of(spec) -> TargetCaps:
         mve=attrs.get(TAG_MVE_ARCH, 0) >= 1, mve_float=attrs.get(TAG_MVE_ARCH, 0) >= 2,
         dsp=m_profile and (attrs.get(TAG_CPU_ARCH) == CPU_ARCH_V7EM
                            or attrs.get(TAG_DSP_EXTENSION) == 1),
+        fp_round=any(f in (arm_fpu or "") for f in ("fpv5", "armv8")),
         pointer_bits=spec.pointer_bits, memory_first=m_profile or arch == "riscv32",
         **_caches(spec, m_profile or arch == "riscv32"))
 

@@ -154,8 +154,7 @@ def emit_quantize(k):
 def _round_arm(k, v):
     """round half to even: VRINTN on FPv5 / Armv8 FPUs (Cortex-M7, M33, M55), else
     mathfn's sequence."""
-    fpu = k.caps.arm_fpu or ""
-    if "fpv5" in fpu or "armv8" in fpu:
+    if k.caps.fp_round:
         return k.b.call(intrinsic(k.b, "llvm.roundeven", v, 1), [v])
     return mathfn.round_half_even(k.b, v)
 
