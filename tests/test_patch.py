@@ -132,10 +132,10 @@ def test_every_stage_of_every_length_computes_the_same(bands, tmp_path):
     model, feeds = _stage_model(np.random.default_rng(7))
     g = optimize(load_onnx(_saved(model, tmp_path), warn=lambda m: None))
     want = evaluate(g, feeds)
-    ends = [e for e in range(1, len(g.nodes)) if Stage.find(g, e, {}) is not None]
+    ends = [e for e in range(1, len(g.nodes)) if Stage.find(g, e) is not None]
     assert len(ends) >= 7
     for end in ends:
-        st = Stage.find(g, end, {})
+        st = Stage.find(g, end)
         g2, what = rewrite(st, bands)
         assert what["bands"] == bands and what["nodes"] == end and what["recomputed_macs"] == 0
         got = evaluate(g2, feeds)

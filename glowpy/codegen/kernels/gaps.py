@@ -55,4 +55,5 @@ def place(prog: Program, wants, grow=None) -> None:
         ins.outputs.append(Buffer(f"{ins.name}{suffix}", np.dtype(dtype),
                                   (need // np.dtype(dtype).itemsize,), ACTIVATION, offset=off))
         ranges.append((off, off + need, i, i))
-    prog.sizes["activation"] = align_region(end)
+    if end > size:
+        prog.sizes["activation"] = align_region(end)

@@ -38,7 +38,7 @@ class Stage:
         self.axis: dict = {cut: 2}
 
     @staticmethod
-    def find(graph: Graph, end: int, users: dict) -> "Stage | None":
+    def find(graph: Graph, end: int) -> "Stage | None":
         """The stage nodes[:end] if it has a single cut and streams; None otherwise."""
         nodes = graph.nodes[:end]
         inside = {v for n in nodes for v in n.outputs}
@@ -50,9 +50,9 @@ class Stage:
         if len(cut.shape) != 4 or cut.shape[0] != 1 or cut.shape[2] < 2:
             return None
         st = Stage(graph, end, cut)
-        return st if st._assign_axes(users) and st.sources() and st.height() >= 2 else None
+        return st if st._assign_axes() and st.sources() and st.height() >= 2 else None
 
-    def _assign_axes(self, users: dict) -> bool:
+    def _assign_axes(self) -> bool:
         """Row axis of every value of the stage, backwards from the cut; False when a node does
         not stream or a value would be cut along two axes."""
         inputs = set(self.graph.inputs)
