@@ -239,7 +239,7 @@ def close(got, ref, tflite: bool) -> float | None:
 
 
 def measure(name: str, path: str, work: str, rounds: int, seconds: float, batches: int,
-            clock: str) -> dict:
+            clock: str, profile: bool = False) -> dict:
     from util import is_tflite_reference
     d = os.path.join(work, name)
     t0 = time.perf_counter()
@@ -268,7 +268,25 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         tfl = is_tflite_reference(name)
         rerrs = [close(g, r, tfl) for g, r in zip(outs, refs)]
         row["matches_reference"] = all(e is not None for e in rerrs)
+    if profile:
+        import op_families
+        row["families"] = op_families.profile(path, feeds, d, bt, ot)
     return row
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def summary(rows: list[dict]) -> str:
+    """The sentence on the ratios of a run: geometric mean, median, the models slower than
+    onnxruntime."""
+    ratios = sorted(r["ratio"] for r in rows)
+    slower = [r["model"] for r in rows if r["ratio"] > 1.0]
+    return (f"Over {len(rows)} models: geometric mean ratio {geomean(ratios):.3f}, median "
+            f"{ratios[len(ratios) // 2]:.2f}, {len(slower)} slower than onnxruntime"
+            + (f" ({', '.join(slower)})" if slower else "") + ".")
 
 
 # Both probes are written for one vector of VB bytes (the host's widest float vector, `host_simd`)
@@ -446,6 +464,9 @@ def arguments(doc: str, docs_help: str) -> argparse.ArgumentParser:
     ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--no-docs", action="store_true", help=docs_help)
+    ap.add_argument("--profile", action="store_true", help="also profile each model per op "
+                    "family on both sides (an instrumented build, onnxruntime's profiler; "
+                    "benchmarks/op_families.py) and print where the time goes")
     return ap
 
 
@@ -480,11 +501,14 @@ def main(argv=None) -> int:
     models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_models()}
     models.update(build_models.build())
     rows, peak, said = measure_all(ap, a, models, lambda n, work: measure(
-        n, models[n], work, a.rounds, a.seconds, a.batches, a.clock), "perf.py")
+        n, models[n], work, a.rounds, a.seconds, a.batches, a.clock, a.profile), "perf.py")
     text = (said + "; GFLOP/s count 2 per multiply-add of Conv, Gemm "
             f"and MatMul; * marks a target that needs more than the measured FMA peak, or a faster "
-            f"read of the weights than this machine's for a buffer of their size.\n\n"
-            + table(rows, peak))
+            f"read of the weights than this machine's for a buffer of their size. "
+            + summary(rows) + "\n\n" + table(rows, peak))
+    if a.profile:
+        import op_families
+        text += "\n" + op_families.table(rows)
     print(text)
     if a.json:
         with open(a.json, "w") as f:

@@ -5,6 +5,8 @@
     python benchmarks/zoo_perf.py                      # every zoo model; rewrites its table
                                                        # in docs/performance.md
     python benchmarks/zoo_perf.py --models resnet18,bert_tiny --no-docs
+    python benchmarks/zoo_perf.py --profile            # and the time per op family, both sides
+    python benchmarks/zoo_perf.py --shared --no-docs   # and perf.py's models, in one run
 
 Each model is built with its `perf=True` size (ImageNet classifiers at 224x224 with their
 real widths, BERT-mini/GPT at 128 tokens, ... see each builder's docstring), saved into the
@@ -27,6 +29,7 @@ import onnx
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import op_families  # noqa: E402
 import perf  # noqa: E402  (puts the checkout and tests/ on the path)
 import glowpy  # noqa: E402
 from zoo import ZOO, errors  # noqa: E402
@@ -34,7 +37,8 @@ from zoo import ZOO, errors  # noqa: E402
 BEGIN, END = "<!-- zoo benchmark: begin -->", "<!-- zoo benchmark: end -->"
 
 
-def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clock: str) -> dict:
+def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clock: str,
+            profile: bool = False) -> dict:
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     model, feeds = ZOO[name](perf=True)
@@ -53,23 +57,43 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
         ot = min(ot, ort.run(seconds, batches, clock))
     errs = errors(outs, ort.outputs)
     flops = 2 * perf.model_macs(path)
+    fams = op_families.profile(path, feeds, d, bt, ot) if profile else {}
     return {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot, "gflop": flops / 1e9,
             "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
             "weights_mb": info.manifest["memory"]["constant"] / 1e6, "compile_s": compile_s,
             "inputs": ", ".join("x".join(map(str, v.shape)) for v in feeds.values()),
-            "agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs)}
+            "agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs),
+            **({"families": fams} if profile else {})}
 
 
-def table(rows: list[dict]) -> str:
+def measure_shared(name: str, path: str, work: str, a) -> dict:
+    """A model of benchmarks/perf.py (../shared/models, ResNet-18 and MobileNetV2 of
+    build_models.py) measured by perf.measure, as a row of this table."""
+    r = perf.measure(name.split(":")[1], path, work, a.rounds, a.seconds, a.batches, a.clock,
+                     a.profile)
+    feeds, _ = perf.inputs_for(name.split(":")[1], path)
+    return r | {"model": name, "gflop": r["gflops"] * r["bundle_ms"] * 1e-3,
+                "weights_mb": r["weight_bytes"] / 1e6,
+                "inputs": ", ".join("x".join(map(str, v.shape)) for v in feeds.values()),
+                "agrees": r["agrees_with_ort"] and r.get("matches_reference", True),
+                "max_error_abs": r["max_error_vs_ort"]}  # within perf.py's tolerance (tests/util.py)
+
+
+def table(rows: list[dict], peak: float | None) -> str:
+    """One row per model; `% of peak` is the bundle's GFLOP/s (nominal multiply-adds) over the
+    FMA peak measured in the same run."""
     out = ("| model | input | GFLOP | weights MB | bundle ms | onnxruntime ms | ratio | "
-           "GFLOP/s (onnxruntime) | compile s | outputs (max error / tolerance) |\n"
-           "|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+           "GFLOP/s (onnxruntime) | % of peak | compile s | outputs (max error / tolerance) |\n"
+           "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
     for r in rows:
+        pct = f"{100 * r['gflops'] / peak:.0f}%" if peak else "?"
+        err = f"{r['max_error']:.2g}" if "max_error" in r else \
+            f"abs {r['max_error_abs'] or 0:.2g}, perf.py's tolerance"
         ok = "agree" if r["agrees"] else "**differ**"
         out += (f"| {r['model']} | {r['inputs']} | {r['gflop']:.3g} | {r['weights_mb']:.3g} | "
                 f"{r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
-                f"{r['gflops']:.1f} ({r['ort_gflops']:.1f}) | {r['compile_s']:.1f} | "
-                f"{ok} ({r['max_error']:.2g}) |\n")
+                f"{r['gflops']:.1f} ({r['ort_gflops']:.1f}) | {pct} | {r['compile_s']:.1f} | "
+                f"{ok} ({err}) |\n")
     return out
 
 
@@ -77,18 +101,30 @@ def main(argv=None) -> int:
     ap = perf.arguments(__doc__, "do not rewrite the zoo table in docs/performance.md (only "
                         "rewritten when every model is measured)")
     ap.set_defaults(batches=5)
+    ap.add_argument("--shared", action="store_true", help="also measure benchmarks/perf.py's "
+                    "models (../shared/models, ResNet-18, MobileNetV2) in the same run")
     a = ap.parse_args(argv)
-    rows, _, said = perf.measure_all(ap, a, ZOO, lambda n, work: measure(
-        n, work, a.rounds, a.seconds, a.batches, a.clock), "zoo_perf.py")
-    ratios = sorted(r["ratio"] for r in rows)
-    text = (said + f"; compile s: CPU seconds. Median ratio {ratios[len(ratios) // 2]:.2f} over "
-            f"{len(rows)} models.\n\n" + table(rows))
+    models = {n: None for n in ZOO}
+    if a.shared:
+        shared = {n: os.path.join(perf.SHARED_MODELS, n + ".onnx") for n in perf.shared_models()}
+        models |= {"shared:" + n: p for n, p in (shared | perf.build_models.build()).items()}
+    rows, peak, said = perf.measure_all(ap, a, models, lambda n, work: measure(
+        n, work, a.rounds, a.seconds, a.batches, a.clock, a.profile) if models[n] is None
+        else measure_shared(n, models[n], work, a), "zoo_perf.py")
+    text = said + "; compile s: CPU seconds. " + perf.summary(rows) + "\n\n" + table(rows, peak)
+    if a.profile:
+        text += ("\nWhere the time goes, per op family over these models (each side's profile "
+                 "shares of its timed call, benchmarks/op_families.py):\n\n"
+                 + op_families.table(rows))
     print(text)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models:
+    if not a.no_docs and not a.models and not a.shared:
         perf.write_between(perf.DOC, text, BEGIN, END)
+    elif not a.no_docs:
+        print("zoo_perf.py: docs/performance.md is only rewritten when every model is measured",
+              file=sys.stderr)
     return 0 if all(r["agrees"] for r in rows) else 1
 
 

@@ -1,0 +1,42 @@
+"""benchmarks/zoo_perf.py's per-op-family profile (benchmarks/op_families.py), driven through
+the real path on the zoo's smallest model: an instrumented bundle run in process and
+onnxruntime's session profiler split the two timed calls by op family."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(os.path.dirname(HERE), "benchmarks")
+sys.path.insert(0, BENCH)
+
+import op_families  # noqa: E402
+
+
+def test_families_and_shares():
+    assert op_families.family("ConvWinograd") == op_families.family("FusedConv") == "convolution"
+    assert op_families.family("QuickGelu") == op_families.family("FusedElementwise") == "elementwise"
+    assert op_families.family("ReorderInput") == "data movement"
+    s = op_families.shares({"Conv": 3.0, "FusedConv": 1.0, "Sigmoid": 4.0})
+    assert s == {"convolution": (0.5, ["Conv", "FusedConv"]), "elementwise": (0.5, ["Sigmoid"])}
+
+
+@pytest.mark.parametrize("model", ["autoencoder"])
+def test_zoo_profile_adds_up(model, tmp_path):
+    """The families' times add up to each side's timed call, and every op of the bundle's
+    profile falls in a family."""
+    out = tmp_path / "rows.json"
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "zoo_perf.py"), "--models", model,
+                        "--rounds", "1", "--batches", "2", "--seconds", "0.01", "--profile",
+                        "--no-docs", "--json", str(out), "--work", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row, = json.loads(out.read_text())
+    fams = row["families"]
+    assert sum(f["bundle_ms"] for f in fams.values()) == pytest.approx(row["bundle_ms"], rel=1e-6)
+    assert sum(f["ort_ms"] for f in fams.values()) == pytest.approx(row["ort_ms"], rel=1e-6)
+    assert fams["matrix product"]["bundle_ops"] == ["Gemm"]  # the autoencoder's Gemm chain
+    assert fams["matrix product"]["bundle_ms"] > 0.5 * row["bundle_ms"]
+    assert "| matrix product |" in r.stdout and "geometric mean ratio" in r.stdout
