@@ -110,6 +110,26 @@ def strided_pointwise(c, m, hw):
     return build
 
 
+def pointwise_chain(c, h, w, layers=4):
+    """`layers` 1x1 Conv + bias + Relu, c -> c channels on an h x w plane: the small-plane
+    1x1 stacks of MobileNetV1 (VWW's 128 channels at 6x6, 512 at 14x14, 1024 at 7x7) and the
+    keyword-spotting DS-CNN (64 at 25x5). A chain, so that onnxruntime's NCHWc reorders are
+    shared by its layers as they are inside a model."""
+    def build():
+        x = _rand(1, c, h, w)
+        rng = np.random.default_rng(1)
+        nodes, inits, cur = [], {}, "x"
+        for i in range(layers):
+            inits[f"w{i}"] = (rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+            inits[f"b{i}"] = rng.standard_normal(c).astype(np.float32) * 0.1
+            out = "y" if i == layers - 1 else f"r{i}"
+            nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"]),
+                      helper.make_node("Relu", [f"c{i}"], [out])]
+            cur = out
+        return _model(nodes, x, inits), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
@@ -119,7 +139,10 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "dw5s1_240x28": depthwise(240, 28, 5, 1), "dw3s1_32x112": depthwise(32, 112, 3, 1),
           "dw3s2_256x56": depthwise(256, 56, 3, 2), "dw7s1_96x56": depthwise(96, 56, 7, 1),
           "dw7s1_384x14": depthwise(384, 14, 7, 1),
-          "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28)}
+          "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28),
+          "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
+          "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
+          "pw4_64x25x5": pointwise_chain(64, 25, 5)}
 
 
 def measure(name, work, a):
@@ -128,7 +151,8 @@ def measure(name, work, a):
     model, x = PROBES[name]()
     path = os.path.join(d, "probe_" + name + ".onnx")  # "erf", "exp": names libm declares
     onnx.save(model, path)
-    info = glowpy.compile(path, os.path.join(d, "bundle"))
+    info = glowpy.compile(path, os.path.join(d, "bundle"), kernel_variants=dict(
+        v.split(":", 1) for v in a.variant))
     feeds = {"x": x}
     h = perf.Harness(os.path.join(d, "bundle"), info, d)
     ort = perf.OrtTimer(path, feeds)
@@ -149,6 +173,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=0.05)
     ap.add_argument("--batches", type=int, default=7)
     ap.add_argument("--clock", choices=("thread", "wall"), default="thread")
+    ap.add_argument("--variant", action="append", default=[], metavar="OP:NAME",
+                    help="force a kernel variant, as -kernel-variant (repeatable)")
     a = ap.parse_args(argv)
     names = a.probes.split(",") if a.probes else list(PROBES)
     bad = [n for n in names if n not in PROBES]
