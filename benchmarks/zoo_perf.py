@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models and not a.shared:
+    if not a.no_docs and not a.models:
         perf.write_between(perf.DOC, text, BEGIN, END)
     elif not a.no_docs:
         print("zoo_perf.py: docs/performance.md is only rewritten when every model is measured",
