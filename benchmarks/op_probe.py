@@ -130,6 +130,34 @@ def pointwise_chain(c, h, w, layers=4):
     return build
 
 
+def conv_transpose(c, m, hw, k, stride, pad=0):
+    """ConvTranspose with bias: UNet's 2x2/2 decoder step, a DCGAN/FCN-style 4x4/2 (pad 1)."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(1)
+        inits = {"w": (rng.standard_normal((c, m, k, k)) / np.sqrt(c)).astype(np.float32),
+                 "b": rng.standard_normal(m).astype(np.float32)}
+        node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[k, k],
+                                strides=[stride] * 2, pads=[pad] * 4)
+        return _model([node], x, inits), x
+    return build
+
+
+def resize(c, hw, mode, align=False):
+    """Resize x2 as torch exports nn.Upsample: nearest (YOLO's neck, asymmetric + floor) or
+    bilinear (UNet, FCN; align_corners or half_pixel)."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        attrs = {"mode": mode}
+        if mode == "nearest":
+            attrs |= {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+        else:
+            attrs |= {"coordinate_transformation_mode": "align_corners" if align else "half_pixel"}
+        inits = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 2, 2], np.float32)}
+        return _model([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **attrs)], x, inits), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
@@ -142,7 +170,12 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28),
           "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
           "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
-          "pw4_64x25x5": pointwise_chain(64, 25, 5)}
+          "pw4_64x25x5": pointwise_chain(64, 25, 5),
+          "convT2s2_128x32": conv_transpose(128, 64, 32, 2, 2),
+          "convT4s2_256x28": conv_transpose(256, 128, 28, 4, 2, 1),
+          "resize_nearest_128x40": resize(128, 40, "nearest"),
+          "resize_linear_64x64": resize(64, 64, "linear", align=True),
+          "resize_linear_hp_256x28": resize(256, 28, "linear")}
 
 
 def measure(name, work, a):

@@ -352,6 +352,9 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
             write_dump("dump-graph-DAG-before-compile", opts.dump_graph_dag_before_compile,
                        to_dot(graph))
     with progress.stage("optimize"):
+        from glowpy.codegen.kernels.catalog import graph_rewrites
+        if opts.opt_level > 0:
+            graph = graph_rewrites(_memory_first(opts, target))(graph)
         graph = optimize(graph, opts.opt_level)
         if opts.dump_graph_dag:
             write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))

@@ -1,7 +1,7 @@
 """Every kernel family, imported so that its variants are registered (glowpy.codegen.registry);
 the driver (codegen/module.py) and the tools that list what has a kernel import this module.
 Order does not matter: variants of one op are ranked, not ordered by import."""
-from glowpy.codegen.kernels.conv import channel, depthwise, depthwise_phase, direct, pixel  # noqa: F401
+from glowpy.codegen.kernels.conv import channel, col2im, depthwise, depthwise_phase, direct, pixel  # noqa: F401,E501
 from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
@@ -13,6 +13,15 @@ from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_ve
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
 from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatter  # noqa: F401
+
+
+def graph_rewrites(memory_first: bool):
+    """The backend's step before the graph pipeline: rewrites that trade memory for time, where
+    time comes first (hosts, TargetCaps.memory_first False, unless -activation-memory says
+    otherwise): a strided ConvTranspose as a 1x1 product and Col2Im
+    (glowpy/ir/passes/convtranspose.py)."""
+    from glowpy.ir.passes.convtranspose import as_product_col2im
+    return (lambda graph: graph) if memory_first else as_product_col2im
 
 
 def post_planning(target):

@@ -8,6 +8,7 @@ max(0, (in-1)*s + output_padding + (k-1)*d + 1 - out); SAME_UPPER puts the odd u
 the end, SAME_LOWER and NOTSET at the beginning (the ONNX spec; onnxruntime 1.31 agrees)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,13 @@ class TWindow:
         hi = min(self.in_size[d], (self.out_size[d] - 1 - off) // s + 1) \
             if self.out_size[d] - 1 - off >= 0 else 0
         return lo, max(lo, hi)
+
+    def tiles_exactly(self) -> bool:
+        """Every output position receives exactly one (input position, tap) pair: kernel =
+        stride, no dilation, no padding, output = input x stride along every dim."""
+        return all(k == s and d == 1 and p == 0 and o == i * s for k, s, d, p, o, i in
+                   zip(self.kernel, self.strides, self.dilations, self.pads_begin,
+                       self.out_size, self.in_size))
 
 
 def _err(node, msg):
@@ -133,4 +141,67 @@ class ConvTranspose(Op):
                 y[(slice(None), slice(gi * mg, (gi + 1) * mg)) + dst] += contrib
         if b is not None:
             y += b.reshape((1, -1) + (1,) * nd)
+        return [y.astype(x.dtype)]
+
+
+@register
+class Col2Im(Op):
+    """ONNX Col2Im (opset 18): the adjoint of im2col. input [N, C*prod(block), L] holds, for
+    every one of the L sliding blocks of a convolution over an image of `image_shape` (given
+    pads, strides, dilations), C*prod(block) values that are summed into the image positions
+    the block covers. Also the second half of a strided ConvTranspose on hosts (its 1x1 product
+    first: glowpy/ir/passes/convtranspose.py)."""
+    inputs = ("input", "image_shape", "block_shape")
+    attrs = {"dilations": None, "pads": None, "strides": None}
+    const_inputs = (1, 2)
+    since = 18
+
+    def window(self, node) -> TWindow:
+        """The blocks as the TWindow of a ConvTranspose from the block grid to the image."""
+        x = node.inputs[0]
+        image = ints(node.const_input(1, "image_shape"))
+        block = ints(node.const_input(2, "block_shape"))
+        n = len(image)
+        a = node.attrs
+        strides = ints(a["strides"]) if a["strides"] is not None else [1] * n
+        dil = ints(a["dilations"]) if a["dilations"] is not None else [1] * n
+        pads = ints(a["pads"]) if a["pads"] is not None else [0] * (2 * n)
+        if n < 1 or len(block) != n or len(strides) != n or len(dil) != n or len(pads) != 2 * n:
+            raise _err(node, f"image_shape {image}, block_shape {block}, strides {strides}, "
+                             f"dilations {dil} and pads {pads} must give the same {n} dims")
+        if min(image + block + strides + dil) < 1 or min(pads) < 0:
+            raise _err(node, "image_shape, block_shape, strides and dilations must be >= 1 "
+                             "and pads >= 0")
+        grid = [(i + p0 + p1 - d * (k - 1) - 1) // s + 1
+                for i, k, s, d, p0, p1 in zip(image, block, strides, dil, pads[:n], pads[n:])]
+        if len(x.shape) != 3 or min(grid) < 1 or x.shape[2] != math.prod(grid) or \
+                x.shape[1] % math.prod(block):
+            raise _err(node, f"input shape {list(x.shape)} must be [N, C*{math.prod(block)}, "
+                             f"{max(0, math.prod(grid))}] for image_shape {image}, block_shape "
+                             f"{block} and these pads/strides/dilations")
+        return TWindow(tuple(grid), tuple(image), tuple(block), tuple(strides), tuple(dil),
+                       tuple(pads[:n]))
+
+    def infer(self, node):
+        x = node.inputs[0]
+        if x.dtype != np.float32:
+            raise _err(node, f"type {x.dtype.name} is not supported (float only)")
+        win = self.window(node)
+        return [(x.dtype, (x.shape[0], x.shape[1] // math.prod(win.kernel)) + win.out_size)]
+
+    def reference(self, node, x, image_shape=None, block_shape=None):
+        win = self.window(node)
+        n, nd = x.shape[0], len(win.in_size)
+        c = x.shape[1] // math.prod(win.kernel)
+        cols = x.reshape((n, c) + win.kernel + win.in_size).astype(np.float64)
+        y = np.zeros((n, c) + win.out_size, np.float64)
+        for kidx in np.ndindex(*win.kernel):
+            ranges = [win.in_range(d, kidx[d]) for d in range(nd)]
+            if any(lo >= hi for lo, hi in ranges):
+                continue
+            src = tuple(slice(lo, hi) for lo, hi in ranges)
+            dst = tuple(slice(lo * s + k * dl - p, (hi - 1) * s + k * dl - p + 1, s)
+                        for (lo, hi), s, k, dl, p in
+                        zip(ranges, win.strides, kidx, win.dilations, win.pads_begin))
+            y[(slice(None), slice(None)) + dst] += cols[(slice(None), slice(None)) + kidx + src]
         return [y.astype(x.dtype)]

@@ -10,6 +10,7 @@ The order matters where one pass makes work for the next:
     fusing the Relu into some other elementwise host;
   * dead-code removal runs last to drop what the rewrites disconnected."""
 from glowpy.ir.passes.batchnorm import lower_batchnorm
+from glowpy.ir.passes.convtranspose import as_conv
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.decompose import decompose
@@ -42,6 +43,8 @@ PIPELINE = [
     # DequantizeLinear -> op -> QuantizeLinear (and QLinearConv...) as integer kernels, before
     # any float rewrite (activation fusion would hide the Relu the integer op clamps with)
     fold_quantization,
+    # stride-1 ConvTranspose as the Conv it equals (before BatchNormalization folds into it)
+    as_conv,
     # BatchNormalization into the preceding Conv/Gemm/MatMul weights where it can go
     fold_batchnorm,
     # the remaining BatchNormalization -> per-channel Mul + Add (no kernel of its own)

@@ -1,0 +1,143 @@
+"""ConvTranspose as the ops that have fast kernels.
+
+The ConvTranspose kernel (codegen/kernels/conv/transpose.py) scatters every input channel's
+plane into the output once per kernel tap: C x taps passes over an output plane, one
+multiply-add per element and no register blocking. Measured against onnxruntime (one thread,
+Zen 3, AVX2; `python benchmarks/op_probe.py --probes convT2s2_128x32,convT4s2_256x28`): UNet's
+2x2/2 decoder step 128 -> 64 channels on 32x32 2.5 ms against 0.94 (2.6x), a 4x4/2 (pad 1)
+upsampling 256 -> 128 on 28x28 48 ms against 12 (4x). Two exact rewrites:
+
+* `as_conv`: with stride 1 a ConvTranspose is a Conv of the same input with the kernel flipped,
+  input and output channels swapped per group, and padding dilation*(k-1) - pad: no more
+  memory, every Conv kernel and fusion applies. Every target (the graph pipeline).
+* `as_product_col2im`: a strided, ungrouped ConvTranspose is a 1x1 Conv to M x taps channels
+  (the C-long reductions, on the register-blocked 1x1 kernels) followed by Col2Im, which adds
+  each column into its image position (one add per column value), then the bias. The columns
+  are taps / stride^2 times the output's size (1x for 2x2/2, 4x for 4x4/2, at most
+  COL_GROWTH) and live between the two, so this is the backend's choice where time comes
+  before bytes (kernels/catalog.graph_rewrites); memory-first targets keep the scatter kernel.
+  Same probes: 2x2/2 2.5 -> ms, 4x4/2 48 -> 11 ms (0.70 of onnxruntime)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glowpy.ir.graph import Graph, Node, Value
+
+COL_GROWTH = 4  # columns at most this many times the output (4x4/2); wider: the scatter kernel
+
+
+def _candidate(n: Node):
+    """(window, weights) of a float ConvTranspose with constant weights, else None."""
+    if n.op != "ConvTranspose" or n.inputs[0].dtype != np.float32 or not n.inputs[1].is_const:
+        return None
+    return n.opdef.window(n), n.inputs[1].const
+
+
+def _node(graph: Graph, op: str, name: str, inputs, out: Value | None, attrs: dict) -> Node:
+    """A node of `op` with complete attributes; its output is `out` or a new value of the
+    inferred type."""
+    from glowpy.ir.ops import get_op
+    opdef = get_op(op)
+    node = Node(op, graph.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
+    (dtype, shape), = opdef.infer(node)
+    if out is None:
+        out = Value(graph.unique_name(node.name + "_out"), dtype, shape)
+    assert out.shape == tuple(shape), (op, out.shape, shape)  # the rewrites are exact
+    out.producer = node
+    node.outputs = [out]
+    return node
+
+
+def _as_conv(graph: Graph, n: Node) -> list[Node] | None:
+    win, w = _candidate(n) or (None, None)
+    if win is None or any(s != 1 for s in win.strides):
+        return None
+    x, y = n.inputs[0], n.outputs[0]
+    nd = len(win.in_size)
+    kext = [d * (k - 1) for k, d in zip(win.kernel, win.dilations)]
+    begin = [e - p for e, p in zip(kext, win.pads_begin)]
+    end = [o - i - b + e for o, i, b, e in zip(win.out_size, win.in_size, begin, kext)]
+    if min(begin + end) < 0:
+        return None
+    g = n.attrs["group"]
+    c, mg = w.shape[:2]
+    flip = (slice(None), slice(None)) + (slice(None, None, -1),) * nd
+    # W [C, M/g, k...] -> [M, C/g, k...] per group, taps reversed
+    wc = w[flip].reshape((g, c // g, mg) + w.shape[2:]).swapaxes(1, 2)
+    wc = np.ascontiguousarray(wc.reshape((g * mg, c // g) + w.shape[2:]))
+    ins = [x, graph.constant(wc, n.name + "_as_conv_w")] + \
+        ([n.inputs[2]] if n.input(2) is not None else [])
+    return [_node(graph, "Conv", n.name, ins, y, {
+        "group": g, "kernel_shape": list(win.kernel), "dilations": list(win.dilations),
+        "strides": [1] * nd, "pads": begin + end})]
+
+
+def _as_product_col2im(graph: Graph, n: Node) -> list[Node] | None:
+    win, w = _candidate(n) or (None, None)
+    if win is None or n.attrs["group"] != 1 or all(s == 1 for s in win.strides):
+        return None
+    x, y = n.inputs[0], n.outputs[0]
+    nd = len(win.in_size)
+    # Col2Im's end padding: one whose block grid is exactly the input's (an output_shape past
+    # the last tap leaves rows that no block reaches: they get the bias alone, as they should)
+    end = [max(0, (i - 1) * s + d * (k - 1) + 1 - o - p) for i, s, d, k, o, p in
+           zip(win.in_size, win.strides, win.dilations, win.kernel, win.out_size, win.pads_begin)]
+    if any((o + p + e - d * (k - 1) - 1) // s + 1 != i for o, p, e, d, k, s, i in
+           zip(win.out_size, win.pads_begin, end, win.dilations, win.kernel, win.strides,
+               win.in_size)):
+        return None
+    c, m = w.shape[:2]
+    taps = math.prod(win.kernel)
+    if taps * math.prod(win.in_size) > COL_GROWTH * math.prod(win.out_size):
+        return None
+    wp = np.ascontiguousarray(w.reshape(c, m * taps).T.reshape((m * taps, c) + (1,) * nd))
+    bias = n.input(2)
+    # every output position takes exactly one tap (2x2/2 unpadded: UNet's decoder): the bias
+    # goes into the product, and Col2Im only places the columns (no zeroing, no adds)
+    into_product = bias is not None and bias.is_const and win.tiles_exactly()
+    ins = [x, graph.constant(wp, n.name + "_product_w")]
+    if into_product:
+        ins.append(graph.constant(np.repeat(bias.const, taps), n.name + "_product_b"))
+        bias = None
+    cols = _node(graph, "Conv", n.name + "_product", ins, None, {"kernel_shape": [1] * nd})
+    flat = graph.constant(np.array([x.shape[0], m * taps, math.prod(win.in_size)], np.int64),
+                          n.name + "_cols_shape")
+    rows = _node(graph, "Reshape", n.name + "_cols", [cols.outputs[0], flat], None, {})
+    col2im = _node(graph, "Col2Im", n.name + "_col2im", [
+        rows.outputs[0], graph.constant(np.array(win.out_size, np.int64), n.name + "_image"),
+        graph.constant(np.array(win.kernel, np.int64), n.name + "_block")],
+        None if bias is not None else y,
+        {"strides": list(win.strides), "dilations": list(win.dilations),
+         "pads": list(win.pads_begin) + end})
+    out = [cols, rows, col2im]
+    if bias is not None:
+        b = bias.const.reshape((m,) + (1,) * nd) if bias.is_const else None
+        if b is None:  # a run-time bias: broadcast it by a Reshape of its own
+            shape = graph.constant(np.array((m,) + (1,) * nd, np.int64), n.name + "_bias_shape")
+            out.append(_node(graph, "Reshape", n.name + "_bias", [bias, shape], None, {}))
+            bval = out[-1].outputs[0]
+        else:
+            bval = graph.constant(np.ascontiguousarray(b), n.name + "_bias")
+        out.append(_node(graph, "Add", n.name + "_add_bias", [col2im.outputs[0], bval], y, {}))
+    return out
+
+
+def _rewrite(graph: Graph, how) -> Graph:
+    nodes = []
+    for n in graph.nodes:
+        new = how(graph, n)
+        nodes += new if new is not None else [n]
+    graph.nodes = nodes
+    return graph
+
+
+def as_conv(graph: Graph) -> Graph:
+    """Stride-1 ConvTranspose -> Conv (flipped, transposed kernel; complementary padding)."""
+    return _rewrite(graph, _as_conv)
+
+
+def as_product_col2im(graph: Graph) -> Graph:
+    """Strided ungrouped ConvTranspose -> 1x1 Conv to M x taps channels, Col2Im, bias Add."""
+    return _rewrite(graph, _as_product_col2im)
