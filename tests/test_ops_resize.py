@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 
+import vector_levels
 from util import GraphBuilder, check_op, compile_and_run, make_model
 from glowpy.errors import ModelError
 
@@ -50,6 +51,21 @@ def test_resize_nearest(cm, tmp_path):
         for z in SIZES[:2]:
             resize(g, "x", cm, sizes=z, mode="nearest", nearest_mode=nm)
     check_op(g.model(19), g.feeds, tmp_path, **EXACT)
+
+
+@pytest.mark.parametrize("level", vector_levels.params())
+def test_resize_nearest_integer_factors(level, tmp_path):
+    """Nearest upsampling by integer factors along W (kernels/tensor/resize.repeat_run: one
+    vector load, f shuffles, f stores), at each x86 vector level: rows of whole vectors, a
+    vector and a tail, shorter than a vector; W kept (the table path), 1-wide rows."""
+    for w in (16, 21, 3, 1):
+        x = RNG.standard_normal((1, 3, 4, w)).astype(np.float32)
+        g = GraphBuilder(x=x)
+        for s, cm, nm in (([1, 1, 2, 2], "asymmetric", "floor"), ([1, 1, 1, 3], "asymmetric", "floor"),
+                          ([1, 1, 2, 2], "half_pixel", "round_prefer_floor"),
+                          ([1, 1, 3, 1], "asymmetric", "floor"), ([1, 1, 1, 4], "align_corners", "floor")):
+            resize(g, "x", cm, scales=s, mode="nearest", nearest_mode=nm)
+        check_op(g.model(19), g.feeds, tmp_path / str(w), **EXACT, **level.options)
 
 
 def test_resize_nearest_opset11_tf_half_pixel_for_nn(tmp_path):
