@@ -158,6 +158,25 @@ def resize(c, hw, mode, align=False):
     return build
 
 
+def dilated(c, hw, d, layers=2):
+    """3x3 Conv + bias + Relu with dilation d, 'same' padding, c -> c: the dilated bottleneck
+    layers of FCN/DeepLab ResNet-50 backbones (dilation 2 and 4 at 28x28)."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(1)
+        nodes, inits, cur = [], {}, "x"
+        for i in range(layers):
+            inits[f"w{i}"] = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+            inits[f"b{i}"] = rng.standard_normal(c).astype(np.float32) * 0.1
+            out = "y" if i == layers - 1 else f"r{i}"
+            nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"], pads=[d] * 4,
+                                       dilations=[d, d], kernel_shape=[3, 3]),
+                      helper.make_node("Relu", [f"c{i}"], [out])]
+            cur = out
+        return _model(nodes, x, inits), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
@@ -175,7 +194,9 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "convT4s2_256x28": conv_transpose(256, 128, 28, 4, 2, 1),
           "resize_nearest_128x40": resize(128, 40, "nearest"),
           "resize_linear_64x64": resize(64, 64, "linear", align=True),
-          "resize_linear_hp_256x28": resize(256, 28, "linear")}
+          "resize_linear_hp_256x28": resize(256, 28, "linear"),
+          "dil2_256x28": dilated(256, 28, 2), "dil4_512x28": dilated(512, 28, 4),
+          "dil1_256x28": dilated(256, 28, 1)}
 
 
 def measure(name, work, a):
