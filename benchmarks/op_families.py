@@ -18,7 +18,7 @@ import os
 
 FAMILIES = {
     "convolution": {"Conv", "FusedConv", "ConvWinograd", "ConvPointwiseInPlace", "ConvTranspose",
-                    "NhwcConv", "QConv", "QLinearConv", "ConvInteger"},
+                    "NhwcConv", "QConv", "QLinearConv", "ConvInteger", "Col2Im"},
     "matrix product": {"MatMul", "Gemm", "FusedMatMul", "FusedGemm", "Einsum", "QGemm",
                        "MatMulInteger", "QLinearMatMul", "BatchMatMul"},
     "normalization": {"LayerNormalization", "SkipLayerNormalization", "BatchNormalization",
