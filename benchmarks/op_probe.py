@@ -158,7 +158,7 @@ def resize(c, hw, mode, align=False):
     return build
 
 
-def dilated(c, hw, d, layers=2):
+def dilated(c, hw, d, layers=2, m=None):
     """3x3 Conv + bias + Relu with dilation d, 'same' padding, c -> c: the dilated bottleneck
     layers of FCN/DeepLab ResNet-50 backbones (dilation 2 and 4 at 28x28)."""
     def build():
@@ -166,8 +166,9 @@ def dilated(c, hw, d, layers=2):
         rng = np.random.default_rng(1)
         nodes, inits, cur = [], {}, "x"
         for i in range(layers):
-            inits[f"w{i}"] = (rng.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
-            inits[f"b{i}"] = rng.standard_normal(c).astype(np.float32) * 0.1
+            cin, cout = (c, m or c) if i == 0 else (m or c, m or c)
+            inits[f"w{i}"] = (rng.standard_normal((cout, cin, 3, 3)) / np.sqrt(9 * cin)).astype(np.float32)
+            inits[f"b{i}"] = rng.standard_normal(cout).astype(np.float32) * 0.1
             out = "y" if i == layers - 1 else f"r{i}"
             nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"], pads=[d] * 4,
                                        dilations=[d, d], kernel_shape=[3, 3]),
@@ -196,7 +197,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "resize_linear_64x64": resize(64, 64, "linear", align=True),
           "resize_linear_hp_256x28": resize(256, 28, "linear"),
           "dil2_256x28": dilated(256, 28, 2), "dil4_512x28": dilated(512, 28, 4),
-          "dil1_256x28": dilated(256, 28, 1)}
+          "dil1_256x28": dilated(256, 28, 1), "fcn_head_2048x28": dilated(2048, 28, 1, 1, 512)}
 
 
 def measure(name, work, a):
