@@ -24,7 +24,8 @@ import math
 
 import numpy as np
 
-from glowpy.ir.graph import Graph, Node, Value
+from glowpy.ir.graph import Graph, Node
+from glowpy.ir.passes.util import make_node
 
 COL_GROWTH = 4  # columns at most this many times the output (4x4/2); wider: the scatter kernel
 
@@ -34,21 +35,6 @@ def _candidate(n: Node):
     if n.op != "ConvTranspose" or n.inputs[0].dtype != np.float32 or not n.inputs[1].is_const:
         return None
     return n.opdef.window(n), n.inputs[1].const
-
-
-def _node(graph: Graph, op: str, name: str, inputs, out: Value | None, attrs: dict) -> Node:
-    """A node of `op` with complete attributes; its output is `out` or a new value of the
-    inferred type."""
-    from glowpy.ir.ops import get_op
-    opdef = get_op(op)
-    node = Node(op, graph.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
-    (dtype, shape), = opdef.infer(node)
-    if out is None:
-        out = Value(graph.unique_name(node.name + "_out"), dtype, shape)
-    assert out.shape == tuple(shape), (op, out.shape, shape)  # the rewrites are exact
-    out.producer = node
-    node.outputs = [out]
-    return node
 
 
 def _as_conv(graph: Graph, n: Node) -> list[Node] | None:
@@ -70,9 +56,9 @@ def _as_conv(graph: Graph, n: Node) -> list[Node] | None:
     wc = np.ascontiguousarray(wc.reshape((g * mg, c // g) + w.shape[2:]))
     ins = [x, graph.constant(wc, n.name + "_as_conv_w")] + \
         ([n.inputs[2]] if n.input(2) is not None else [])
-    return [_node(graph, "Conv", n.name, ins, y, {
+    return [make_node(graph, "Conv", ins, {
         "group": g, "kernel_shape": list(win.kernel), "dilations": list(win.dilations),
-        "strides": [1] * nd, "pads": begin + end})]
+        "strides": [1] * nd, "pads": begin + end}, n.name, y)]
 
 
 def _as_product_col2im(graph: Graph, n: Node) -> list[Node] | None:
@@ -102,26 +88,25 @@ def _as_product_col2im(graph: Graph, n: Node) -> list[Node] | None:
     if into_product:
         ins.append(graph.constant(np.repeat(bias.const, taps), n.name + "_product_b"))
         bias = None
-    cols = _node(graph, "Conv", n.name + "_product", ins, None, {"kernel_shape": [1] * nd})
+    cols = make_node(graph, "Conv", ins, {"kernel_shape": [1] * nd}, n.name + "_product")
     flat = graph.constant(np.array([x.shape[0], m * taps, math.prod(win.in_size)], np.int64),
                           n.name + "_cols_shape")
-    rows = _node(graph, "Reshape", n.name + "_cols", [cols.outputs[0], flat], None, {})
-    col2im = _node(graph, "Col2Im", n.name + "_col2im", [
+    rows = make_node(graph, "Reshape", [cols.outputs[0], flat], {}, n.name + "_cols")
+    col2im = make_node(graph, "Col2Im", [
         rows.outputs[0], graph.constant(np.array(win.out_size, np.int64), n.name + "_image"),
         graph.constant(np.array(win.kernel, np.int64), n.name + "_block")],
-        None if bias is not None else y,
         {"strides": list(win.strides), "dilations": list(win.dilations),
-         "pads": list(win.pads_begin) + end})
+         "pads": list(win.pads_begin) + end}, n.name + "_col2im", None if bias is not None else y)
     out = [cols, rows, col2im]
     if bias is not None:
         b = bias.const.reshape((m,) + (1,) * nd) if bias.is_const else None
         if b is None:  # a run-time bias: broadcast it by a Reshape of its own
             shape = graph.constant(np.array((m,) + (1,) * nd, np.int64), n.name + "_bias_shape")
-            out.append(_node(graph, "Reshape", n.name + "_bias", [bias, shape], None, {}))
+            out.append(make_node(graph, "Reshape", [bias, shape], {}, n.name + "_bias"))
             bval = out[-1].outputs[0]
         else:
             bval = graph.constant(np.ascontiguousarray(b), n.name + "_bias")
-        out.append(_node(graph, "Add", n.name + "_add_bias", [col2im.outputs[0], bval], y, {}))
+        out.append(make_node(graph, "Add", [col2im.outputs[0], bval], {}, n.name + "_add_bias", y))
     return out
 
 

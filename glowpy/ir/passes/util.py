@@ -43,17 +43,24 @@ def take_output(producer: Node, consumer: Node, index: int = 0):
     out.producer = producer
 
 
-def insert_node(graph: Graph, op: str, inputs: list, attrs: dict, name: str, at: int,
-                out: Value | None = None, out_name: str = "") -> Value:
-    """A new node (named after `name`) at position `at` of the node list. It writes `out`,
-    which must have the type the op infers, or a new Value named after `out_name`."""
+def make_node(graph: Graph, op: str, inputs: list, attrs: dict, name: str,
+              out: Value | None = None, out_name: str = "") -> Node:
+    """A new node (named after `name`, not yet in the node list) writing `out`, which must have
+    the type the op infers, or a new Value named after `out_name` (default: the node's name)."""
     opdef = get_op(op)
     n = Node(op, graph.unique_name(name), list(inputs), [], opdef.complete_attrs(attrs, name))
     (dt, shape), = opdef.infer_node(n)
     if out is None:
-        out = Value(graph.unique_name(out_name), dt, shape)
+        out = Value(graph.unique_name(out_name or n.name + "_out"), dt, shape)
     assert (out.dtype, out.shape) == (dt, shape), (op, out, dt, shape)
     out.producer = n
     n.outputs = [out]
+    return n
+
+
+def insert_node(graph: Graph, op: str, inputs: list, attrs: dict, name: str, at: int,
+                out: Value | None = None, out_name: str = "") -> Value:
+    """make_node, inserted at position `at` of the node list; returns its output."""
+    n = make_node(graph, op, inputs, attrs, name, out, out_name)
     graph.nodes.insert(at, n)
-    return out
+    return n.outputs[0]
