@@ -54,16 +54,22 @@ def late_rewrites(caps):
         chunks = math.ceil(c / max(8, 3 * caps.l2_bytes // 4 // per_channel))
         return math.ceil(c / chunks / 8) * 8
     def phases_pay(node, d):
-        """Phase planes at least MIN_PHASE_PLANE positions (Winograd's smallest, and where the
-        register tiles stay full): dilation 2 on 28x28 (14x14 phases) 1.11-1.29 -> 0.95 of
-        onnxruntime; dilation 4 on 28x28 (7x7 phases) 1.15-1.20 -> 1.50, so kept dilated."""
+        """Phase images of MIN_PHASE_PLANE positions or more (Winograd's smallest, where the
+        register tiles stay full), and weights that the d*d phase images do not re-read from
+        past the caches too often (at most PHASE_WEIGHT_READS x L2 in all). Zen 3, 512 KiB L2,
+        against onnxruntime: dilation 2, 256 channels (2.4 MB of weights) on 28x28 1.10 ->
+        0.90-1.07 and on 65x65 1.54-1.58 -> 0.97-1.03; dilation 4 on 28x28 (7x7 phases)
+        1.15-1.20 -> 1.50; dilation 4, 512 channels (9.4 MB, 16 phase images) on 65x65 1.07
+        -> 1.35. Those two stay dilated."""
         h, w = node.inputs[0].shape[2:]
-        return math.ceil(h / d) * math.ceil(w / d) >= MIN_PHASE_PLANE
+        return math.ceil(h / d) * math.ceil(w / d) >= MIN_PHASE_PLANE and \
+            d * d * node.inputs[1].nbytes <= PHASE_WEIGHT_READS * caps.l2_bytes
     return lambda graph: split_reduction(space_to_batch(graph, phases_pay), chunk_of)
 
 
 MIN_PLANE = 64  # output positions from which block weights are re-read often enough to split
 MIN_PHASE_PLANE = 144  # positions of a phase image from which a dilated Conv goes by phases
+PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes, at most
 
 
 def post_planning(target):
