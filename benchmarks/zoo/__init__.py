@@ -26,6 +26,7 @@ ZOO = {
     "shufflenet_v2": mobile.shufflenet_v2,
     "convnext": mobile.convnext,
     "unet": dense.unet,
+    "fcn_resnet50": dense.fcn,
     "yolo": dense.yolo,
     "autoencoder": dense.autoencoder,
     "crnn": dense.crnn,

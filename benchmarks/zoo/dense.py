@@ -1,5 +1,6 @@
 """Dense-prediction and sequence nets as PyTorch exports them: a UNet (ConvTranspose and
-bilinear Resize upsampling, skip Concat), a YOLOv5-style detector (SiLU backbone, nearest
+bilinear Resize upsampling, skip Concat), FCN-ResNet50 (dilated stages, a 2048-channel 3x3
+head, bilinear upsampling to the input), a YOLOv5-style detector (SiLU backbone, nearest
 Resize neck, heads decoded with Sigmoid, Slice, Mul/Add/Pow on constant grids), a dense
 autoencoder, a CRNN-style OCR net (conv front end, view/permute to a sequence, Linear,
 Softmax), a TCN (dilated causal Conv1d with Slice chomps) and a DS-CNN keyword spotter."""
@@ -33,6 +34,40 @@ def unet(perf=False):
                  mode="linear", coordinate_transformation_mode="align_corners")
     d1 = _double(net, net.node("Concat", [e1, u], axis=1), 3 * c, c)
     return net.model(net.convnd(d1, c, 2, 1))
+
+
+def fcn(perf=False):
+    """torchvision's fcn_resnet50 layout: ResNet-50 whose last two stages keep stride 1 and
+    dilate instead (replace_stride_with_dilation=[False, True, True]: each stage's first block
+    at the previous dilation, the others at 2 and 4; output stride 8), the FCNHead (3x3 2048 ->
+    512 without bias + BatchNormalization + Relu, 1x1 to 21 classes) and F.interpolate back to
+    the input size (Resize to sizes, bilinear, half_pixel). At 520x520, torchvision's
+    evaluation size: 65x65 features."""
+    net = Net("fcn", 21)
+    hw, widths, blocks, head, classes = ((520, (64, 128, 256, 512), (3, 4, 6, 3), 512, 21) if perf
+                                         else (64, (4, 8, 8, 16), (1, 2, 2, 2), 16, 5))
+    x = net.input("input", (1, 3, hw, hw))
+    x = net.conv_bn(x, 3, widths[0], 7, 2)
+    x = net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin, dil = widths[0], 1
+    for stage, (c, n) in enumerate(zip(widths, blocks)):
+        stride, prev = (2 if stage == 1 else 1), dil
+        dil = {2: 2, 3: 4}.get(stage, 1)
+        for block in range(n):
+            s, d = (stride, prev) if block == 0 else (1, dil)
+            y = net.conv_bn(x, cin, c, 1)
+            y = net.act(net.bn(net.convnd(y, c, c, 3, s, bias=False, dilation=d), c), "relu")
+            y = net.conv_bn(y, c, 4 * c, 1, act=None)
+            short = x if s == 1 and cin == 4 * c else net.conv_bn(x, cin, 4 * c, 1, s, act=None)
+            x = net.node("Relu", [net.node("Add", [y, short])])
+            cin = 4 * c
+    x = net.act(net.bn(net.convnd(x, cin, head, 3, bias=False), head), "relu")
+    x = net.convnd(x, head, classes, 1)
+    sizes = net.const(np.array([1, classes, hw, hw], np.int64), "sizes")
+    x = net.node("Resize", [x, net.const(np.zeros(0, np.float32), "roi"),
+                            net.const(np.zeros(0, np.float32), "scales"), sizes],
+                 mode="linear", coordinate_transformation_mode="half_pixel")
+    return net.model(x)
 
 
 def yolo(perf=False):
