@@ -198,7 +198,8 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "resize_linear_hp_256x28": resize(256, 28, "linear"),
           "dil2_256x28": dilated(256, 28, 2), "dil4_512x28": dilated(512, 28, 4),
           "dil1_256x28": dilated(256, 28, 1), "dil2_256x65": dilated(256, 65, 2),
-          "dil4_512x65": dilated(512, 65, 4), "fcn_head_2048x28": dilated(2048, 28, 1, 1, 512)}
+          "dil4_512x65": dilated(512, 65, 4), "fcn_head_2048x28": dilated(2048, 28, 1, 1, 512),
+          "fcn_head_2048x65": dilated(2048, 65, 1, 1, 512)}
 
 
 def measure(name, work, a):

@@ -51,7 +51,7 @@ def late_rewrites(caps):
         if block * c <= caps.l2_bytes // 2 or math.prod(y.shape[2:]) < MIN_PLANE:
             return None
         per_channel = 4 * math.prod(x.shape[2:]) + block
-        chunks = math.ceil(c / max(8, 3 * caps.l2_bytes // 4 // per_channel))
+        chunks = math.ceil(c / max(MIN_CHUNK, 3 * caps.l2_bytes // 4 // per_channel))
         return math.ceil(c / chunks / 8) * 8
     def phases_pay(node, d):
         """Phase images of MIN_PHASE_PLANE positions or more (Winograd's smallest, where the
@@ -68,6 +68,9 @@ def late_rewrites(caps):
 
 
 MIN_PLANE = 64  # output positions from which block weights are re-read often enough to split
+# input channels a chunk has at least: on large planes (the FCN head on 65x65) the chunk's input
+# cannot stay in L2 anyway, and every chunk reads and writes the whole output once more
+MIN_CHUNK = 64
 MIN_PHASE_PLANE = 144  # positions of a phase image from which a dilated Conv goes by phases
 PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes, at most
 
