@@ -5,15 +5,18 @@ path at every runnable vector level and compared with onnxruntime; the optimized
 how many steps (projection rows) each direction got."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
 from onnx import helper
 
+import glowpy
 from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.passes.pipeline import optimize
 from util import check_against_onnxruntime, make_graph_model
-from vector_levels import RUNNABLE
+from vector_levels import LEVELS, RUNNABLE
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -73,3 +76,15 @@ def test_window_runs_only_the_steps_read_and_matches_onnxruntime(i, tmp_path):
     m, feeds = model(**kw)
     assert cell_steps(m, tmp_path) == want
     check_against_onnxruntime(m, feeds, tmp_path, **TOL, **RUNNABLE[i % len(RUNNABLE)].options)
+
+
+@pytest.mark.parametrize("level", LEVELS + [None], ids=[lv.name for lv in LEVELS] + ["aarch64"])
+def test_window_and_cells_compile_for_every_level(level, tmp_path):
+    """Plan only where the host cannot run the level: the windowed biLSTM (widened gate
+    vectors, rational gates, register tiles at 4, 8 and 16 lanes and NEON's 4) compiles."""
+    m, _ = model(steps=(-1,), views=True)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    opts = level.options if level is not None else dict(target="aarch64")
+    info = glowpy.compile(path, str(tmp_path / "b"), **opts)
+    assert os.path.getsize(info.files[".o"]) > 0
