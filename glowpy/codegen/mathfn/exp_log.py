@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from glowpy.codegen.mathfn.core import (INF, LN2_HI, LN2_LO, LOG2E, NAN, SQRT_HALF_BITS, bits,
                                         clamp, copysign, eq, fabs, fconst, from_bits, gt, horner,
-                                        iconst, lt, pow2i, round_magic, select)
+                                        iconst, intrinsic, lt, pow2i, round_magic, select)
 
 
 # --------------------------------------------------------------------------
@@ -33,6 +33,21 @@ def exp_core(b, x, lo=None):
     n1 = b.ashr(ni, iconst(ni, 1))
     n2 = b.sub(ni, n1)
     return b.fmul(b.fmul(p, pow2i(b, n1, x)), pow2i(b, n2, x))
+
+
+def exp_moderate(b, x):
+    """exp(x) for x in [-87, 88] (or NaN): one scale factor (2^n stays a normal float), the
+    reduction and the polynomial's last step fused; for callers whose argument is bounded
+    (erf's tail), 7 of exp_core's 26 operations fewer, within its bound (erf stays 1 ulp,
+    tests/test_mathfn.py). benchmarks/op_probe.py on an AVX2 Zen 3,
+    (1,128,1024): Erf 146 -> 119 us, the Erf GELU chain 190 -> 150 (onnxruntime 103, 135)."""
+    n, ni = round_magic(b, b.fmul(x, fconst(x, LOG2E)))
+    fma = intrinsic(b, "llvm.fmuladd", x, 3)
+    # _exp_reduce's steps as multiply-adds: n*HI is exact either way, the LO step rounds once
+    r = b.call(fma, [n, fconst(x, -LN2_HI), x])
+    r = b.call(fma, [n, fconst(x, -LN2_LO), r])
+    p = b.fadd(b.call(fma, [horner(b, r, _EXP_P), b.fmul(r, r), r]), fconst(x, 1.0))
+    return b.fmul(p, pow2i(b, ni, x))
 
 
 def exp(b, x):

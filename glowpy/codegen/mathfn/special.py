@@ -4,7 +4,7 @@ from __future__ import annotations
 from glowpy.codegen.mathfn.core import (INF, LN2_HI, LN2_LO, NAN, TWO_THIRDS_HI, TWO_THIRDS_LO,
                                         bits, copysign, eq, fabs, fast_two_sum, fconst, gt, horner,
                                         iconst, int_type, isnan, lt, select, two_prod)
-from glowpy.codegen.mathfn.exp_log import exp_core, log_reduce
+from glowpy.codegen.mathfn.exp_log import exp_core, exp_moderate, log_reduce
 from glowpy.codegen.mathfn.rounding import trunc
 
 
@@ -30,7 +30,7 @@ def erf(b, x):
     small = b.fadd(a, b.fmul(a, horner(b, z, _ERF_Q)))
     t = select(b, gt(b, a, 4.0), fconst(x, 4.0), a)
     p = horner(b, t, _ERF_P)
-    large = b.fsub(fconst(x, 1.0), exp_core(b, b.fneg(p)))
+    large = b.fsub(fconst(x, 1.0), exp_moderate(b, b.fneg(p)))  # -p in [-18, -0.7]
     r = select(b, lt(b, a, 0.875), small, large)
     return copysign(b, r, x)
 

@@ -22,6 +22,7 @@ from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.merge_pad import merge_pad
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.profile import quantize_from_profile
+from glowpy.ir.passes.patchify import patchify
 from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
@@ -51,6 +52,9 @@ PIPELINE = [
     lower_batchnorm,
     # Mul/Add/Sub/Div by per-channel constants into the preceding Conv/Gemm/MatMul weights
     fold_affine,
+    # float Conv with kernel == stride (patch embeddings) -> a permutation and a MatMul (after
+    # the quantized patterns became integer ops and the affine folds reached the Conv)
+    patchify,
     # zero Pad into the Conv/pooling window's own padding
     merge_pad,
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is

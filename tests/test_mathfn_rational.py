@@ -1,0 +1,117 @@
+"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh op, the recurrent
+cells' Sigmoid and Tanh) against float64, as scalar code, as LLVM's vectorized loop on the host
+and as explicit <4 x float> and <8 x float> vectors (the same emitter for every width); the
+Tanh op against onnxruntime at every runnable vector level."""
+import ctypes
+
+import numpy as np
+import pytest
+from llvmlite import ir
+import llvmlite.binding as llvm
+
+from glowpy.codegen.mathfn.rational import sigmoid_rational, tanh_rational
+from test_mathfn import F32, PF, add_loop, host_tm, optimize, same, signed_sweep
+from util import GraphBuilder, check_op
+from vector_levels import params
+
+f32 = np.float32
+FNS = {"tanh": tanh_rational, "sigmoid": sigmoid_rational}
+# the stated bounds (mathfn/rational.py's docstring)
+TANH_ABS, TANH_ULP, SIGMOID_ABS = 3e-7, 5, 2e-7
+
+
+def _compile(widths):
+    """{(name, width): f(in, out, n)}: width 1 is a scalar loop (vectorized by LLVM), wider
+    ones call the emitter on <width x float> values, n / width times."""
+    mod = ir.Module("rational")
+    for name, fn in FNS.items():
+        add_loop(mod, f"{name}_1", fn, 1)
+        for w in widths:
+            V = ir.VectorType(F32, w)
+            f = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PF, PF]), f"{name}_{w}")
+            b = ir.IRBuilder(f.append_basic_block())
+            b.store(fn(b, b.load(f.args[0], typ=V, align=4)), f.args[1], align=4)
+            b.ret_void()
+    tm = host_tm()
+    ee = llvm.create_mcjit_compiler(optimize(mod, tm), tm)
+    ee.finalize_object()
+    out = {}
+    for name in FNS:
+        loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+            ee.get_function_address(f"{name}_1"))
+        out[name, 1] = loop
+        for w in widths:
+            out[name, w] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
+                ee.get_function_address(f"{name}_{w}"))
+    out["_keep"] = (ee, mod)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fns():
+    return _compile((4, 8))
+
+
+def run(fns, name, x, width=1):
+    x = np.ascontiguousarray(x, f32)
+    y = np.empty_like(x)
+    if width == 1:
+        fns[name, 1](x.ctypes.data, y.ctypes.data, x.size)
+        return y
+    assert x.size % width == 0
+    for i in range(0, x.size, width):
+        fns[name, width](x[i:].ctypes.data, y[i:].ctypes.data)
+    return y
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    return np.concatenate([np.linspace(-20, 20, 400000, dtype=f32),
+                           (rng.standard_normal(400000) * 4).astype(f32),
+                           signed_sweep(1e-30, 30.0, 200000)])
+
+
+def test_tanh_within_stated_bounds(fns):
+    x = inputs()
+    ref = np.tanh(x.astype(np.float64))
+    got = run(fns, "tanh", x)
+    err = np.abs(got - ref)
+    assert err.max() <= TANH_ABS, err.max()
+    ulp = np.spacing(np.abs(ref).astype(f32)).astype(np.float64)
+    assert (err / ulp).max() <= TANH_ULP, (err / ulp).max()
+    # signed zeros kept, NaN passes, the infinities saturate like the clamp (2 ulp below 1:
+    # the rational form's value at the clamp point)
+    same(run(fns, "tanh", [0.0, -0.0, np.inf, -np.inf, 30.0, np.nan]),
+         [0.0, -0.0, 0.99999976, -0.99999976, 0.99999976, np.nan])
+    assert np.array_equal(run(fns, "tanh", -x), -got)  # odd
+
+
+def test_sigmoid_within_stated_bounds(fns):
+    x = inputs()
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    got = run(fns, "sigmoid", x)
+    assert np.abs(got - ref).max() <= SIGMOID_ABS, np.abs(got - ref).max()
+    assert ((got >= 0) & (got <= 1)).all()
+    g = run(fns, "sigmoid", [0.0, 100.0, -100.0, np.inf, -np.inf, np.nan])
+    assert g[0] == 0.5 and 1 - SIGMOID_ABS < g[1] == g[3] <= 1 and 0 <= g[2] == g[4] < SIGMOID_ABS
+    assert np.isnan(g[5])
+
+
+@pytest.mark.parametrize("width", [4, 8])
+@pytest.mark.parametrize("name", list(FNS))
+def test_vector_widths_agree_with_the_scalar_loop(fns, name, width):
+    x = inputs()[:width * 20000]
+    np.testing.assert_array_equal(run(fns, name, x, width), run(fns, name, x))
+
+
+@pytest.mark.parametrize("level", params())
+def test_tanh_op_matches_onnxruntime(level, tmp_path):
+    """The Tanh op is the rational form at every vector level: within its stated absolute
+    bound of onnxruntime (whose MLAS Tanh is the same approximation), over a dense sweep with
+    vector and element tails, and the saturated ends. (Gelu's tanh form keeps mathfn.tanh:
+    there 1 + tanh cancels, and the rational form's saturation 2 ulp short of -1 would leave
+    Gelu(-40) at -4.8e-6 instead of -0.)"""
+    x = np.concatenate([np.linspace(-12, 12, 4001, dtype=f32), f32([0.0, -0.0, 1e-30, 40, -40])])
+    g = GraphBuilder(x=x)
+    g.node("Tanh", ["x"])
+    check_op(g.model(13), g.feeds, tmp_path, rtol=1e-6, atol=TANH_ABS, **level.options)
