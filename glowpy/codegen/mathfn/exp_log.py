@@ -1,9 +1,10 @@
 """exp, expm1, sigmoid, tanh; log, log1p, softplus (Cephes-style reductions, float32)."""
 from __future__ import annotations
 
-from glowpy.codegen.mathfn.core import (INF, LN2_HI, LN2_LO, LOG2E, NAN, SQRT_HALF_BITS, bits,
-                                        clamp, copysign, eq, fabs, fconst, from_bits, gt, horner,
-                                        iconst, lt, pow2i, round_magic, select)
+from glowpy.codegen.mathfn.core import (_MAGIC, _MAGIC_BITS, INF, LN2_HI, LN2_LO, LOG2E, NAN,
+                                        SQRT_HALF_BITS, bits, clamp, copysign, eq, fabs, fconst,
+                                        from_bits, gt, horner, iconst, intrinsic, lt, pow2i,
+                                        round_magic, select)
 
 
 # --------------------------------------------------------------------------
@@ -54,10 +55,31 @@ def expm1(b, x):
 
 
 def sigmoid(b, x):
-    """1/(1+e^-x) evaluated as {1 or e}/(1+e) with e = e^-|x| (never overflows)."""
-    e = exp(b, b.fneg(fabs(b, x)))
+    """1/(1+e^-x) evaluated as {1 or e}/(1+e) with e = e^-|x| (never overflows).
+
+    e^-|x| is exp_core specialized to its range: the argument is <= 0, so one clamp (at
+    -104, where e rounds to 0 as a denormal), and e is formed as e * 2^64 with one scale
+    factor (normal down to n = -150) and brought back by exact power-of-two multiplies, where
+    exp_core needs two factors for the denormal range. The reduction's rounding and its two
+    ln2 steps are llvm.fmuladd (exact or equally rounded either way: n*LN2_HI and x - n*LN2_HI
+    are exact, and n may be either neighbour of the tie). 31 vector operations per SiLU vector
+    where exp's general form took 41 (AVX2 Zen 3): EfficientNet-B0's 49 Sigmoid+Mul loops
+    15-20% faster, the model 42.2 -> 39.6 Mcycles per inference (best of 8 alternating runs).
+    Fusing SiLU into the producing Conv's epilogue instead measured slower (43.1): inside the
+    unrolled tile code the chain spills and competes with the FMAs; its own loop does not."""
+    a = b.fneg(fabs(b, x))
+    a = select(b, lt(b, a, -104.0), fconst(x, -104.0), a)  # NaN passes
+    fma = intrinsic(b, "llvm.fmuladd", x, 3)
+    t = b.call(fma, [a, fconst(x, LOG2E), fconst(x, _MAGIC)])
+    n = b.fsub(t, fconst(x, _MAGIC))
+    ni = b.sub(bits(b, t), iconst(x, _MAGIC_BITS - 64))  # n + 64
+    r = b.call(fma, [n, fconst(x, -LN2_HI), a])
+    r = b.call(fma, [n, fconst(x, -LN2_LO), r])
+    p = b.call(fma, [horner(b, r, _EXP_P), b.fmul(r, r), r])
+    big = b.fmul(b.fadd(p, fconst(x, 1.0)), pow2i(b, ni, x))  # e * 2^64, normal
+    e = b.fmul(big, fconst(x, 2.0 ** -64))
     num = select(b, lt(b, x, 0.0), e, fconst(x, 1.0))
-    return b.fdiv(num, b.fadd(fconst(x, 1.0), e))
+    return b.fdiv(num, b.call(fma, [big, fconst(x, 2.0 ** -64), fconst(x, 1.0)]))
 
 
 # Cephes tanhf: tanh(a) = a + a*z*P(z), z = a^2, for |a| < 0.625.
