@@ -54,31 +54,38 @@ def expm1(b, x):
     return select(b, lt(b, fabs(b, x), 2.0 ** -25), x, res)
 
 
+def exp_scaled(b, a, scale: int = 0):
+    """e^a * 2^scale for a in [-104, 0] (or NaN) whose result is normal: exp_core specialized
+    to a non-positive argument, with one scale factor (exp_core takes two for its denormal
+    results) and the reduction's rounding and two ln2 steps as llvm.fmuladd (exact or equally
+    rounded either way: n*LN2_HI and a - n*LN2_HI are exact, and n may be either neighbour of
+    a tie). 16 vector operations where exp_core takes 25."""
+    fma = intrinsic(b, "llvm.fmuladd", a, 3)
+    t = b.call(fma, [a, fconst(a, LOG2E), fconst(a, _MAGIC)])
+    n = b.fsub(t, fconst(a, _MAGIC))
+    ni = b.sub(bits(b, t), iconst(a, _MAGIC_BITS - scale))  # n + scale
+    r = b.call(fma, [n, fconst(a, -LN2_HI), a])
+    r = b.call(fma, [n, fconst(a, -LN2_LO), r])
+    p = b.call(fma, [horner(b, r, _EXP_P), b.fmul(r, r), r])
+    return b.fmul(b.fadd(p, fconst(a, 1.0)), pow2i(b, ni, a))
+
+
 def sigmoid(b, x):
     """1/(1+e^-x) evaluated as {1 or e}/(1+e) with e = e^-|x| (never overflows).
 
-    e^-|x| is exp_core specialized to its range: the argument is <= 0, so one clamp (at
-    -104, where e rounds to 0 as a denormal), and e is formed as e * 2^64 with one scale
-    factor (normal down to n = -150) and brought back by exact power-of-two multiplies, where
-    exp_core needs two factors for the denormal range. The reduction's rounding and its two
-    ln2 steps are llvm.fmuladd (exact or equally rounded either way: n*LN2_HI and x - n*LN2_HI
-    are exact, and n may be either neighbour of the tie). 31 vector operations per SiLU vector
-    where exp's general form took 41 (AVX2 Zen 3): EfficientNet-B0's 49 Sigmoid+Mul loops
-    15-20% faster, the model 42.2 -> 39.6 Mcycles per inference (best of 8 alternating runs).
-    Fusing SiLU into the producing Conv's epilogue instead measured slower (43.1): inside the
-    unrolled tile code the chain spills and competes with the FMAs; its own loop does not."""
+    e^-|x| is exp_scaled (one clamp: -|x| <= 0) formed as e * 2^64, normal down to the
+    clamp at -104 where e rounds to 0 as a denormal, and brought back by exact power-of-two
+    multiplies. 31 vector operations per SiLU vector where exp's general form took 41 (AVX2
+    Zen 3): EfficientNet-B0's 49 Sigmoid+Mul loops 15-20% faster, the model 42.2 -> 39.6
+    Mcycles per inference (best of 8 alternating runs). Fusing SiLU into the producing Conv's
+    epilogue instead measured slower (43.1): inside the unrolled tile code the chain spills
+    and competes with the FMAs; its own loop does not."""
     a = b.fneg(fabs(b, x))
     a = select(b, lt(b, a, -104.0), fconst(x, -104.0), a)  # NaN passes
-    fma = intrinsic(b, "llvm.fmuladd", x, 3)
-    t = b.call(fma, [a, fconst(x, LOG2E), fconst(x, _MAGIC)])
-    n = b.fsub(t, fconst(x, _MAGIC))
-    ni = b.sub(bits(b, t), iconst(x, _MAGIC_BITS - 64))  # n + 64
-    r = b.call(fma, [n, fconst(x, -LN2_HI), a])
-    r = b.call(fma, [n, fconst(x, -LN2_LO), r])
-    p = b.call(fma, [horner(b, r, _EXP_P), b.fmul(r, r), r])
-    big = b.fmul(b.fadd(p, fconst(x, 1.0)), pow2i(b, ni, x))  # e * 2^64, normal
+    big = exp_scaled(b, a, 64)
     e = b.fmul(big, fconst(x, 2.0 ** -64))
     num = select(b, lt(b, x, 0.0), e, fconst(x, 1.0))
+    fma = intrinsic(b, "llvm.fmuladd", x, 3)
     return b.fdiv(num, b.call(fma, [big, fconst(x, 2.0 ** -64), fconst(x, 1.0)]))
 
 
