@@ -18,6 +18,7 @@ from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
+from glowpy.ir.passes.gelu import recognize_gelu
 from glowpy.ir.passes.merge_pad import merge_pad
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.profile import quantize_from_profile
@@ -53,6 +54,9 @@ PIPELINE = [
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,
+    # the Erf GELU chain as one Gelu node (after profiling: model-profiler's ranges name the
+    # chain's values; before fusion, which would take the chain apart)
+    recognize_gelu,
     # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Tanh as epilogues of their producer
     fuse_activations,
     # elementwise chains (and residual adds into Conv/Gemm) as one loop
