@@ -20,6 +20,7 @@ from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.gelu import recognize_gelu
 from glowpy.ir.passes.merge_pad import merge_pad
+from glowpy.ir.passes.patchify import patchify_to_pointwise
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.profile import quantize_from_profile
 from glowpy.ir.passes.recurrent import lower_recurrent
@@ -54,6 +55,9 @@ PIPELINE = [
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,
+    # kernel == stride Convs as SpaceToDepth + 1x1 Conv (after merge_pad: a merged pad keeps
+    # the window; after profiling: QConv is not rewritten)
+    patchify_to_pointwise,
     # the Erf GELU chain as one Gelu node (after profiling: model-profiler's ranges name the
     # chain's values; before fusion, which would take the chain apart)
     recognize_gelu,
