@@ -1,62 +1,65 @@
-"""The patchify pass: float Convs whose kernel equals their stride (no padding, no dilation, one
-group, the input divisible into patches) become a permutation and a MatMul; the others stay
-Convs. Bundles compiled through the real path at every runnable vector level and compared
-with onnxruntime."""
-from __future__ import annotations
+"""patchify_to_pointwise (glowpy/ir/passes/patchify.py): a Conv whose square kernel equals its
+stride, unpadded, becomes SpaceToDepth + 1x1 Conv with the same numbers; overlapping, padded,
+grouped or indivisible windows are left alone; bundles agree with onnxruntime at every vector
+level this host runs."""
+import json
 
 import numpy as np
-import onnx
 import pytest
 from onnx import helper
-
-from glowpy.frontend.onnx import load_onnx
-from glowpy.ir.passes.pipeline import optimize
 from util import check_against_onnxruntime, make_graph_model
 from vector_levels import RUNNABLE
 
-TOL = dict(rtol=1e-4, atol=1e-5)
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.graph import Graph
+from glowpy.ir.passes.patchify import patchify_to_pointwise
+
+F = np.float32
+RNG = np.random.default_rng(4)
 
 
-def conv_model(n, c, m, hw, kernel, strides=None, bias=True, relu=False, **attrs):
-    rng = np.random.default_rng(5)
-    inits = {"w": (rng.standard_normal((m, c // attrs.get("group", 1), *kernel)) * 0.2)
-             .astype(np.float32)}
-    ins = ["x", "w"]
-    if bias:
-        inits["b"] = rng.standard_normal(m).astype(np.float32)
-        ins.append("b")
-    nodes = [helper.make_node("Conv", ins, ["y" if not relu else "c"], kernel_shape=list(kernel),
-                              strides=list(strides or kernel), **attrs)]
-    if relu:  # an activation after the product (fused into the MatMul's epilogue)
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    feeds = {"x": rng.standard_normal((n, c, *hw)).astype(np.float32)}
-    return make_graph_model(nodes, feeds, ["y"], inits, opset=17), feeds
+def conv_graph(c, hw, m, k, stride, pads=0, group=1):
+    g = Graph("t")
+    x = g.add_input("x", F, (1, c, hw, hw))
+    w = g.constant(RNG.standard_normal((m, c // group, k, k)).astype(F), "w")
+    b = g.constant(RNG.standard_normal(m).astype(F), "b")
+    y = g.add("Conv", [x, w, b], {"kernel_shape": [k, k], "strides": [stride, stride],
+                                  "pads": [pads] * 4, "group": group})[0]
+    g.outputs = [g.add("Relu", [y])[0]]
+    return g
 
 
-def ops_after_optimize(m, tmp_path) -> set:
-    path = str(tmp_path / "m.onnx")
-    onnx.save(m, path)
-    return {n.op for n in optimize(load_onnx(path)).nodes}
+@pytest.mark.parametrize("c, hw, m, k", [(3, 16, 8, 4), (6, 10, 12, 2), (2, 9, 5, 3)])
+def test_patch_conv_becomes_space_to_depth_and_pointwise(c, hw, m, k):
+    g = conv_graph(c, hw, m, k, k)
+    feeds = {"x": RNG.standard_normal((1, c, hw, hw)).astype(F)}
+    before = evaluate(g, feeds)
+    g = patchify_to_pointwise(g)
+    assert [n.op for n in g.nodes] == ["SpaceToDepth", "Conv", "Relu"]
+    conv = g.nodes[1]
+    assert conv.inputs[1].shape == (m, c * k * k, 1, 1) and conv.attrs["strides"] == [1, 1]
+    np.testing.assert_allclose(evaluate(g, feeds)[0], before[0], rtol=1e-5, atol=1e-5)
 
 
-CASES = [  # (model arguments, becomes a MatMul)
-    (dict(n=1, c=3, m=24, hw=(32, 32), kernel=(8, 8)), True),  # ViT-style stem
-    (dict(n=2, c=3, m=10, hw=(12, 16), kernel=(4, 4), bias=False, relu=True), True),
-    (dict(n=1, c=5, m=7, hw=(6, 9), kernel=(2, 3)), True),  # rectangular, odd counts
-    (dict(n=1, c=4, m=9, hw=(8, 8), kernel=(2, 2), auto_pad="VALID"), True),
-    # stay Convs: overlapping windows, padding, dilation, groups, a remainder row
-    (dict(n=1, c=3, m=8, hw=(16, 16), kernel=(4, 4), strides=(2, 2)), False),
-    (dict(n=1, c=3, m=8, hw=(16, 16), kernel=(4, 4), pads=[1, 1, 1, 1]), False),
-    (dict(n=1, c=4, m=8, hw=(16, 16), kernel=(2, 2), group=2), False),
-    (dict(n=1, c=3, m=8, hw=(18, 16), kernel=(4, 4)), False),
-    (dict(n=1, c=3, m=8, hw=(16, 16), kernel=(1, 1)), False),  # an ordinary pointwise Conv
-]
+@pytest.mark.parametrize("kw", [dict(stride=2), dict(stride=4, pads=1), dict(stride=4, group=2),
+                                dict(stride=4, hw=18)])
+def test_other_windows_are_left_alone(kw):
+    hw = kw.pop("hw", 16)
+    g = conv_graph(4, hw, 8, 4, **kw)
+    g = patchify_to_pointwise(g)
+    assert [n.op for n in g.nodes] == ["Conv", "Relu"]
 
 
-@pytest.mark.parametrize("i", range(len(CASES)), ids=[str(c[0]) for c in CASES])
-def test_patch_convs_become_matmuls_and_match_onnxruntime(i, tmp_path):
-    kw, patched = CASES[i]
-    m, feeds = conv_model(**kw)
-    ops = ops_after_optimize(m, tmp_path)
-    assert ("Conv" not in ops and "MatMul" in ops) == patched, ops
-    check_against_onnxruntime(m, feeds, tmp_path, **TOL, **RUNNABLE[i % len(RUNNABLE)].options)
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("c, hw, m, k", [(3, 32, 24, 4), (16, 14, 40, 2), (3, 32, 19, 8)])
+def test_patch_conv_bundle_matches_onnxruntime(level, c, hw, m, k, tmp_path):
+    x = RNG.standard_normal((1, c, hw, hw)).astype(F)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[k, k], strides=[k, k]),
+             helper.make_node("Relu", ["y"], ["z"])]
+    inits = {"w": (RNG.standard_normal((m, c, k, k)) * 0.2).astype(F), "b": RNG.standard_normal(m).astype(F)}
+    model = make_graph_model(nodes, {"x": x}, ["z"], inits, opset=13)
+    report = tmp_path / "r.json"
+    check_against_onnxruntime(model, {"x": x}, tmp_path, rtol=1e-5, atol=1e-5,
+                              dump_memory_report=str(report), **level.options)
+    ops = [i["op"] for i in json.loads(report.read_text())["instructions"]]
+    assert ops[0] == "SpaceToDepth" and ops[1].startswith("Conv"), ops

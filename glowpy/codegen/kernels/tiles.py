@@ -114,10 +114,16 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
     256: 1.21 -> 1.21 ms, noise ~2%): it matters where caches differ more, not on this one."""
     if not caps.l2_bytes:
         return w_bytes <= (256 << 10) or w_bytes * ntile <= x_bytes * nblk
+    return ntile * reread_cost(caps, w_bytes) <= nblk * reread_cost(caps, x_bytes)
 
-    def level(nbytes):
-        return 0 if nbytes <= caps.l1d_bytes // 2 else 1 if nbytes <= caps.l2_bytes // 2 else 3
-    return ntile * w_bytes * level(w_bytes) <= nblk * x_bytes * level(x_bytes)
+
+def reread_cost(caps, nbytes: int) -> int:
+    """What reading `nbytes` again costs, in L2-byte units: nothing from the first half of L1,
+    a byte each from the first half of L2, three from beyond (L3 and memory deliver a third of
+    L2's bandwidth or less). Targets without cache figures (l2_bytes 0): the byte count."""
+    if not caps.l2_bytes:
+        return nbytes
+    return nbytes * (0 if nbytes <= caps.l1d_bytes // 2 else 1 if nbytes <= caps.l2_bytes // 2 else 3)
 
 
 def _blocks(mg, mr):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from glowpy.codegen.mathfn.core import (INF, LN2_HI, LN2_LO, NAN, TWO_THIRDS_HI, TWO_THIRDS_LO,
                                         bits, copysign, eq, fabs, fast_two_sum, fconst, gt, horner,
                                         iconst, int_type, isnan, lt, select, two_prod)
-from glowpy.codegen.mathfn.exp_log import exp_core, exp_moderate, log_reduce
+from glowpy.codegen.mathfn.exp_log import exp_core, exp_scaled, log_reduce
 from glowpy.codegen.mathfn.rounding import trunc
 
 
@@ -24,13 +24,16 @@ _ERF_P = [-1.9990131841041148e-4, 3.081995528191328e-3, -2.2381028160452843e-2,
 
 
 def erf(b, x):
-    """erf(+-inf) = +-1, erf(-0) = -0; 1 ulp over the whole range."""
+    """erf(+-inf) = +-1, erf(-0) = -0; 1 ulp over the whole range. Both branches run on
+    vectors; the large one's e^-P is exp_scaled (normal results only): 9 vector operations
+    fewer, Erf on (1,128,1024) 148 -> 125 us on AVX2 Zen 3 (benchmarks/op_probe.py, two runs,
+    onnxruntime 110)."""
     a = fabs(b, x)
     z = b.fmul(a, a)
     small = b.fadd(a, b.fmul(a, horner(b, z, _ERF_Q)))
     t = select(b, gt(b, a, 4.0), fconst(x, 4.0), a)
     p = horner(b, t, _ERF_P)
-    large = b.fsub(fconst(x, 1.0), exp_moderate(b, b.fneg(p)))  # -p in [-18, -0.7]
+    large = b.fsub(fconst(x, 1.0), exp_scaled(b, b.fneg(p)))  # -P in [-18, -0.78]
     r = select(b, lt(b, a, 0.875), small, large)
     return copysign(b, r, x)
 

@@ -19,10 +19,11 @@ from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
+from glowpy.ir.passes.gelu import recognize_gelu
 from glowpy.ir.passes.merge_pad import merge_pad
+from glowpy.ir.passes.patchify import patchify_to_pointwise
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.profile import quantize_from_profile
-from glowpy.ir.passes.patchify import patchify
 from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
@@ -52,14 +53,17 @@ PIPELINE = [
     lower_batchnorm,
     # Mul/Add/Sub/Div by per-channel constants into the preceding Conv/Gemm/MatMul weights
     fold_affine,
-    # float Conv with kernel == stride (patch embeddings) -> a permutation and a MatMul (after
-    # the quantized patterns became integer ops and the affine folds reached the Conv)
-    patchify,
     # zero Pad into the Conv/pooling window's own padding
     merge_pad,
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,
+    # kernel == stride Convs as SpaceToDepth + 1x1 Conv (after merge_pad: a merged pad keeps
+    # the window; after profiling: QConv is not rewritten)
+    patchify_to_pointwise,
+    # the Erf GELU chain as one Gelu node (after profiling: model-profiler's ranges name the
+    # chain's values; before fusion, which would take the chain apart)
+    recognize_gelu,
     # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Tanh as epilogues of their producer
     fuse_activations,
     # elementwise chains (and residual adds into Conv/Gemm) as one loop

@@ -13,13 +13,46 @@ def strided_copy(k, src, src_off, src_st, dst, dst_off, dst_st, shape, dtype):
         k.store(k.load(src, i, dtype), dst, o)
 
 
+LINE = 64  # cache line bytes (x86, Arm A-profile)
+
+
+def tiled_copy(k, src, src_st, dst, dst_st, shape, dtype):
+    """strided_copy of a layout change that reads and writes different dims contiguously (a
+    transpose): the dim the source runs along (stride 1) and the destination's last dim go in
+    tiles of one cache line of elements each, so a tile reads and writes T lines instead of
+    the T*T lines an element-order walk touches on its strided side. ConvNeXt-T's transposes,
+    AVX2 Zen 3, best of 10 alternating runs (Mcycles): (1,56,56,96) -> NCHW 0.64 -> 0.28, back
+    0.40 -> 0.26, (1,14,14,384) -> NCHW 0.23 -> 0.06, back 0.05 -> 0.06."""
+    shape, (sst, dstt) = cg.collapse(shape, [src_st, dst_st])
+    t = LINE // np.dtype(dtype).itemsize
+    dl = len(shape) - 1  # dst stride 1 (collapse keeps the last dim contiguous)
+    ds = [d for d in range(dl) if sst[d] == 1]
+    if dstt[dl] != 1 or sst[dl] == 1 or not ds or t < 2:
+        return strided_copy(k, src, 0, sst, dst, 0, dstt, shape, dtype)
+    d = ds[0]
+    nd, nl = shape[d] // t * t, shape[dl] // t * t
+    rest = [i for i in range(dl) if i != d]
+    if nd and nl:  # [rest..., d / T, last / T, T, T]
+        tshape = [shape[i] for i in rest] + [nd // t, nl // t, t, t]
+        tst = [[st[i] for i in rest] + [t * st[d], t * st[dl], st[d], st[dl]] for st in (sst, dstt)]
+        strided_copy(k, src, 0, tst[0], dst, 0, tst[1], tshape, dtype)
+    if nd < shape[d]:  # the rows of d past the tiles, every column
+        part = list(shape)
+        part[d] -= nd
+        strided_copy(k, src, nd * sst[d], sst, dst, nd * dstt[d], dstt, part, dtype)
+    if nl < shape[dl] and nd:  # the last columns of the tiled rows
+        part = list(shape)
+        part[d], part[dl] = nd, shape[dl] - nl
+        strided_copy(k, src, nl * sst[dl], sst, dst, nl * dstt[dl], dstt, part, dtype)
+
+
 @emits("Transpose")
 def emit_transpose(k):
     x, y = k.in_buf(0), k.out_buf()
     perm = k.node.opdef.perm(k.node)
     st = cg.contiguous_strides(x.shape)
-    strided_copy(k, k.inp(0), 0, [st[p] for p in perm], k.out(), 0, cg.contiguous_strides(y.shape),
-                 y.shape, y.dtype)
+    tiled_copy(k, k.inp(0), [st[p] for p in perm], k.out(), cg.contiguous_strides(y.shape),
+               y.shape, y.dtype)
 
 
 @emits("Concat")
