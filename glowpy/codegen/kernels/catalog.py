@@ -1,7 +1,7 @@
 """Every kernel family, imported so that its variants are registered (glowpy.codegen.registry);
 the driver (codegen/module.py) and the tools that list what has a kernel import this module.
 Order does not matter: variants of one op are ranked, not ordered by import."""
-from glowpy.codegen.kernels.conv import channel, depthwise, depthwise_phase, direct, pixel  # noqa: F401
+from glowpy.codegen.kernels.conv import channel, channel_last, depthwise, depthwise_phase, direct, pixel  # noqa: F401,E501
 from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
@@ -18,10 +18,11 @@ from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatt
 def post_planning(target):
     """The backend's step between planning and codegen: scratch in the activation region's
     gaps for the kernels that can use it (int8 convolution columns, the strided 1x1's gathered
-    input)."""
+    input, the channel-vectorized rows' channels-last input)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
+        channel_last.place(prog, target.caps, channel.plan)
     return step
 
 
