@@ -22,7 +22,7 @@ def post_planning(target):
     def step(prog):
         column_scratch.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
-        channel_last.place(prog, target.caps, channel.plan)
+        channel_last.place(prog, target.caps, channel.plan, channel.RANK)
     return step
 
 

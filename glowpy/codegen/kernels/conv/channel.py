@@ -377,7 +377,10 @@ def plan(k):
     return {"npx": chan[1], "nvo": chan[2]} | ({"nhwc": True} if scratch_of(k) is not None else {})
 
 
-@variant("Conv", "channel_vectorized", rank=30, plan=plan)
+RANK = 30
+
+
+@variant("Conv", "channel_vectorized", rank=RANK, plan=plan)
 def emit(k, p):
     ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False), p.get("nhwc", False)).emit()
 
