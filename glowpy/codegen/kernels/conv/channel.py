@@ -10,7 +10,9 @@ to amortize writing the result out: the tile is turned around in registers into 
 runs of pixels and stored row-contiguous by a store routine shared by every tile of that shape
 (a one-pixel tile scatters). Which input pixels of which kernel column are valid is known at
 compile time for every tile position along the row, as in the row tiling; the valid kernel
-rows of an output row are a run-time range. Only for vector targets (width > 1)."""
+rows of an output row are a run-time range. Deep inputs are read from a channels-last copy
+where the activation region has a gap for it (conv/channel_last.py). Only for vector targets
+(width > 1)."""
 from __future__ import annotations
 
 import math
@@ -24,6 +26,7 @@ from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv.pixel import form
+from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.turn import store_rows
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
@@ -79,8 +82,11 @@ def choose(simd, s: Shape, accumulate: bool):
 
 
 class ChanEmitter:
-    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False):
+    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False, nhwc: bool = False):
         self.k, self.s, self.b = k, s, k.b
+        # nhwc: the row tiles read a channels-last copy of each image (channel_last.py)
+        self.nhwc = nhwc and not flat
+        self.pitch = pitches(s.c, s.win)
         # flat: tiles run over the flattened output plane, across row ends (small planes);
         # the stores then see the plane as one row (`so`)
         self.flat = flat
@@ -110,6 +116,8 @@ class ChanEmitter:
     def emit(self):
         k, s = self.k, self.s
         with k.for_range(s.n, name="n") as n:
+            if self.nhwc:
+                channels_last(k, self.vec, k.out(1), n, s.c, s.hin, s.win)
             if s.g == 1:
                 self.group(n, k.c(0))
             else:
@@ -210,7 +218,10 @@ class ChanEmitter:
         lo, hi = self.kh_range(oh)
         with acc.loop(k, hi, lo, name="kh") as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
-            row0 = b.add(b.add(xb, b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
+            if self.nhwc:
+                row0 = b.add(b.mul(ih, k.c(self.pitch[1])), b.mul(ow0, k.c(s.sw * self.pitch[0])))
+            else:
+                row0 = b.add(b.add(xb, b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
             # kernel columns outside the channel loop: one column's NPX broadcasts are live at
             # a time (shared across columns they would crowd the accumulators out of registers)
             for c in range(s.kw):
@@ -236,16 +247,19 @@ class ChanEmitter:
         `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
         tiles run a kernel row's taps in one loop (a third of the loops for LLVM to compile)."""
         k, b, vec, w = self.k, self.b, self.vec, self.vec.w
-        pin = self.s.hin * self.s.win
+        # planes: a channel is a plane further on; channels last: the next float, a column
+        # the number of channels further on
+        x, ic_step, col = (k.out(1), 1, self.pitch[0]) if self.nhwc else \
+            (k.inp(0), self.s.hin * self.s.win, 1)
         with acc.loop(k, self.s.cg, name="ic") as ic:
             # base pointers, then constant offsets: less IR for LLVM to chew on
             wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
-            xptr = cg.gep(b, k.inp(0), b.add(xbase, b.mul(ic, k.c(pin))), cg.F32)
+            xptr = cg.gep(b, x, b.add(xbase, b.mul(ic, k.c(ic_step))), cg.F32)
             for wo, tap in taps:
                 bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
                 for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured:
                     vec.prefetch(wptr, wo + PREFETCH + v * w)  # -15% time on a cold cache)
-                acc.fma([None if o is None else vec.load_splat(xptr, o)
+                acc.fma([None if o is None else vec.load_splat(xptr, o * col)
                          for o in (offs if tap is None else tap)], bv)
 
     def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
@@ -320,7 +334,8 @@ class ChanEmitter:
 
 
 def plan(k):
-    """{npx, nvo} when the output channels should fill the vector lanes: measured on AVX-512,
+    """{npx, nvo[, flat | nhwc]} when the output channels should fill the vector lanes (nhwc:
+    the instruction got a channels-last scratch, channel_last.place): measured on AVX-512,
     channel-vectorized tiles waste no lane on small planes or strided columns but turn the
     result around before storing it, so they win once the reduction is over ~150 products per
     output (ResNet-18's 3x3 layers by 10-30%, MNIST's 5x5 by 40%) or the pixel lanes would be
@@ -359,14 +374,18 @@ def plan(k):
         fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
         if fl is not None and fl[0] > FLAT_GAIN * chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
             return {"npx": fl[1], "nvo": fl[2], "flat": True}
-    return {"npx": chan[1], "nvo": chan[2]}
+    return {"npx": chan[1], "nvo": chan[2]} | ({"nhwc": True} if scratch_of(k) is not None else {})
 
 
-@variant("Conv", "channel_vectorized", rank=30, plan=plan)
+RANK = 30
+
+
+@variant("Conv", "channel_vectorized", rank=RANK, plan=plan)
 def emit(k, p):
-    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False)).emit()
+    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False), p.get("nhwc", False)).emit()
 
 
 def flat_shape(s: Shape) -> Shape:
     """The output plane as one row (what the flat tiles' stores and scores see)."""
     return replace(s, ho=1, wo=s.ho * s.wo, rank=1)
+

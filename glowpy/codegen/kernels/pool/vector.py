@@ -72,7 +72,10 @@ def emit_pool(k, is_max: bool):
     ninf = float("-inf") if is_max else 0.0
     op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
     div = None if is_max else node.opdef.divisors(node).astype(np.float32).reshape(s.ho, s.wo)
-    table = k.add_table(div.reshape(-1), "avgpool_div") if div is not None and len(set(div.flat)) > 1 \
+    # averages multiply by the divisors' reciprocals (within an ulp of dividing): a vector
+    # division per output vector cost 10% of a 3x3 stride-1 window (288x35x35, AVX2: 112 -> 101 us)
+    recip = None if div is None else (np.float32(1) / div).astype(np.float32)
+    table = k.add_table(recip.reshape(-1), "avgpool_recip") if div is not None and len(set(div.flat)) > 1 \
         else None
     if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
             s.dh == s.dw == 1 and not any(win.pads_end):
@@ -84,9 +87,9 @@ def emit_pool(k, is_max: bool):
         base = b.add(b.mul(p, k.c(pout)), pos)
         for j, val in enumerate(vals):
             if div is not None:
-                d = vec.load(table, b.add(pos, k.c(j * w)), store[j], fill=1.0) if table is not None \
-                    else cg.const(vec.ty, float(div.flat[0]))
-                val = b.fdiv(val, d)
+                r = vec.load(table, b.add(pos, k.c(j * w)), store[j], fill=1.0) if table is not None \
+                    else cg.const(vec.ty, float(recip.flat[0]))
+                val = b.fmul(val, r)
             vec.store(val, k.out(), b.add(base, k.c(j * w)), store[j])
 
     def window_rows(p, oh, ow0, init, body):
@@ -114,32 +117,39 @@ def emit_pool(k, is_max: bool):
             return acc
         finish(p, oh, ow0, store, window_rows(p, oh, ow0, [cg.const(vec.ty, ninf)] * nv, body))
 
-    # Vector targets, vertical first: per window row one (masked) load of the span of input
-    # columns that a vector's kernel columns read, folded into a wide accumulator; the kernel
-    # columns are picked out of it by shuffles once, after the last row. Loads per row: the
-    # span's vectors instead of one strided (wide) load per kernel column (MNIST's 3x3 stride-3
-    # pool on 14x14: 3x faster).
+    # Vector targets, vertical first: per window row the span of input columns that a vector's
+    # kernel columns read is loaded as whole vectors ("pieces", shared by neighbouring vectors of
+    # a tile: with stride 2, vector j's last piece is vector j+1's first) and folded into
+    # running maxima (sums); the kernel columns are picked out of the pieces by two-vector
+    # shuffles once, after the last row. Loads per row: the span's vectors instead of one
+    # strided (wide) load per kernel column (MNIST's 3x3 stride-3 pool on 14x14: 3x faster).
+    # Pieces of the vector width, not one odd-sized wide vector: LLVM scalarized the shuffles
+    # of a 17-float span into lane inserts (ResNeXt's 3x3 stride-2 pool, 64x80x80 on AVX2:
+    # 206 us against onnxruntime's 58).
     span = (w - 1) * s.sw + (s.kw - 1) * s.dw + 1
-    wide = ir.VectorType(cg.F32, span)
 
     def tile_span(p, oh, ow0, sig):
         masks, store = sig
-        # lane e of vector j's span is input column ow0*sw + j*w*sw - pl + e
-        smask = [tuple(any(0 <= e - c * s.dw < w * s.sw and masks[c][j][e - c * s.dw]
-                           for c in range(s.kw)) for e in range(span)) for j in range(nv)]
-        live = [j for j in range(nv) if any(smask[j])]
+        # lane e of vector j's span is input column ow0*sw + j*w*sw - pl + e, lane e % w of
+        # piece (j*w*sw + e) // w
+        need = {}
+        for j in range(nv):
+            for e in range(span):
+                if any(0 <= e - c * s.dw < w * s.sw and masks[c][j][e - c * s.dw] for c in range(s.kw)):
+                    g, lane = divmod(j * w * s.sw + e, w)
+                    need.setdefault(g, [False] * w)[lane] = True
+        pieces = sorted(need)
 
         def body(row, acc):
-            return [op(vec.load(k.inp(0), b.add(row, k.c(j * w * s.sw - s.pl)), smask[j], n=span,
-                                fill=ninf), a) for a, j in zip(acc, live)]
-        res = dict(zip(live, window_rows(p, oh, ow0, [cg.const(wide, ninf)] * len(live), body)))
+            return [op(vec.load(k.inp(0), b.add(row, k.c(g * w - s.pl)), tuple(need[g]), fill=ninf), a)
+                    for a, g in zip(acc, pieces)]
+        res = dict(zip(pieces, window_rows(p, oh, ow0, [cg.const(vec.ty, ninf)] * len(pieces), body)))
         vals = []
         for j in range(nv):
             out = None
             for c in range(s.kw):
-                if j in res and any(masks[c][j]):
-                    idx = ir.Constant(ir.VectorType(cg.I32, w), [c * s.dw + l * s.sw for l in range(w)])
-                    v = b.shuffle_vector(res[j], ir.Constant(wide, ir.Undefined), idx)
+                if any(masks[c][j]):
+                    v = pick(b, vec, res, [j * w * s.sw + c * s.dw + l * s.sw for l in range(w)], ninf)
                     out = v if out is None else op(v, out)
             vals.append(cg.const(vec.ty, ninf) if out is None else out)
         finish(p, oh, ow0, store, vals)
@@ -160,6 +170,30 @@ def emit_pool(k, is_max: bool):
         else:
             with k.for_range(s.ho, name="oh") as oh:
                 row(p, oh)
+
+
+def pick(b, vec, pieces: dict, elements: list, fill: float):
+    """The vector of `elements` (indices into the concatenated pieces {g: vector of lanes
+    g*w...}; a missing piece reads as `fill`) by a chain of two-vector shuffles, one per piece
+    after the first."""
+    w = vec.w
+    by = {}
+    for lane, e in enumerate(elements):
+        by.setdefault(e // w, []).append((lane, e % w))
+    src = lambda g: pieces.get(g, cg.const(vec.ty, fill))  # noqa: E731
+    ity = ir.VectorType(cg.I32, w)
+    out, idx = None, [0] * w
+    for g in sorted(by):
+        if out is None:
+            for lane, at in by[g]:
+                idx[lane] = at
+            out = b.shuffle_vector(src(g), ir.Constant(vec.ty, ir.Undefined), ir.Constant(ity, idx))
+        else:
+            idx = list(range(w))
+            for lane, at in by[g]:
+                idx[lane] = w + at
+            out = b.shuffle_vector(out, src(g), ir.Constant(ity, idx))
+    return out
 
 
 def whole_plane(k, planes: int, pin: int, is_max: bool, div):

@@ -1,0 +1,120 @@
+"""A channels-last copy of a convolution's input image for conv/channel.py's row tiles.
+
+The channel-vectorized kernel broadcasts one input value per pixel and reduction step, the
+steps running over the input channels: in NCHW each step reads another plane, a whole plane
+further on. With deep inputs a tile's sweep over the channels of its kernel rows touches more
+lines (and pages) than L1 holds, and its kernel columns read them again. In a channels-last
+copy ([H][W][C], one image) the steps read consecutive floats: sixteen channels per line. The
+copy is made once per image into a scratch output in a gap of the activation region
+(kernels/gaps.py, after planning), by in-register transposes of width x width blocks
+(turn.transpose); where no gap is free the kernel reads the planes as before."""
+from __future__ import annotations
+
+from glowpy.codegen.kernels import gaps
+from glowpy.codegen.registry import variants
+from glowpy.codegen.kernels.conv.pixel import form
+from glowpy.codegen.kernels.conv.turn import transpose
+
+SCRATCH = "_channels_last"  # name suffix of the scratch output
+
+
+def scratch_of(k):
+    """The instruction's channels-last scratch output, or None."""
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith(SCRATCH) else None
+
+
+def pitches(c: int, win: int) -> tuple[int, int]:
+    """(column pitch, row pitch) in floats of the copy: whole lines, an odd number of them, so
+    that a tile's pixels and kernel rows spread over L1's sets. With the pitches of the plain
+    layout (128 channels: 512 bytes a column, 28 KiB a row at 56 wide) a stride-2 tile's 13
+    columns x 3 rows fell on 4 of the 64 sets of a 32 KiB L1 and ran 20% slower than reading
+    the planes (Zen 3); the odd pitches ran 15-20% faster than the planes."""
+    line = 16  # floats of a 64-byte cache line
+    cp = -(-c // line) * line
+    cp += line * (cp // line % 2 == 0)
+    rp = win * cp
+    rp += line * (rp // line % 2 == 0)
+    return cp, rp
+
+
+def channels_last(k, vec, dst, n, c: int, hin: int, win: int):
+    """dst[ih*rp + iw*cp + ch] = input[n][ch][ih][iw] (pitches()): blocks of width channels x
+    width columns of a row loaded as runs of columns, turned around in registers, stored as
+    runs of channels (masked at the channel and column tails)."""
+    b, w = k.b, vec.w
+    cp, rp = pitches(c, win)
+    p = hin * win
+    src0 = b.mul(n, k.c(c * p))
+    cfull, ctail = divmod(c, w)
+    qfull, qtail = divmod(win, w)
+
+    def block(ih, c0, nc, q0, nq):
+        qmask = None if nq == w else tuple(q < nq for q in range(w))
+        cmask = None if nc == w else tuple(i < nc for i in range(w))
+        at = b.add(b.add(src0, b.mul(ih, k.c(win))), q0)
+        cols = [vec.load(k.inp(0), b.add(at, b.mul(b.add(c0, k.c(i)), k.c(p))), qmask)
+                if i < nc else vec.zero() for i in range(w)]
+        rows = transpose(b, cols, w, w)  # rows[q]: channels c0.. of column q0 + q
+        to = b.add(b.add(b.mul(ih, k.c(rp)), b.mul(q0, k.c(cp))), c0)
+        for q in range(nq):
+            vec.store(rows[q], dst, b.add(to, k.c(q * cp)), cmask)
+
+    def over_channels(ih, q0, nq):
+        if cfull:
+            with k.for_range(cfull, name="cb") as cb:
+                block(ih, b.mul(cb, k.c(w)), w, q0, nq)
+        if ctail:
+            block(ih, k.c(cfull * w), ctail, q0, nq)
+
+    with k.for_range(hin, name="ih") as ih:
+        if qfull:
+            with k.for_range(qfull, name="qb") as qb:
+                over_channels(ih, b.mul(qb, k.c(w)), w)
+        if qtail:
+            over_channels(ih, k.c(qfull * w), qtail)
+
+
+def scratch_bytes(c: int, hin: int, win: int) -> int:
+    return 4 * hin * pitches(c, win)[1]
+
+
+def sweep_past_l1(cg: int, kh: int, caps) -> bool:
+    """Whether a row tile's sweep over the channels of its kernel rows (a line per channel and
+    row) exceeds half of L1, where the channels-last copy pays; no cache figures: never."""
+    return bool(caps.l1d_bytes) and cg * kh * 64 > caps.l1d_bytes // 2
+
+
+class _Planned:
+    """What plan() reads of a Kernel, from an instruction before code generation."""
+    def __init__(self, ins, caps):
+        self.instr, self.node, self.caps = ins, ins.node, caps
+
+    def in_buf(self, i):
+        return self.instr.inputs[i] if i < len(self.instr.inputs) else None
+
+    def out_buf(self, i=0):
+        return self.instr.outputs[i]
+
+
+def place(prog, caps, plan, rank: int) -> None:
+    """catalog.post_planning: a channels-last copy of the input in a gap for each Conv whose
+    row tiles conv/channel.py would run (`plan` and `rank`: its plan and rank; one group, at
+    least a vector of channels; strided 1x1 windows too: ResNeXt's 1024 -> 2048 at 10x10 -> 5x5
+    0.88 of the cycles reading the planes) when their sweep over the channels passes L1."""
+    def wants(ins):
+        if ins.op != "Conv" or len(ins.outputs) != 1 or ins.node is None:
+            return None
+        k = _Planned(ins, caps)
+        f = form(k)
+        if f is None:
+            return None
+        s = f[0]
+        if s.g != 1 or s.rank != 2 or s.c < f[1].width or not sweep_past_l1(s.cg, s.kh, caps):
+            return None
+        p = plan(k)
+        if p is None or p.get("flat") or any(v.rank > rank and v.params_for(k) is not None
+                                             for v in variants("Conv")):
+            return None  # (a variant ranked above the channel-vectorized one takes it)
+        return scratch_bytes(s.c, s.hin, s.win), SCRATCH, "float32", 64
+    gaps.place(prog, wants)

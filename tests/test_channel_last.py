@@ -1,0 +1,43 @@
+"""conv/channel_last.py: channel-vectorized row tiles reading a channels-last copy of their
+deep input (made in a gap of the activation region), against onnxruntime at each runnable
+vector level under guard pages; and the pitches that keep a tile's columns and rows apart in
+L1."""
+import json
+
+import numpy as np
+import pytest
+
+from glowpy.codegen.kernels.conv.channel_last import pitches
+from test_kernels_fast import check_guarded, f32
+from util import GraphBuilder
+from vector_levels import params
+
+
+@pytest.mark.parametrize("level", params())
+def test_channels_last_copy(level, tmp_path):
+    """100 channels (a tail at every width), 23-wide rows (a column tail), a 3x3 stride-2
+    window with pads, a 7x1 window with a residual add and Relu fused; the Concat before them
+    leaves the gap the copies take. The report shows which layers read the copy."""
+    g = GraphBuilder(x=f32(1, 40, 23, 23))
+    big = g.node("Concat", ["x", "x", "x", "x"], output=False, axis=1)
+    h = g.node("Conv", [big, f32(100, 160, 1, 1, scale=0.1)], output=False)
+    g.node("Conv", [h, f32(48, 100, 3, 3, scale=0.05), f32(48)], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = g.node("Conv", [h, f32(40, 100, 7, 1, scale=0.05), f32(40)], output=False, pads=[3, 0, 3, 0])
+    r = g.node("Conv", [h, f32(40, 100, 1, 1, scale=0.1)], output=False)
+    g.node("Relu", [g.node("Add", [y, r], output=False)])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    rows = json.loads(report.read_text())["instructions"]
+    nhwc = [i["name"] for i in rows if (i["variant"]["params"] or {}).get("nhwc")]
+    assert len(nhwc) == 2, [(i["name"], i["variant"]) for i in rows]
+
+
+def test_pitches_are_odd_lines():
+    """Column and row pitches are whole 64-byte lines, an odd number of them, never below the
+    channels or the row."""
+    for c, win in ((128, 56), (256, 28), (288, 37), (100, 23), (16, 64), (3, 1)):
+        cp, rp = pitches(c, win)
+        assert cp >= c and rp >= win * cp
+        assert cp % 16 == 0 and (cp // 16) % 2 == 1
+        assert rp % 16 == 0 and (rp // 16) % 2 == 1
+    assert pitches(128, 56) == (144, 56 * 144 + 16)
