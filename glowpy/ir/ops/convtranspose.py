@@ -34,6 +34,18 @@ class TWindow:
             if self.out_size[d] - 1 - off >= 0 else 0
         return lo, max(lo, hi)
 
+    def scatters(self):
+        """(tap, input slices, output slices) for every tap that reaches the output: the
+        input positions of the tap and the output positions they land on (numpy references)."""
+        for kidx in np.ndindex(*self.kernel):
+            ranges = [self.in_range(d, kidx[d]) for d in range(len(self.in_size))]
+            if any(lo >= hi for lo, hi in ranges):
+                continue
+            yield kidx, tuple(slice(lo, hi) for lo, hi in ranges), tuple(
+                slice(lo * s + k * dl - p, (hi - 1) * s + k * dl - p + 1, s)
+                for (lo, hi), s, k, dl, p in
+                zip(ranges, self.strides, kidx, self.dilations, self.pads_begin))
+
     def tiles_exactly(self) -> bool:
         """Every output position receives exactly one (input position, tap) pair: kernel =
         stride, no dilation, no padding, output = input x stride along every dim."""
@@ -126,14 +138,7 @@ class ConvTranspose(Op):
         mg = w.shape[1]
         nd = len(win.in_size)
         y = np.zeros((n, mg * g) + win.out_size, np.float64)
-        for kidx in np.ndindex(*win.kernel):
-            ranges = [win.in_range(d, kidx[d]) for d in range(nd)]
-            if any(lo >= hi for lo, hi in ranges):
-                continue
-            src = tuple(slice(lo, hi) for lo, hi in ranges)
-            dst = tuple(slice(lo * s + k * dl - p, (hi - 1) * s + k * dl - p + 1, s)
-                        for (lo, hi), s, k, dl, p in
-                        zip(ranges, win.strides, kidx, win.dilations, win.pads_begin))
+        for kidx, src, dst in win.scatters():
             for gi in range(g):
                 xs = x[(slice(None), slice(gi * (c // g), (gi + 1) * (c // g))) + src]
                 ws = w[(slice(gi * (c // g), (gi + 1) * (c // g)), slice(None)) + kidx]
@@ -191,17 +196,10 @@ class Col2Im(Op):
 
     def reference(self, node, x, image_shape=None, block_shape=None):
         win = self.window(node)
-        n, nd = x.shape[0], len(win.in_size)
+        n = x.shape[0]
         c = x.shape[1] // math.prod(win.kernel)
         cols = x.reshape((n, c) + win.kernel + win.in_size).astype(np.float64)
         y = np.zeros((n, c) + win.out_size, np.float64)
-        for kidx in np.ndindex(*win.kernel):
-            ranges = [win.in_range(d, kidx[d]) for d in range(nd)]
-            if any(lo >= hi for lo, hi in ranges):
-                continue
-            src = tuple(slice(lo, hi) for lo, hi in ranges)
-            dst = tuple(slice(lo * s + k * dl - p, (hi - 1) * s + k * dl - p + 1, s)
-                        for (lo, hi), s, k, dl, p in
-                        zip(ranges, win.strides, kidx, win.dilations, win.pads_begin))
+        for kidx, src, dst in win.scatters():
             y[(slice(None), slice(None)) + dst] += cols[(slice(None), slice(None)) + kidx + src]
         return [y.astype(x.dtype)]
