@@ -243,8 +243,9 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
     from util import is_tflite_reference
     d = os.path.join(work, name)
     t0 = time.perf_counter()
-    info = glowpy.compile(path, d)
+    info = glowpy.compile(path, d, dump_memory_report=d + ".memory.json")
     compile_s = time.perf_counter() - t0
+    executed = executed_macs(d + ".memory.json")
     feeds, refs = inputs_for(name, path)
     h = Harness(d, info, d)
     ort_t = OrtTimer(path, feeds)
@@ -261,6 +262,7 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
     row = {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot,
            "weight_bytes": weights, "read_gbs": read_bandwidth(work, weights),
            "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
+           "executed_gflops": None if executed is None else 2 * executed / (bt * 1e-3) / 1e9,
            "compile_s": compile_s,
            "agrees_with_ort": all(e is not None for e in errs),
            "max_error_vs_ort": max((e for e in errs if e is not None), default=None)}
@@ -272,6 +274,15 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         import op_families
         row["families"] = op_families.profile(path, feeds, d, bt, ot)
     return row
+
+
+def executed_macs(report_path: str) -> int | None:
+    """Multiply-adds the bundle's kernels perform (-dump-memory-report's per-instruction
+    "executed_macs": a Winograd layer's transformed products, else the op's own), or None for a
+    report without them."""
+    with open(report_path) as f:
+        rows = json.load(f)["instructions"]
+    return sum(r["executed_macs"] for r in rows) if rows and "executed_macs" in rows[0] else None
 
 
 def geomean(values) -> float:
