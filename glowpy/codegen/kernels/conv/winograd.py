@@ -23,13 +23,7 @@ V[xi] and the scratch is V alone (ResNet-8's 16-channel layers: half the scratch
 transforms cost vector shuffles that only wide vectors repay, and U is alpha^2/9 the
 weights' size. Other targets and other convolutions keep the direct kernels.
 
-m per layer (`_cost`): F4's multiplies are 2.25/4 of F2's, but its transforms cost more per
-tile, its tiles per row halve (vectors over the tiles of a row fill worse on small planes:
-14x14 gives 4 tiles of 4 per row, padded to 16 outputs, one 8-lane vector half empty) and U
-grows 36/16. The model counts the vector operations of each part (GEMM multiply-adds over
-the padded tile slots, the transforms' operations from winograd_transforms.ops, loads and
-stores) for each m from the target's vector width and register tiles and the layer's shape,
-and takes the cheaper."""
+m per layer: winograd_plan.py (the cost model), with the blocking."""
 from __future__ import annotations
 
 import math
@@ -40,9 +34,9 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
-from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
+from glowpy.codegen.kernels.conv.winograd_plan import SCRATCH_MAX, in_place, plan, tpad
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
@@ -51,13 +45,7 @@ from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
 SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifest counts them)
 MIN_LANES = 8  # float lanes a target needs for the transforms to pay
 MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies they save
-SCRATCH_MAX = 1 << 20  # scratch at most this big (V stays in L2)
-MAX_TILES = 256  # F(2x2) tiles per block (F(4x4): the same bytes of V, 16/36 as many tiles)
-MIN_TILES = 16  # F(2x2) tiles per block at least
-BLOCK_TILES = 64  # F(2x2) tiles per block enough when U stays in cache
-U_CACHED = 1 << 20  # bytes of U that stay in cache between blocks
 MIN_PLANE = 144  # output pixels at least (smaller planes: too few tiles per weight)
-MAX_U = 4 << 20  # bytes of transformed weights at most (more: streaming U costs more than it saves)
 UNROLLED_C = 16  # reductions this short run unrolled: zeroing and storing the accumulators of
 # every tile, and the loop itself, weigh on 16 steps (measured: ResNet-8's 16-channel layers
 # 10% faster)
@@ -82,80 +70,6 @@ def _shape(ins):
     return (*x.shape, w.shape[0], (pt, pl, pb, pr))
 
 
-def in_place(mr, c, kk):
-    """M[xi] can overwrite V[xi]: one channel block covers all K output channels, so each
-    register tile has read its columns of V[xi] for good before it stores them, and M's rows
-    fit in V's."""
-    return kk <= mr and kk <= c
-
-
-def _tpad(simd, tw, r):
-    """Tile slots of a block of r tile rows: the rows' tiles back to back, the last row's
-    rounded up to whole vectors (its input transform stores whole vectors), then the whole."""
-    w = simd.width
-    return math.ceil(((r - 1) * tw + math.ceil(tw / w) * w) / w) * w
-
-
-def _blocking(simd, m, c, kk, ho, wo, budget, rows_wanted=None):
-    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes), or None when the
-    budget holds too few tiles to repay streaming U once per block. Blocks are as few as the
-    budget allows, and even. `rows_wanted` (forced through the registry, e.g.
-    `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fixes the tile rows per block."""
-    a2 = tf.alpha(m) ** 2
-    th, tw = math.ceil(ho / m), math.ceil(wo / m)
-
-    def scratch(r, mr):
-        # one block of MR channels covering all K: M[xi] overwrites V[xi] (see _Emitter.gemm)
-        return a2 * (c if in_place(mr, c, kk) else c + mr) * _tpad(simd, tw, r) * 4
-
-    # tile counts are F(2x2)'s: F(4x4) tiles hold 36/16 the scratch each
-    def tiles(t):
-        return t * 16 // a2
-
-    def fits(r):
-        tp = _tpad(simd, tw, r)
-        return scratch(r, choose_tile(simd, kk, tp, 1)[0]) <= budget and r * tw <= tiles(MAX_TILES)
-
-    # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
-    # since every block streams all of U once
-    want = tiles(BLOCK_TILES if 4 * a2 * c * kk <= U_CACHED else MAX_TILES)
-    if rows_wanted is not None:
-        rows = min(rows_wanted, th)
-        if not fits(rows):
-            return None
-    else:
-        rows = 1
-        while rows < th and rows * tw < want and fits(rows + 1):
-            rows += 1
-        if not fits(rows) or rows * tw < min(tiles(MIN_TILES), th * tw):
-            return None
-    rows = math.ceil(th / math.ceil(th / rows))
-    tp = _tpad(simd, tw, rows)
-    mr, nv, _ = choose_tile(simd, kk, tp, 1)
-    return rows, tp, mr, nv, scratch(rows, mr)
-
-
-def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
-    """Vector operations of the layer in F(m x m) with this blocking (the unit: one vector
-    instruction; multiply-adds, loads, stores and shuffles each issue about two a cycle on the
-    targets that take Winograd). GEMM: alpha^2 multiply-adds per channel pair and vector of
-    tile slots, K padded to MR. Input transform, per tile row, channel and vector of a row's
-    tiles: alpha^2 strided loads (m registers and their shuffles) and stores, the transform's
-    operations. Output transform, per output channel: alpha^2 loads, the transform, and per
-    output vector its bias, interleave and store."""
-    rows, tp, mr, _, _ = blocking
-    a2, w = tf.alpha(m) ** 2, simd.width
-    th, tw = math.ceil(ho / m), math.ceil(wo / m)
-    full, tail = divmod(th, rows)
-    slots = full * tp + (_tpad(simd, tw, tail) if tail else 0)
-    gemm = a2 * math.ceil(kk / mr) * mr * c * slots / w
-    t_in, t_out = tf.ops(m)
-    row_vecs = th * math.ceil(tw / w)
-    inp = row_vecs * c * (a2 * (2 * m + 2) + t_in)
-    out = row_vecs * kk * (a2 + t_out + 3 * m * m)
-    return n * (gemm + inp + out)
-
-
 def _live_bytes(prog) -> list[int]:
     """Activation bytes live at each instruction: the planner's own profile, before placement."""
     groups, _, _, pairs = planner.members(prog)
@@ -174,25 +88,6 @@ def _weights(const: np.ndarray, m: int, mr: int) -> np.ndarray:
     if (m, mr) not in cache:
         cache[m, mr] = tf.weights(np.asarray(const, np.float32), m, mr)
     return cache[m, mr]
-
-
-def plan(simd, s, budget, forced=None):
-    """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
-    scratch fit, or None. `forced` (registry params): {"m": 2 or 4} and/or {"rows": r}."""
-    n, c, h, w, kk, pads = s
-    ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
-    forced = forced or {}
-    best = None
-    for m in ([forced["m"]] if "m" in forced else tf.SIZES):
-        if 4 * tf.alpha(m) ** 2 * c * kk > MAX_U:
-            continue
-        blocking = _blocking(simd, m, c, kk, ho, wo, budget, forced.get("rows"))
-        if blocking is None:
-            continue
-        cost = _cost(simd, m, n, c, kk, ho, wo, blocking)
-        if best is None or cost < best[0]:
-            best = (cost, m, blocking)
-    return best and best[1:]
 
 
 def select(prog, caps):
@@ -218,7 +113,7 @@ def select(prog, caps):
         chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"))
         if chosen is None:
             continue
-        m, (rows, tpad, mr, nv, nbytes) = chosen
+        m, (rows, tp, mr, nv, nbytes) = chosen
         wbuf = ins.inputs[1]
         u = _weights(wbuf.value.const, m, mr)
         a2 = tf.alpha(m) ** 2
@@ -237,7 +132,7 @@ def select(prog, caps):
         # executed multiply-adds: alpha^2 per tile and channel pair (the transforms' adds not
         # counted), for the report's "executed_macs"
         macs = n * math.ceil(ho / m) * math.ceil(wo / m) * a2 * c * kk
-        ins.attrs["winograd"] = dict(m=m, rows=rows, tpad=tpad, mr=mr, nv=nv, macs=macs)
+        ins.attrs["winograd"] = dict(m=m, rows=rows, tpad=tp, mr=mr, nv=nv, macs=macs)
         ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                               (nbytes // 4,), ACTIVATION)]
     return prog
@@ -368,7 +263,7 @@ class _Emitter:
     # -- 2. the alpha^2 GEMMs ----------------------------------------------------------------------
     def gemm(self, kb, rows):
         k, b, vec, mr = self.k, self.b, self.vec, self.mr
-        nvec = _tpad(vec.simd, self.tw, rows) // vec.w
+        nvec = tpad(vec.simd, self.tw, rows) // vec.w
         with k.for_range(self.a2, name="xi") as xi:
             ubase = b.mul(b.add(b.mul(kb, k.c(self.a2)), xi), k.c(self.c * mr))
             vbase = b.mul(xi, k.c(self.c * self.tpad))
