@@ -65,24 +65,6 @@ CASES = [  # n, c, h, w, k, pads (t, l, b, r), epilogue
 ]
 
 
-@pytest.mark.parametrize("level", params())
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[1]}x{c[2]}x{c[3]}to{c[4]}" for c in CASES])
-def test_winograd_matches_onnxruntime(case, level, tmp_path):
-    n, c, h, w, k, pads, extra = case
-    m = conv_model(n, c, h, w, k, pads, **extra)
-    feeds = {"x": rand(n, c, 4 * h, 4 * w)}
-    report = str(tmp_path / "memory.json")
-    # sums of up to 576 products reaching |y| ~ 75, in another order than onnxruntime's: atol
-    # is ~1.5e-6 of the largest output (measured: Winograd 3.4e-5, the direct kernel 7.3e-5)
-    check_against_onnxruntime(m, feeds, tmp_path / "b", rtol=1e-4, atol=1e-4,
-                              dump_memory_report=report, **level.options)
-    # 4-lane SSE keeps the direct kernels (winograd.MIN_LANES)
-    assert ("ConvWinograd" in kernels(report)) == (level.lanes >= 8)
-    check_against_onnxruntime(m, feeds, tmp_path / "d", rtol=1e-4, atol=1e-4,
-                              dump_memory_report=report, winograd=False, **level.options)
-    assert "ConvWinograd" not in kernels(report)
-
-
 def forced(m, **params):
     return {"ConvWinograd": ("winograd", dict(m=m, **params))}  # through the kernel registry
 
@@ -123,25 +105,39 @@ F4_CASES = [  # n, c, h, w, k, pads (t, l, b, r), epilogue
 ]
 
 
+RUNS = [(None, c) for c in CASES] + [(4, c) for c in F4_CASES]
+
+
 @pytest.mark.parametrize("level", params())
-@pytest.mark.parametrize("case", F4_CASES, ids=[f"{c[1]}x{c[2]}x{c[3]}to{c[4]}" for c in F4_CASES])
-def test_winograd_f4_matches_onnxruntime(case, level, tmp_path):
-    """F(4x4, 3x3) forced through the registry (the cost model would pick F2 for some)."""
+@pytest.mark.parametrize("mm,case", RUNS, ids=[f"{'F4-' if r[0] else ''}{c[1]}x{c[2]}x{c[3]}to{c[4]}"
+                                               for r in RUNS for c in [r[1]]])
+def test_winograd_matches_onnxruntime(mm, case, level, tmp_path):
+    """The cost model's choice of m (CASES), then F(4x4, 3x3) forced through the registry
+    (F4_CASES; the model would pick F2 for some), and (CASES) -winograd=false."""
     n, c, h, w, k, pads, extra = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
     report = str(tmp_path / "memory.json")
+    # sums of up to 576 products reaching |y| ~ 75, in another order than onnxruntime's.
     # F4's transforms scale values by up to 8 and 5: more rounding than F2's, still ~1e-6 of
-    # the largest output here (measured on AVX2: 1.1e-6 - 2.4e-6; the direct kernel on SSE2
-    # 3.8e-7 - 1.0e-6)
+    # the largest output (measured on AVX2 with F4 forced: 1.1e-6 - 2.4e-6; the direct kernel
+    # on SSE2 3.8e-7 - 1.0e-6)
     got, ref = check_against_onnxruntime(m, feeds, tmp_path / "b", rtol=1e-4, atol=2e-4,
-                                         dump_memory_report=report, kernel_variants=forced(4),
+                                         dump_memory_report=report,
+                                         **(dict(kernel_variants=forced(mm)) if mm else {}),
                                          **level.options)
-    attrs = winograd_attrs(report)
-    assert [a["m"] for a in attrs] == ([4] if level.lanes >= 8 else [])
-    if k == 23 and attrs:
-        assert k % attrs[0]["mr"]  # a partial block of output channels
     assert np.abs(got[0] - ref[0]).max() <= 2e-5 * np.abs(ref[0]).max()
+    # 4-lane SSE keeps the direct kernels (winograd.MIN_LANES)
+    attrs = winograd_attrs(report)
+    assert len(attrs) == (level.lanes >= 8)
+    if mm:
+        assert all(a["m"] == mm for a in attrs)
+        if k == 23 and attrs:
+            assert k % attrs[0]["mr"]  # a partial block of output channels
+        return
+    check_against_onnxruntime(m, feeds, tmp_path / "d", rtol=1e-4, atol=1e-4,
+                              dump_memory_report=report, winograd=False, **level.options)
+    assert "ConvWinograd" not in kernels(report)
 
 
 @pytest.mark.parametrize("level", params())
