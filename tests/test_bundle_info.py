@@ -84,7 +84,8 @@ def test_stored_layouts(tmp_path, capsys):
     j = json.loads(out)
     funcs = {f["name"] for f in j["code"]["functions"]}
     lay = [c for c in j["constants"] if c["layout"] != "plain"]
-    wino = [c for c in lay if c["layout"].startswith("winograd F(2x2,3x3)")]
+    # its 16-channel 32x32 layers: F(4x4, 3x3) by the cost model (winograd_plan.py), U [K/MR][36][C][MR]
+    wino = [c for c in lay if c["layout"].startswith("winograd F(4x4,3x3) [K/8][36][C][8]")]
     assert wino and all(c["kernel"].endswith("_ConvWinograd") and c["variant"] == "winograd"
                         for c in wino)
     assert any(c["layout"] == "packed_w" for c in lay) and any(c["layout"] == "packed_b" for c in lay)

@@ -30,7 +30,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.names import legalize
-from glowpy.ir.macs import node_macs
+from glowpy.ir.macs import executed_macs, node_macs
 from glowpy.ir.program import align
 
 COUNTERS = ("auto", "cycles", "dwt", "callback")
@@ -171,7 +171,8 @@ def _macs(ins) -> int:
 
 def describe(prog, kernels: list[str], info: dict) -> dict:
     """The manifest's "instrumentation": how the bundle was instrumented and, per instruction
-    id, its op, node, kernel function, variant, MACs, bytes and operands."""
+    id, its op, node, kernel function, variant, MACs (as defined, and executed: fewer for a
+    Winograd convolution), bytes and operands."""
     rows = []
     for idx, (ins, fn) in enumerate(zip(prog.instrs, kernels)):
         ops = _operands(ins)
@@ -180,7 +181,7 @@ def describe(prog, kernels: list[str], info: dict) -> dict:
         rows.append({
             "id": idx, "op": ins.op, "node": ins.name, "kernel": fn,
             **({"variant": variant["name"]} if isinstance(variant, dict) else {}),
-            "macs": _macs(ins),
+            "macs": _macs(ins), "executed_macs": executed_macs(ins),
             "bytes_read": sum(b.nbytes for b in ops[:n_in]),
             "bytes_written": sum(b.nbytes for b in ops[n_in:]),
             "operands": [{"name": b.name, "role": "in" if k < n_in else "out",

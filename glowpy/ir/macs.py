@@ -1,5 +1,7 @@
 """Multiply-accumulates of a node's op as defined (a Winograd kernel does fewer): the work
-figure the profile, the report and patch-based execution's overhead limit share."""
+figure the profile, the report and patch-based execution's overhead limit share; and those an
+instruction's kernel executes (`executed_macs`: the memory report's and the instrumentation's
+"executed_macs"), which benchmarks count against the FMA peak."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,3 +25,15 @@ def node_macs(node, out_shape=None) -> int:
         a = x[0].shape
         return out * int(a[0] if node.op == "Gemm" and node.attrs.get("transA") else a[-1])
     return 0
+
+
+def executed_macs(ins) -> int:
+    """Multiply-accumulates instruction `ins`'s kernel performs: a Winograd convolution's own
+    count, recorded by its rewrite (alpha^2 per tile and channel pair; the transforms' adds
+    not counted), else the op's as defined (node_macs)."""
+    wino = ins.attrs.get("winograd")
+    if isinstance(wino, dict) and "macs" in wino:
+        return int(wino["macs"])
+    if ins.node is None or not ins.outputs:
+        return 0
+    return node_macs(ins.node, ins.outputs[0].shape)

@@ -1,7 +1,8 @@
 """The memory report (-dump-memory-report=FILE.json): where every byte of the activation region
 goes. Per activation buffer: its size, offset, first and last use and the instruction that
 produces it; the peak of simultaneously live bytes and the instruction where it occurs; the
-lower bound and the efficiency (bound / size); the bytes of each region."""
+lower bound and the efficiency (bound / size); the bytes of each region. Per instruction: its
+kernel, variant and "executed_macs", the multiply-adds the kernel performs (ir/macs.py)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import json
 import numpy as np
 
 from glowpy.ir import epilogue
+from glowpy.ir.macs import executed_macs
 from glowpy.ir.program import ACTIVATION, Program
 
 
@@ -68,6 +70,7 @@ def memory_report(prog: Program) -> dict:
         "instructions": [{"index": i, "name": ins.name, "op": _instr_label(ins),
                           "kernel": ins.op, "live_bytes": prof[i] if i < len(prof) else 0,
                           **({"variant": ins.attrs["variant"]} if "variant" in ins.attrs else {}),
+                          "executed_macs": executed_macs(ins),
                           **({"in_place": in_place} if (in_place := {
                               k: v for k, v in ins.attrs.items() if k != "variant"}) else {}),
                           **({"overlaps_input": True} if i in overlapping else {})}

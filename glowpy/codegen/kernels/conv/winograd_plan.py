@@ -1,0 +1,119 @@
+"""The plan of a Winograd convolution (conv/winograd.py): F(m x m) per layer, m = 2 or 4, and
+the blocking of its tile rows into the scratch.
+
+m (`_cost`): F4's multiplies are 2.25/4 of F2's, but its transforms cost more per
+tile, its tiles per row halve (vectors over the tiles of a row fill worse on small planes:
+14x14 gives 4 tiles of 4 per row, padded to 16 outputs, one 8-lane vector half empty) and U
+grows 36/16. The model counts the vector operations of each part (GEMM multiply-adds over
+the padded tile slots, the transforms' operations from winograd_transforms.ops, loads and
+stores) for each m from the target's vector width and register tiles and the layer's shape,
+and takes the cheaper. Measured on the AVX2 Zen 3 (zoo ResNet-18, one thread, same run): every
+candidate layer F2 44.3 ms, F4 wherever it fits 40.4, the model's choice (F4 at 56x56 and
+28x28, F2 at 14x14 where 4 tiles per row half-fill a vector, U of 256x256 over MAX_U for F4)
+38.9."""
+from __future__ import annotations
+
+import math
+
+from glowpy.codegen.kernels.conv import winograd_transforms as tf
+from glowpy.codegen.kernels.tiles import choose_tile
+
+SCRATCH_MAX = 1 << 20  # scratch at most this big (V stays in L2)
+MAX_TILES = 256  # F(2x2) tiles per block (F(4x4): the same bytes of V, 16/36 as many tiles)
+MIN_TILES = 16  # F(2x2) tiles per block at least
+BLOCK_TILES = 64  # F(2x2) tiles per block enough when U stays in cache
+U_CACHED = 1 << 20  # bytes of U that stay in cache between blocks
+MAX_U = 4 << 20  # bytes of transformed weights at most (more: streaming U costs more than it saves)
+
+
+def in_place(mr, c, kk):
+    """M[xi] can overwrite V[xi]: one channel block covers all K output channels, so each
+    register tile has read its columns of V[xi] for good before it stores them, and M's rows
+    fit in V's."""
+    return kk <= mr and kk <= c
+
+
+def tpad(simd, tw, r):
+    """Tile slots of a block of r tile rows: the rows' tiles back to back, the last row's
+    rounded up to whole vectors (its input transform stores whole vectors), then the whole."""
+    w = simd.width
+    return math.ceil(((r - 1) * tw + math.ceil(tw / w) * w) / w) * w
+
+
+def _blocking(simd, m, c, kk, ho, wo, budget, rows_wanted=None):
+    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes), or None when the
+    budget holds too few tiles to repay streaming U once per block. Blocks are as few as the
+    budget allows, and even. `rows_wanted` (forced through the registry, e.g.
+    `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fixes the tile rows per block."""
+    a2 = tf.alpha(m) ** 2
+    th, tw = math.ceil(ho / m), math.ceil(wo / m)
+
+    def scratch(r, mr):
+        # one block of MR channels covering all K: M[xi] overwrites V[xi] (see _Emitter.gemm)
+        return a2 * (c if in_place(mr, c, kk) else c + mr) * tpad(simd, tw, r) * 4
+
+    # tile counts are F(2x2)'s: F(4x4) tiles hold 36/16 the scratch each
+    def tiles(t):
+        return t * 16 // a2
+
+    def fits(r):
+        tp = tpad(simd, tw, r)
+        return scratch(r, choose_tile(simd, kk, tp, 1)[0]) <= budget and r * tw <= tiles(MAX_TILES)
+
+    # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
+    # since every block streams all of U once
+    want = tiles(BLOCK_TILES if 4 * a2 * c * kk <= U_CACHED else MAX_TILES)
+    if rows_wanted is not None:
+        rows = min(rows_wanted, th)
+        if not fits(rows):
+            return None
+    else:
+        rows = 1
+        while rows < th and rows * tw < want and fits(rows + 1):
+            rows += 1
+        if not fits(rows) or rows * tw < min(tiles(MIN_TILES), th * tw):
+            return None
+    rows = math.ceil(th / math.ceil(th / rows))
+    tp = tpad(simd, tw, rows)
+    mr, nv, _ = choose_tile(simd, kk, tp, 1)
+    return rows, tp, mr, nv, scratch(rows, mr)
+
+
+def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
+    """Vector operations of the layer in F(m x m) with this blocking (the unit: one vector
+    instruction; multiply-adds, loads, stores and shuffles each issue about two a cycle on the
+    targets that take Winograd). GEMM: alpha^2 multiply-adds per channel pair and vector of
+    tile slots, K padded to MR. Input transform, per tile row, channel and vector of a row's
+    tiles: alpha^2 strided loads (m registers and their shuffles) and stores, the transform's
+    operations. Output transform, per output channel: alpha^2 loads, the transform, and per
+    output vector its bias, interleave and store."""
+    rows, tp, mr, _, _ = blocking
+    a2, w = tf.alpha(m) ** 2, simd.width
+    th, tw = math.ceil(ho / m), math.ceil(wo / m)
+    full, tail = divmod(th, rows)
+    slots = full * tp + (tpad(simd, tw, tail) if tail else 0)
+    gemm = a2 * math.ceil(kk / mr) * mr * c * slots / w
+    t_in, t_out = tf.ops(m)
+    row_vecs = th * math.ceil(tw / w)
+    inp = row_vecs * c * (a2 * (2 * m + 2) + t_in)
+    out = row_vecs * kk * (a2 + t_out + 3 * m * m)
+    return n * (gemm + inp + out)
+
+
+def plan(simd, s, budget, forced=None):
+    """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
+    scratch fit, or None. `forced` (registry params): {"m": 2 or 4} and/or {"rows": r}."""
+    n, c, h, w, kk, pads = s
+    ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+    forced = forced or {}
+    best = None
+    for m in ([forced["m"]] if "m" in forced else tf.SIZES):
+        if 4 * tf.alpha(m) ** 2 * c * kk > MAX_U:
+            continue
+        blocking = _blocking(simd, m, c, kk, ho, wo, budget, forced.get("rows"))
+        if blocking is None:
+            continue
+        cost = _cost(simd, m, n, c, kk, ho, wo, blocking)
+        if best is None or cost < best[0]:
+            best = (cost, m, blocking)
+    return best and best[1:]
