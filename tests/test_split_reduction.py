@@ -35,20 +35,23 @@ def conv_count(m, tmp_path, **options):
     onnx.save(m, tmp_path / "m.onnx")
     glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
                    dump_memory_report=str(tmp_path / "r.json"), **options)
-    return sum(i["kernel"] == "Conv" for i in json.loads((tmp_path / "r.json").read_text())["instructions"])
+    return sum(i["kernel"] in ("Conv", "ConvWinograd")
+               for i in json.loads((tmp_path / "r.json").read_text())["instructions"])
 
 
 # (input channels, output channels, plane, kernel, bias, residual, dilation) and the Conv
 # instructions expected at SSE2 / AVX2 / AVX-512 (a block = two vectors of output channels:
 # 8 / 16 / 32 channels of weights per input channel; a split when they pass 256 KiB, into
-# chunks whose input plus block weights take 3/4 of 512 KiB)
+# chunks whose input plus block weights take 3/4 of 512 KiB, of 64 channels at least; 3x3
+# layers Winograd may take are left to it)
 CASES = {
-    "two_chunks": ((512, 24, 8, 3, True, False, 1), (1, 2, 2)),
-    "residual_epilogue": ((512, 20, 9, 3, True, True, 1), (1, 2, 2)),
-    "no_bias_dilated": ((640, 16, 10, 3, False, False, 2), (1, 2, 3)),
-    "many_chunks": ((1536, 8, 12, 3, True, False, 1), (4, 5, 7)),
-    "small_plane_kept": ((1024, 16, 7, 3, True, False, 1), (1, 1, 1)),  # 49 positions
+    "two_chunks_5x5": ((512, 24, 8, 5, True, False, 1), (2, 3, 5)),
+    "residual_epilogue": ((1024, 256, 9, 3, True, True, 1), (2, 3, 4)),  # U past Winograd's
+    "no_bias_dilated": ((640, 16, 10, 3, False, False, 2), (1, 2, 3)),  # 5x5 phases: dilated
+    "many_chunks": ((1536, 8, 12, 5, True, False, 1), (6, 9, 15)),
+    "small_plane_kept": ((1024, 16, 7, 5, True, False, 1), (1, 1, 1)),  # 49 positions
     "1x1_kept": ((2048, 16, 16, 1, True, False, 1), (1, 1, 1)),
+    "winograd_kept": ((512, 24, 8, 3, True, False, 1), (1, 1, 1)),  # its own blocks stream U
 }
 
 

@@ -25,7 +25,7 @@ def graph_rewrites(memory_first: bool):
     return (lambda graph: graph) if memory_first else as_product_col2im
 
 
-def late_rewrites(caps):
+def late_rewrites(caps, winograd: bool = True):
     """The backend's step after the graph pipeline: dilated convolutions by phases where the
     phase images are large enough (glowpy/ir/passes/dilated.py); convolutions whose block weights outgrow
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
@@ -40,6 +40,7 @@ def late_rewrites(caps):
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.split_reduction import split_reduction
+    from glowpy.codegen.kernels.conv import winograd_plan
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
     if width == 1 or not caps.l2_bytes:
@@ -48,6 +49,10 @@ def late_rewrites(caps):
     def chunk_of(node):
         x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
         c, taps = w.shape[1], math.prod(w.shape[2:])
+        win = node.opdef.window(node)
+        if winograd and tuple(win.kernel) == (3, 3) and tuple(win.strides) == (1, 1) and \
+                tuple(win.dilations) == (1, 1) and winograd_plan.u_fits(c, w.shape[0]):
+            return None  # Winograd's own blocks stream its transformed weights
         block = 2 * width * taps * 4  # one block's weight bytes per input channel
         if block * c <= caps.l2_bytes // 2 or math.prod(y.shape[2:]) < MIN_PLANE:
             return None

@@ -100,6 +100,12 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     return n * (gemm + inp + out)
 
 
+def u_fits(c: int, kk: int) -> bool:
+    """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may
+    take the layer; it streams U in its own blocks)."""
+    return any(4 * tf.alpha(m) ** 2 * c * kk <= MAX_U for m in tf.SIZES)
+
+
 def plan(simd, s, budget, forced=None):
     """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
     scratch fit, or None. `forced` (registry params): {"m": 2 or 4} and/or {"rows": r}."""
