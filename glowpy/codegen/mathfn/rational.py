@@ -1,17 +1,15 @@
-"""tanh and sigmoid as one rational function: a clamp, two polynomials in x^2 (fused
-multiply-adds) and one division, where mathfn.tanh evaluates a polynomial and an exp and
-selects. For callers that need absolute accuracy, not ulps of tiny results: the gates of
-recurrent cells (onnxruntime's LSTM and Tanh use the same approximation, MLAS's and Eigen's
-generic_fast_tanh_float coefficients).
+"""tanh as one rational function: a clamp, two polynomials in x^2 (fused multiply-adds) and
+one division, where mathfn.tanh evaluates a polynomial and an exp and selects. For callers
+that need absolute accuracy, not ulps of tiny results: the Tanh op (onnxruntime's Tanh uses the
+same approximation, MLAS's and Eigen's generic_fast_tanh_float coefficients). The recurrent
+cells keep mathfn's accurate gates (kernels/recurrent/cell.py says why).
 
 Accuracy (float32, measured against float64 over a dense sweep of [-20, 20] and 4e6 random
 inputs, tests/test_mathfn_rational.py checks it): tanh 4.6 ulp, 2.7e-7 absolute (it saturates at
-+-0.99999976, 2 ulp below 1: the value at the clamp point);
-sigmoid 1.7e-7 absolute (relative accuracy is lost below about -16, where it returns
-sigmoid(-15.8) instead of a smaller result)."""
++-0.99999976, 2 ulp below 1: the value at the clamp point)."""
 from __future__ import annotations
 
-from glowpy.codegen.mathfn.core import clamp, fconst, horner, intrinsic
+from glowpy.codegen.mathfn.core import clamp, horner
 
 # tanh(x) = x * P(x^2) / Q(x^2) on |x| <= 7.905 (where it reaches 1 in float32)
 _TANH_P = [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
@@ -27,10 +25,3 @@ def tanh_rational(b, x):
     x = clamp(b, x, -_TANH_CLAMP, _TANH_CLAMP)
     z = b.fmul(x, x)
     return b.fdiv(b.fmul(x, horner(b, z, _TANH_P)), horner(b, z, _TANH_Q))
-
-
-def sigmoid_rational(b, x):
-    """1/(1+e^-x) = 0.5 + 0.5 tanh(x/2)."""
-    t = tanh_rational(b, b.fmul(x, fconst(x, 0.5)))
-    half = fconst(x, 0.5)
-    return b.call(intrinsic(b, "llvm.fmuladd", x, 3), [t, half, half])
