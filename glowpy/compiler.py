@@ -358,7 +358,7 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
         graph = optimize(graph, opts.opt_level)
         if opts.opt_level > 0:
             from glowpy.codegen.kernels.catalog import late_rewrites
-            graph = late_rewrites(target.caps, opts.winograd)(graph)
+            graph = late_rewrites(target.caps, _memory_first(opts, target), opts.winograd)(graph)
         if opts.dump_graph_dag:
             write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
         _check_dtypes(graph)

@@ -61,5 +61,7 @@ def test_phases_match_onnxruntime(case, level, tmp_path):
 
 
 def test_memory_first_targets_keep_dilation(tmp_path):
+    """Microcontrollers, and hosts told -activation-memory=min: no phase copies."""
     m, _ = model(*CASES["divisible_bn"][0])
     assert kernels(m, tmp_path / "m7", target="arm", mcpu="cortex-m7", float_abi="hard") == ["Conv"]
+    assert kernels(m, tmp_path / "min", activation_memory="min") == ["Conv"]

@@ -25,7 +25,7 @@ def graph_rewrites(memory_first: bool):
     return (lambda graph: graph) if memory_first else as_product_col2im
 
 
-def late_rewrites(caps, winograd: bool = True):
+def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     """The backend's step after the graph pipeline: dilated convolutions by phases where the
     phase images are large enough (glowpy/ir/passes/dilated.py); convolutions whose block weights outgrow
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
@@ -43,7 +43,7 @@ def late_rewrites(caps, winograd: bool = True):
     from glowpy.codegen.kernels.conv import winograd_plan
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
-    if width == 1 or not caps.l2_bytes:
+    if memory_first or width == 1 or not caps.l2_bytes:  # both add activation bytes
         return lambda graph: graph
 
     def chunk_of(node):
@@ -59,6 +59,7 @@ def late_rewrites(caps, winograd: bool = True):
         per_channel = 4 * math.prod(x.shape[2:]) + block
         chunks = math.ceil(c / max(MIN_CHUNK, 3 * caps.l2_bytes // 4 // per_channel))
         return math.ceil(c / chunks / 8) * 8
+
     def phases_pay(node, d):
         """Phase images of MIN_PHASE_PLANE positions or more (Winograd's smallest, where the
         register tiles stay full), and weights that the d*d phase images do not re-read from
