@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles, pays
+from glowpy.codegen.kernels.conv.pointwise_strided import tail_group
 from test_kernels_fast import check_guarded, check_pointwise_pair, f32
 from util import GraphBuilder
 from vector_levels import params
@@ -19,6 +20,10 @@ SHAPES = [  # (input, output channels, forced params or None: the plan's)
     ((1, 16, 18, 18), 8, {"mr": 3, "nv": 1, "tiles": 5}),  # panels, leftover tiles, a tail
     ((1, 32, 6, 6), 21, {"mr": 4, "nv": 2, "tiles": 1}),  # a plane narrower than one tile
     ((1, 20, 50), 13, {"mr": 6, "nv": 1, "tiles": 3}),  # a 1-D convolution
+    # the last positions fewer than a vector (7x7: 49 = 3 x 16 + 1 on AVX2, 6 x 8 + 1 on SSE):
+    # lanes over output channels, 7 blocks of 6 and one of 2 in one group
+    ((1, 40, 7, 7), 44, {"mr": 6, "nv": 2, "tiles": 3}),
+    ((2, 24, 5, 7), 100, {"mr": 6, "nv": 2, "tiles": 2}),  # 35 = 2 x 16 + 3: groups in a loop
 ]
 
 
@@ -51,3 +56,14 @@ def test_pays_and_panels():
     assert pays(SimpleNamespace(l1d_bytes=0), 64, 125)  # no cache figures: the lines alone decide
     assert panel_tiles(512, 16, 13, 65536) == 2 and panel_tiles(1024, 16, 4, 65536) == 1
     assert panel_tiles(32, 16, 784, 65536) == 32  # 25 panels of equal size
+
+
+def test_tail_group():
+    """Blocks per tail tile: enough chains to cover the FMA latency, registers permitting; none
+    when a vector or more of positions is left or no tail at all."""
+    avx2, avx512 = (SimpleNamespace(width=w, registers=r) for w, r in ((8, 16), (16, 32)))
+    assert tail_group(6, 1024, 1, avx2) == 8  # 7x7 on AVX2: 8 accumulators of one position
+    assert tail_group(6, 1024, 3, avx2) == 3  # 3 positions x 3 blocks
+    assert tail_group(6, 1024, 0, avx2) == 0 and tail_group(6, 1024, 8, avx2) == 0
+    assert tail_group(6, 1024, 17, avx512) == 0  # 49 = 32 + 17: a full vector is left
+    assert tail_group(12, 512, 1, avx512) == 8

@@ -30,7 +30,8 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     phase images are large enough (glowpy/ir/passes/dilated.py); convolutions whose block weights outgrow
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
     that a chunk's input plus one block's weights take three quarters of L2 (blocks outermost
-    then re-read the chunk's input from L2). A block is taken as two vectors of output channels
+    then re-read the chunk's input from L2), and stride-1 1x1 convolutions too deep for one
+    packed micro-panel split so that a chunk's is (pointwise_packed.channel_chunk). A block is taken as two vectors of output channels
     (the channel-vectorized tiles' 16 on AVX2). Measured on the FCN head (3x3 2048 -> 512 on
     28x28, Zen 3, 512 KiB of L2, machine under load; onnxruntime 157-194 ms in the same runs):
     unsplit 271-277 ms; chunks of 448 channels (block weights in half of L2) 185-187; 144
@@ -40,13 +41,16 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.split_reduction import split_reduction
-    from glowpy.codegen.kernels.conv import winograd_plan
+    from glowpy.codegen.kernels.conv import pointwise_packed, winograd_plan
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
     if memory_first or width == 1 or not caps.l2_bytes:  # both add activation bytes
         return lambda graph: graph
 
     def chunk_of(node):
+        packed = pointwise_packed.channel_chunk(caps, node)
+        if packed is not None:
+            return packed
         x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
         c, taps = w.shape[1], math.prod(w.shape[2:])
         win = node.opdef.window(node)

@@ -25,6 +25,7 @@ from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
+from glowpy.codegen.kernels.conv import pointwise_packed
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.turn import store_rows
@@ -368,6 +369,8 @@ def plan(k):
     if chan is None or not ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1])
                             or small_plane):
         return None
+    if pointwise and flat and pointwise_packed.takes_small_plane(k):
+        return None  # (its full tiles fill every lane, its tail lanes run over channels)
     if s.rank == 2 and s.g == 1 and s.ho > 1:
         # rows shorter than a good tile (7-wide on AVX2: 4 + 3 pixels, 8 and 6 of 12
         # accumulators) waste registers on every row; tiles across row ends do not
