@@ -51,6 +51,11 @@ CASES = {
     "many_chunks": ((1536, 8, 12, 5, True, False, 1), (6, 9, 15)),
     "small_plane_kept": ((1024, 16, 7, 5, True, False, 1), (1, 1, 1)),  # 49 positions
     "1x1_kept": ((2048, 16, 16, 1, True, False, 1), (1, 1, 1)),
+    # stride-1 1x1s whose packed micro-panel (C x NR floats) passes 64 KiB: chunks that fit it
+    # (pointwise_packed.channel_chunk; SSE2's panel holds 2048 channels), each packed, the
+    # 7x7 plane's last position in the tail with lanes over channels, a residual in the last
+    "1x1_packed_chunks_7x7": ((1100, 20, 7, 1, True, True, 1), (1, 2, 3)),
+    "1x1_packed_chunks_deep": ((2048, 24, 7, 1, False, False, 1), (1, 2, 4)),
     "winograd_kept": ((512, 24, 8, 3, True, False, 1), (1, 1, 1)),  # its own blocks stream U
 }
 
