@@ -31,8 +31,9 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
     that a chunk's input plus one block's weights take three quarters of L2 (blocks outermost
     then re-read the chunk's input from L2), and stride-1 1x1 convolutions too deep for one
-    packed micro-panel split so that a chunk's is (pointwise_packed.channel_chunk). A block is taken as two vectors of output channels
-    (the channel-vectorized tiles' 16 on AVX2). Measured on the FCN head (3x3 2048 -> 512 on
+    packed micro-panel split into chunks whose panel fits (pointwise_packed.channel_chunk). A
+    block is taken as two vectors of output channels (the channel-vectorized tiles' 16 on
+    AVX2). Measured on the FCN head (3x3 2048 -> 512 on
     28x28, Zen 3, 512 KiB of L2, machine under load; onnxruntime 157-194 ms in the same runs):
     unsplit 271-277 ms; chunks of 448 channels (block weights in half of L2) 185-187; 144
     (input + block weights 534 KiB, past L2) 188-201; 128 (475 KiB) 104; 112 (416 KiB)

@@ -79,9 +79,8 @@ def short_tail(npos: int, nr: int, simd) -> bool:
 
 def takes_small_plane(k) -> bool:
     """The plan applies with a short_tail (conv/channel.py's small-plane rule yields)."""
-    p = plan(k)
-    return p is not None and short_tail(shape_of(k).wo, p["nv"] * Simd.of(k.caps).width,
-                                        Simd.of(k.caps))
+    p, simd = plan(k), Simd.of(k.caps)
+    return p is not None and short_tail(shape_of(k).wo, p["nv"] * simd.width, simd)
 
 
 def channel_chunk(caps, node) -> int | None:
@@ -100,12 +99,13 @@ def channel_chunk(caps, node) -> int | None:
     c, npos = x.shape[1], math.prod(x.shape[2:])
     _, nv = plan_tiles(w.shape[0], c, npos, simd)
     most = SCRATCH_MAX // (4 * nv * simd.width)
-    if c <= most or most < MIN_K or not pays(caps, most, npos):
+    if c <= most or most < MIN_K:
         return None
     chunks = math.ceil(c / most)
     while math.ceil(c / chunks / 8) * 8 > most:
         chunks += 1
-    return math.ceil(c / chunks / 8) * 8
+    chunk = math.ceil(c / chunks / 8) * 8
+    return chunk if pays(caps, chunk, npos) else None
 
 
 class PointwisePackedEmitter(PointwiseTiles):
