@@ -102,7 +102,8 @@ def test_selection_is_by_rank_and_plan(tmp_path):
         [ins] = [i for i in json.load(f)["instructions"] if i["kernel"] == "Conv"]
     # 8 channels x 9 taps = 72 products per output: pixel lanes (channel tiles need >= 160)
     assert ins["variant"]["name"] == "pixel_vectorized"
-    assert set(ins["variant"]["params"]) == {"flat", "mr", "nv"}
+    assert set(ins["variant"]["params"]) == {"flat", "mr", "nv", "chunk"}
+    assert ins["variant"]["params"]["chunk"] == 0  # a 3x3 layer: tiles outermost, unchunked
     # every registered op has exactly one fallback (a variant without a plan) at the bottom
     for op in registry.ops():
         vs = registry.variants(op)

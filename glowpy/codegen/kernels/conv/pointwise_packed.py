@@ -18,12 +18,11 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import const_input
 from glowpy.codegen.kernels.conv.pointwise_strided import (
     SCRATCH_MAX, PointwiseTiles, plan_tiles, tail_group)
-from glowpy.codegen.kernels.tiles import shape_of
+from glowpy.codegen.kernels.tiles import LINE, shape_of
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
 
 MIN_K = 16  # input channels from which packing pays (fewer: pixel_vectorized's flat tiles)
-LINE = 64  # cache line bytes (x86, Arm A-profile)
 
 
 def panel_tiles(c: int, nr: int, tiles: int, budget: int) -> int:
