@@ -14,7 +14,7 @@ import glowpy
 from glowpy.codegen.kernels.tiles import chunk_tiles
 from test_kernels_fast import check_guarded, check_pointwise_pair, f32
 from util import GraphBuilder
-from vector_levels import LEVELS, params
+from vector_levels import LEVELS, params, plan_only
 
 POINTWISE = [  # (input, output channels, forced plan)
     ((1, 16, 20, 20), 40, {"flat": True, "mr": 4, "nv": 1, "chunk": 3}),  # leftover tiles
@@ -61,25 +61,37 @@ def test_chunk_tiles():
     assert chunk_tiles(SimpleNamespace(l1d_bytes=0), 16, 16) == 0
 
 
-def _plans(tmp_path, **options):
+def _graph():
     g = GraphBuilder(x=f32(1, 16, 112, 112), y=f32(1, 128, 56, 56), z=f32(1, 3, 112, 112))
     g.node("Conv", ["x", f32(96, 16, 1, 1, scale=0.2)])
     g.node("Conv", ["y", f32(128, 128, 1, 1, scale=0.1)])
     g.node("Conv", ["z", f32(32, 3, 3, 3, scale=0.2)], pads=[1, 1, 1, 1])
-    onnx.save(g.model(opset=13), tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"), **options)
-    return [i["variant"] for i in json.loads((tmp_path / "r.json").read_text())["instructions"]
+    return g
+
+
+def _plans(tmp_path, level=None, **options):
+    """The Conv variants the model compiles to; where `level` runs here, the bundle is also
+    checked against onnxruntime (the unforced chunks included)."""
+    g = _graph()
+    report = tmp_path / "r.json"
+    if level is not None and not plan_only(level):
+        check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    else:
+        onnx.save(g.model(opset=13), tmp_path / "m.onnx")
+        glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
+                       dump_memory_report=str(report), **options)
+    return [i["variant"] for i in json.loads(report.read_text())["instructions"]
             if i["kernel"] == "Conv"]
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=str)
 def test_chosen_plan(level, tmp_path):
-    """Unforced, compiled for each level (family caches: 32 KiB L1): MobileNetV2's 16 -> 96
-    expansion on 112x112 runs in chunks of whole lines; a 128 -> 128 layer on 56x56 does not
-    where a tile is two vectors or more; a 3x3 layer never (its shifted taps' masks)."""
+    """Unforced, compiled for each level (family caches: 32 KiB L1) and run against
+    onnxruntime at the levels this host runs: MobileNetV2's 16 -> 96 expansion on 112x112
+    runs in chunks of whole lines; a 128 -> 128 layer on 56x56 does not where a tile is two
+    vectors or more; a 3x3 layer never (its shifted taps' masks)."""
     family = SimpleNamespace(l1d_bytes=32 << 10)
-    big, small, shifted = _plans(tmp_path, **level.options)
+    big, small, shifted = _plans(tmp_path, level, **level.options)
     assert big["name"] == small["name"] == "pixel_vectorized" and big["params"]["flat"]
     assert shifted["params"].get("chunk", 0) == 0
     nr = big["params"]["nv"] * level.lanes
@@ -93,4 +105,5 @@ def test_chosen_plan(level, tmp_path):
 def test_scalar_target_unchunked(tmp_path):
     """Microcontrollers (no data-cache figures: they run from TCM/SRAM) keep one tile order."""
     plans = _plans(tmp_path, target="arm", mcpu="cortex-m7")
-    assert all(p["params"].get("chunk", 0) == 0 for p in plans if p["name"] == "pixel_vectorized")
+    assert [p["name"] for p in plans] == ["pixel_vectorized"] * 3
+    assert [p["params"]["chunk"] for p in plans] == [0, 0, 0]
