@@ -45,6 +45,9 @@ CASES = [("Conv", "depthwise", lambda: conv_model(group=8)),
              {"w": f32(8, 1, 3, 3), "b": f32(8)})),
          ("Conv", "pointwise_strided", lambda: make_model(
              "Conv", {"x": f32(1, 8, 12, 18)}, 1, dict(strides=[2, 2]), {"w": f32(16, 8, 1, 1), "b": f32(16)})),
+         ("Conv", "im2col", lambda: make_model(
+             "Conv", {"x": f32(1, 3, 13, 11)}, 1, dict(strides=[2, 2], pads=[1, 2, 1, 0]),
+             {"w": f32(16, 3, 3, 3), "b": f32(16)})),
          ("Conv", "pointwise_packed", lambda: make_model(  # 7x7: not whole cache lines
              "Conv", {"x": f32(1, 320, 7, 7)}, 1, {}, {"w": f32(24, 320, 1, 1, scale=0.1), "b": f32(24)})),
          ("Conv", "channel_vectorized", lambda: make_model(
@@ -89,7 +92,7 @@ def test_selection_is_by_rank_and_plan(tmp_path):
     from glowpy.codegen import registry
     from glowpy.codegen.kernels import catalog  # noqa: F401
     ranks = [(v.name, v.rank) for v in registry.variants("Conv")]
-    assert ranks == [("depthwise_phase", 41), ("depthwise", 40), ("pointwise_strided", 35),
+    assert ranks == [("depthwise_phase", 41), ("depthwise", 40), ("im2col", 36), ("pointwise_strided", 35),
                      ("channel_vectorized", 30), ("pointwise_packed", 25), ("pixel_vectorized", 20), ("direct", 0)]
     import onnx
 
@@ -130,7 +133,7 @@ def test_cli_kernel_variant(tmp_path, capsys):
     assert run([f"-model={path}", f"-emit-bundle={tmp_path / 'c'}", "-kernel-variant=Conv:fast"],
                "model-compiler", cmd) == 2
     err = capsys.readouterr().err
-    assert ("Conv has the variants depthwise_phase, depthwise, pointwise_strided, channel_vectorized, "
+    assert ("Conv has the variants depthwise_phase, depthwise, im2col, pointwise_strided, channel_vectorized, "
             "pointwise_packed, pixel_vectorized, direct") in err
     for args, text in [(["-kernel-variant=Conv:!fast"], "-kernel-variant=Conv:fast: Conv has the variants"),
                        (["-kernel-variant=Conv:direct", "-kernel-variant=Conv:!pixel_vectorized"],

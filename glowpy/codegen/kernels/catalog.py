@@ -2,7 +2,7 @@
 the driver (codegen/module.py) and the tools that list what has a kernel import this module.
 Order does not matter: variants of one op are ranked, not ordered by import."""
 from glowpy.codegen.kernels.conv import channel, channel_last, col2im, depthwise, depthwise_phase, direct  # noqa: F401,E501
-from glowpy.codegen.kernels.conv import pixel  # noqa: F401
+from glowpy.codegen.kernels.conv import im2col, pixel  # noqa: F401
 from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
@@ -90,10 +90,11 @@ PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes,
 def post_planning(target):
     """The backend's step between planning and codegen: scratch in the activation region's
     gaps for the kernels that can use it (int8 convolution columns, the strided 1x1's gathered
-    input, the channel-vectorized rows' channels-last input)."""
+    input, a first layer's gathered columns, the channel-vectorized rows' channels-last input)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
+        im2col.place(prog, target.caps)
         channel_last.place(prog, target.caps, channel.plan, channel.RANK)
     return step
 

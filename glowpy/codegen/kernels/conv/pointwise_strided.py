@@ -97,6 +97,12 @@ def _applies(s, simd, weights_const: bool) -> bool:
     return simd.width > 1 and weights_const
 
 
+def reduction(s) -> int:
+    """Floats of one output position's reduction: the gathered buffer's rows (input channels
+    x kernel taps, the order of the ONNX weights' [M][C][KH][KW])."""
+    return s.c * s.kh * s.kw
+
+
 def chunk_rows(s, w: int, budget: int) -> int:
     """Output rows per chunk whose gathered buffer fits `budget` bytes (0: not even one row):
     the most rows whose positions fill whole vectors, else the most rows, the chunks of equal
@@ -104,7 +110,7 @@ def chunk_rows(s, w: int, budget: int) -> int:
     (14-wide rows) 1 / 2 / 4 / 7 rows per chunk 0.99 / 1.36 / 0.89 / 0.99 of onnxruntime's
     time; 256 -> 512 at 56x56 (28-wide) 1 / 2 / 4 rows 1.30 / 0.90 / 0.88; 512 -> 1024 at
     20x20 (10-wide) 1 / 2 / 4 / 7 / 10 rows 1.29 / 1.01 / 0.97 / 1.15 / 0.87."""
-    fits = [r for r in range(1, s.ho + 1) if 4 * s.c * pitch(s, w, r) <= budget]
+    fits = [r for r in range(1, s.ho + 1) if 4 * reduction(s) * pitch(s, w, r) <= budget]
     if s.wo < w:  # a narrow plane: whole, flattened, in one chunk that fills its vectors
         npos = s.ho * s.wo
         full = fits and fits[-1] == s.ho and npos / (math.ceil(npos / w) * w) >= NARROW_FILL
@@ -138,10 +144,10 @@ def cache_budget(caps, s, w: int) -> int:
     return max(SCRATCH_MAX, caps.l2_bytes // (2 if s.wo < w else 4))
 
 
-def scratch_need(node, caps) -> int | None:
-    """Bytes of the gathered buffer for a Conv node this kernel serves when its chunks are
-    sized by cache_budget and exceed the stack's SCRATCH_MAX (gaps.place puts it in the
-    activation region), else None."""
+def scratch_need(node, caps, applies=None) -> int | None:
+    """Bytes of the gathered buffer for a Conv node this kernel (or, with `applies`, the one
+    that test stands for: conv/im2col.py) serves when its chunks are sized by cache_budget and
+    exceed the stack's SCRATCH_MAX (gaps.place puts it in the activation region), else None."""
     x, w = node.inputs[0], node.inputs[1]
     if len(x.shape) != 4 or any(
             np.dtype(v.dtype) != np.float32 for v in (x, w, node.outputs[0])):
@@ -152,12 +158,12 @@ def scratch_need(node, caps) -> int | None:
               win.pads_begin[1], 2)
     simd = Simd.of(caps)
     budget = cache_budget(caps, s, simd.width)
-    if budget <= SCRATCH_MAX or not _applies(s, simd, w.const is not None):
+    if budget <= SCRATCH_MAX or not (applies or _applies)(s, simd, w.const is not None):
         return None
     rows = chunk_rows(s, simd.width, budget)
     if rows <= chunk_rows(s, simd.width, SCRATCH_MAX):
         return None
-    return 4 * s.c * pitch(s, simd.width, rows)
+    return 4 * reduction(s) * pitch(s, simd.width, rows)
 
 
 def scratch_of(k):
@@ -182,13 +188,14 @@ def plan(k):
     rows = chunk_rows(s, simd.width, budget)
     if rows < 1:
         return None
-    mr, nv = plan_tiles(s.m, s.c, rows * s.wo, simd)
+    mr, nv = plan_tiles(s.m, reduction(s), rows * s.wo, simd)
     return {"rows": rows, "mr": mr, "nv": nv, "scratch": scratch is not None}
 
 
 class PointwiseTiles:
-    """What the 1x1 GEMM emitters share (this one and pointwise_packed.py): the weights packed
-    [M/MR][C][MR], MR x NV register tiles over a buffer of inputs, their store."""
+    """What the GEMM emitters over a buffer of inputs share (this one, pointwise_packed.py and
+    im2col.py): the weights packed [M/MR][K][MR] (K = reduction(): C, or C x taps for
+    im2col's columns), MR x NV register tiles over the buffer, their store."""
 
     def __init__(self, k, mr: int, nv: int):
         self.k, self.b, self.s = k, k.b, shape_of(k)
@@ -196,11 +203,12 @@ class PointwiseTiles:
         self.mr, self.nv = mr, nv
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         s = self.s
-        wts = const_input(k, 1).reshape(s.m, s.c)
+        self.kred = reduction(s)
+        wts = const_input(k, 1).reshape(s.m, self.kred)
         # [M/MR][C][MR], the last block [C][M % MR]: the constant's own size, so the packed
         # bytes replace it (zero rows padding the block appended a second copy instead)
         packed = np.concatenate([wts[m0:m0 + mr].T.reshape(-1) for m0 in range(0, s.m, mr)])
-        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][C][{mr}], the last block [C][M % {mr}]")
+        self.wp = pack_constant(k, 1, packed, f"[M/{mr}][K][{mr}], the last block [K][M % {mr}]")
         self.bias = k.inp(2)
 
     def stack_buffer(self, floats: int, name: str):
@@ -216,8 +224,8 @@ class PointwiseTiles:
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w = vec.w
         acc = Acc(vec, rows, tnv)
-        wblk = b.mul(o0, k.c(s.c))
-        with acc.loop(k, s.c, name="c") as c:
+        wblk = b.mul(o0, k.c(self.kred))
+        with acc.loop(k, self.kred, name="c") as c:
             x0 = xoff(c)
             xs = [vec.load(self.buf, b.add(x0, k.c(j * w))) for j in range(tnv)]
             wrow = b.add(wblk, b.mul(c, k.c(rows)))
@@ -242,18 +250,18 @@ class PointwiseTiles:
         offset in self.buf of position j's input at reduction step c."""
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w, mr = vec.w, self.mr
-        g = tail_group(mr, s.c, rest, Simd.of(k.caps))
+        g = tail_group(mr, self.kred, rest, Simd.of(k.caps))
         nvec = math.ceil(mr / w)
         fin = LaneFinisher(k, vec, 1)
         width, rank = k.out_buf().shape[-1], len(k.out_buf().shape)
 
         def run(o0, rows_list):
             acc = Acc(vec, len(rows_list) * nvec, rest)
-            with acc.loop(k, s.c, name="c") as c:
+            with acc.loop(k, self.kred, name="c") as c:
                 xs = [vec.load_splat(self.buf, xoff(c, j)) for j in range(rest)]
                 ws = []
                 for bi, rows in enumerate(rows_list):
-                    base = b.add(b.mul(b.add(o0, k.c(bi * mr)), k.c(s.c)), b.mul(c, k.c(rows)))
+                    base = b.add(b.mul(b.add(o0, k.c(bi * mr)), k.c(self.kred)), b.mul(c, k.c(rows)))
                     ws += [vec.load(self.wp, b.add(base, k.c(v * w)),
                                     tuple(v * w + l < rows for l in range(w)))
                            for v in range(nvec)]
@@ -288,7 +296,7 @@ class PointwiseStridedEmitter(PointwiseTiles):
         super().__init__(k, p["mr"], p["nv"])
         self.rows = p["rows"]
         self.pitch = pitch(self.s, self.vec.w, self.rows)
-        self.buf = k.out(1) if p.get("scratch") else self.stack_buffer(self.s.c * self.pitch, "gathered")
+        self.buf = k.out(1) if p.get("scratch") else self.stack_buffer(self.kred * self.pitch, "gathered")
 
     def emit(self):
         k, s = self.k, self.s
@@ -310,7 +318,7 @@ class PointwiseStridedEmitter(PointwiseTiles):
         nfull, mrest = divmod(s.m, mr)
         blocks = ([(0, nfull, mr)] if nfull else []) + ([(nfull, nfull + 1, mrest)] if mrest else [])
         pfull, prest = divmod(npos, nv * w)
-        tail = prest and tail_group(mr, s.c, prest, Simd.of(k.caps))
+        tail = prest and tail_group(mr, self.kred, prest, Simd.of(k.caps))
         tiles = ([(0, pfull, nv, None)] if pfull else []) + \
             ([(pfull, pfull + 1, math.ceil(prest / w), prest)] if prest and not tail else [])
         for blk0, blk1, rows in blocks:

@@ -1,0 +1,109 @@
+"""Float Conv over few input channels with a strided or narrow window (first layers: a
+spectrogram, a grey or RGB image) on vector targets: the chunk's columns gathered
+(im2col), then the strided 1x1's GEMM on them (pointwise_strided.PointwiseTiles).
+
+Such a layer has a short reduction (C x KH x KW products per output, 27 for a 3x3 on RGB, 40 for
+keyword spotting's 10x4 on one channel) that neither direct tiling runs well: the
+channel-vectorized tiles turn every tile around in registers to store it, a cost their few
+multiply-adds do not amortize, and the pixel-vectorized row tiles pay a wide load and a
+shuffle per strided input vector and output-channel block, and waste lanes on rows narrower
+than a vector. Gathered once per chunk of output rows into a buffer [C x KH x KW][positions]
+(zeros where a tap lands in the padding), the layer is a plain GEMM with long runs of positions
+(planes narrower than a vector flattened into one chunk), the stores contiguous output rows.
+The buffer lives on the stack or, past its budget, in a gap of the activation region
+(pointwise_strided.scratch_need, gaps.place)."""
+from __future__ import annotations
+
+import math
+
+from glowpy.codegen.kernels import gaps
+from glowpy.codegen.kernels.accumulators import const_input
+from glowpy.codegen.kernels.conv.pointwise_strided import (SCRATCH, SCRATCH_MAX, PointwiseStridedEmitter,
+                                                           chunk_rows, plan_tiles, reduction, scratch_need,
+                                                           scratch_of)
+from glowpy.codegen.kernels.tiles import shape_of
+from glowpy.codegen.kernels.vectors import Simd
+from glowpy.codegen.registry import variant
+
+# input channels at most: the gathered columns are C x KH x KW times the chunk's positions
+MAX_CHANNELS = 4
+# kernel taps at most, each unrolled over a row's vectors in the gather (a 7x7: 49)
+MAX_TAPS = 49
+# output channels at least: a gathered vector (a wide load, a shuffle, a store) feeds M
+# multiply-add vectors, so the gather costs about 5/M of the GEMM. Zen 3, one layer + Relu,
+# direct tiling -> im2col: 3 -> 8 3x3/2 on 96x96 (VWW) 17.2 -> 25.4 us, 3 -> 16 on 224x224
+# 174 -> 159, 3 -> 24 260 -> 223, 3 -> 32 451 -> 288, 3 -> 64 7x7/2 3.70 -> 2.98 ms,
+# 1 -> 64 10x4/2 on 49x10 (keyword spotting) 16.8 -> 7.9 us
+MIN_OUTPUTS = 16
+
+
+def applies(s, simd, weights_const: bool) -> bool:
+    """A 1-D or 2-D Conv of one group with a window wider than 1x1, at most MAX_CHANNELS input
+    channels, MAX_TAPS taps and at least MIN_OUTPUTS output channels, strided or on rows
+    narrower than two vectors (stride 1 on wide rows: the flat pixel tiles read every tap as
+    a shifted plane, nothing to gather), constant weights, on a vector target."""
+    if s is None or s.g != 1 or s.kh * s.kw == 1 or simd.width == 1:
+        return False
+    if s.c > MAX_CHANNELS or s.kh * s.kw > MAX_TAPS or s.m < MIN_OUTPUTS or not weights_const:
+        return False
+    return s.sh > 1 or s.sw > 1 or s.wo < 2 * simd.width
+
+
+def plan(k):
+    """{"rows": output rows per chunk, "mr", "nv", "scratch"} as pointwise_strided.plan, for
+    the layers `applies` names."""
+    s = shape_of(k)
+    simd = Simd.of(k.caps)
+    if not applies(s, simd, s is not None and const_input(k, 1) is not None):
+        return None
+    scratch = scratch_of(k)
+    rows = chunk_rows(s, simd.width, scratch.nbytes if scratch is not None else SCRATCH_MAX)
+    if rows < 1:
+        return None
+    mr, nv = plan_tiles(s.m, reduction(s), rows * s.wo, simd)
+    return {"rows": rows, "mr": mr, "nv": nv, "scratch": scratch is not None}
+
+
+class Im2colEmitter(PointwiseStridedEmitter):
+    def gather(self, n, oh0, nrows):
+        """buf[(c x KH + a) x KW + j][r x wo + q] = x[n, c, (oh0 + r) x sh + a x dh - pt,
+        q x sw + j x dw - pl], zero in the padding. A kernel row that falls outside the input
+        for some output rows reads a clamped row and stores zeros there (no branch); the
+        columns in the padding are masked off the load at compile time."""
+        k, b, s, vec = self.k, self.b, self.s, self.vec
+        w = vec.w
+        taps = s.kh * s.kw
+        zero = vec.zero()
+        with k.for_range(s.c, name="c") as c:
+            plane = b.mul(b.add(b.mul(n, k.c(s.c)), c), k.c(s.hin * s.win))
+            for a in range(s.kh):
+                with k.for_range(nrows, name="r") as r:
+                    ih = b.sub(b.add(b.mul(b.add(oh0, r), k.c(s.sh)), k.c(a * s.dh)), k.c(s.pt))
+                    inside = b.and_(b.icmp_signed(">=", ih, k.c(0)), b.icmp_signed("<", ih, k.c(s.hin)))
+                    row = b.add(plane, b.mul(b.select(inside, ih, k.c(0)), k.c(s.win)))
+                    for j in range(s.kw):
+                        t = b.add(b.mul(c, k.c(taps)), k.c(a * s.kw + j))
+                        dst = b.add(b.mul(t, k.c(self.pitch)), b.mul(r, k.c(s.wo)))
+                        for v in range(math.ceil(s.wo / w)):
+                            q0 = v * w * s.sw + j * s.dw - s.pl
+                            mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw))
+                            x = vec.load_strided(k.inp(0), b.add(row, k.c(q0)), s.sw, mask)
+                            vec.store(b.select(inside, x, zero), self.buf, b.add(dst, k.c(v * w)))
+
+
+RANK = 36  # above the direct tilings (channel 30, pixel 20) for the layers it applies to
+
+
+@variant("Conv", "im2col", rank=RANK, plan=plan)
+def emit(k, p):
+    Im2colEmitter(k, p).emit()
+
+
+def place(prog, caps) -> None:
+    """catalog.post_planning: gathered columns past the stack budget, in gaps."""
+    def wants(ins):
+        if ins.op != "Conv" or len(ins.outputs) != 1:
+            return None
+        need = scratch_need(ins.node, caps, applies)
+        return None if need is None else (need, SCRATCH, "float32", 64)
+    gaps.place(prog, wants)
