@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import math
 
-from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.accumulators import const_input
-from glowpy.codegen.kernels.conv.pointwise_strided import (SCRATCH, SCRATCH_MAX, PointwiseStridedEmitter,
-                                                           chunk_rows, plan_tiles, reduction, scratch_need,
-                                                           scratch_of)
+from glowpy.codegen.kernels.conv import pointwise_strided
+from glowpy.codegen.kernels.conv.pointwise_strided import (SCRATCH_MAX, PointwiseStridedEmitter, chunk_rows,
+                                                           plan_tiles, reduction, scratch_of)
 from glowpy.codegen.kernels.tiles import shape_of
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
@@ -100,10 +99,5 @@ def emit(k, p):
 
 
 def place(prog, caps) -> None:
-    """catalog.post_planning: gathered columns past the stack budget, in gaps."""
-    def wants(ins):
-        if ins.op != "Conv" or len(ins.outputs) != 1:
-            return None
-        need = scratch_need(ins.node, caps, applies)
-        return None if need is None else (need, SCRATCH, "float32", 64)
-    gaps.place(prog, wants)
+    """catalog.post_planning: columns past the stack budget, in gaps."""
+    pointwise_strided.place(prog, caps, applies)

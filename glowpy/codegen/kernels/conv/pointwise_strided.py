@@ -355,11 +355,12 @@ def emit(k, p):
     PointwiseStridedEmitter(k, p).emit()
 
 
-def place(prog, caps) -> None:
-    """catalog.post_planning: the gathered buffers sized by cache_budget, in gaps."""
+def place(prog, caps, applies=None) -> None:
+    """catalog.post_planning: the gathered buffers sized by cache_budget, in gaps (`applies`:
+    of the layers that test names, scratch_need's)."""
     def wants(ins):
         if ins.op != "Conv" or len(ins.outputs) != 1:
             return None
-        need = scratch_need(ins.node, caps)
+        need = scratch_need(ins.node, caps, applies)
         return None if need is None else (need, SCRATCH, "float32", 64)
     gaps.place(prog, wants)
