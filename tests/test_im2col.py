@@ -16,8 +16,8 @@ SHAPES = [  # (input, weights, attributes, forced params or None)
     ((1, 1, 49, 10), (64, 1, 10, 4), dict(strides=[2, 2], pads=[4, 1, 5, 1]), None),
     # an RGB stem with TensorFlow's end-only padding
     ((1, 3, 34, 30), (24, 3, 3, 3), dict(strides=[2, 2], pads=[0, 0, 1, 1]), None),
-    # a 7x7 stride-2 stem, odd sizes, a partial channel block, batch 2
-    ((2, 3, 37, 41), (21, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), None),
+    # a 5x5 stride-2 layer, odd sizes, a partial channel block, batch 2
+    ((2, 3, 37, 41), (21, 3, 5, 5), dict(strides=[2, 2], pads=[2, 2, 2, 2]), None),
     # dilated, stride 2 down and 3 across, pads larger than the dilation reach
     ((1, 2, 20, 23), (16, 2, 3, 3), dict(strides=[2, 3], dilations=[2, 2], pads=[2, 1, 2, 3]), None),
     # stride 1 on rows narrower than two vectors
@@ -67,7 +67,8 @@ def test_im2col_matches_onnxruntime(xs, ws, attrs, forced, level, tmp_path):
 def test_chosen_for_few_channels_and_enough_outputs(level, tmp_path):
     """Unforced, compiled for each level (nothing runs): keyword spotting's and an RGB stem's
     first layers take it; 8 output channels (the gather would cost ~60% of the GEMM), 8 input
-    channels and a stride-1 3x3 on wide rows do not."""
+    channels, a stride-1 3x3 on wide rows and a 7x7 stem (147 products: the channel tiles'
+    reduction) do not."""
     import glowpy
     g = GraphBuilder(a=f32(1, 1, 49, 10), b=f32(1, 3, 64, 64), c=f32(1, 8, 32, 32))
     g.node("Conv", ["a", f32(64, 1, 10, 4)], strides=[2, 2], pads=[4, 1, 5, 1])
@@ -75,6 +76,7 @@ def test_chosen_for_few_channels_and_enough_outputs(level, tmp_path):
     g.node("Conv", ["b", f32(8, 3, 3, 3)], strides=[2, 2], pads=[0, 0, 1, 1])
     g.node("Conv", ["c", f32(32, 8, 3, 3)], strides=[2, 2], pads=[1, 1, 1, 1])
     g.node("Conv", ["b", f32(32, 3, 3, 3)], pads=[1, 1, 1, 1])
+    g.node("Conv", ["b", f32(32, 3, 7, 7)], strides=[2, 2], pads=[3, 3, 3, 3])
     import onnx
     path = str(tmp_path / "m.onnx")
     onnx.save(g.model(opset=13), path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from glowpy.codegen.kernels.accumulators import const_input
+from glowpy.codegen.kernels.conv.channel import CHAN_TAPS
 from glowpy.codegen.kernels.conv import pointwise_strided
 from glowpy.codegen.kernels.conv.pointwise_strided import (SCRATCH_MAX, PointwiseStridedEmitter, chunk_rows,
                                                            plan_tiles, reduction, scratch_of)
@@ -26,26 +27,36 @@ from glowpy.codegen.registry import variant
 
 # input channels at most: the gathered columns are C x KH x KW times the chunk's positions
 MAX_CHANNELS = 4
-# kernel taps at most, each unrolled over a row's vectors in the gather (a 7x7: 49)
-MAX_TAPS = 49
 # output channels at least: a gathered vector (a wide load, a shuffle, a store) feeds M
-# multiply-add vectors, so the gather costs about 5/M of the GEMM. Zen 3, one layer + Relu,
-# direct tiling -> im2col: 3 -> 8 3x3/2 on 96x96 (VWW) 17.2 -> 25.4 us, 3 -> 16 on 224x224
-# 174 -> 159, 3 -> 24 260 -> 223, 3 -> 32 451 -> 288, 3 -> 64 7x7/2 3.70 -> 2.98 ms,
-# 1 -> 64 10x4/2 on 49x10 (keyword spotting) 16.8 -> 7.9 us
+# multiply-add vectors, so the gather costs about 5/M of the GEMM: VWW's 3 -> 8 3x3/2 on 96x96
+# went 17.2 -> 25.4 us (Zen 3, one layer + Relu, direct tiling -> im2col, same run)
 MIN_OUTPUTS = 16
-
+# and a reduction shorter than the one from which the channel-vectorized tiles win
+# (channel.CHAN_TAPS): ResNet's 3 -> 64 7x7/2 stem (147 products) ran level in one layer (2.83
+# ms either way) and 1.64 -> 2.03 ms inside a ResNeXt-style model as 3 -> 32. Short ones, same
+# measure: keyword spotting's 1 -> 64 10x4/2 on 49x10 16.8-21.1 -> 7.9 us, on 98x40 (40 mel
+# bins) 114-124 -> 57 us, 1 -> 64 3x3 on 49x10 9.3 -> 7.6, 3 -> 32 3x3/2 on 32x32 6.7 -> 5.4,
+# 1 -> 32 3x3/2 on 64x64 10.8 -> 8.2 us. On 224x224 (a 0.8-1.6 MB output) one layer alone
+# swings with the machine's phases (3 -> 32: 451 -> 288 us in one run, 425 -> 443 in another;
+# 3 -> 16: 174 -> 159, 187 -> 237); inside the models the instrumented stems ran faster every
+# time (MobileNetV3-small 300 -> 255 us, ShuffleNetV2 327 -> 296 and 658 -> 327)
+# gather bodies at most (kernel taps x vectors of an output row, each unrolled): a long 1-D row
+# (a raw-audio front end, 3,200 outputs) stays with the direct tilings
+MAX_UNROLL = 1024
 
 def applies(s, simd, weights_const: bool) -> bool:
     """A 1-D or 2-D Conv of one group with a window wider than 1x1, at most MAX_CHANNELS input
-    channels, MAX_TAPS taps and at least MIN_OUTPUTS output channels, strided or on rows
-    narrower than two vectors (stride 1 on wide rows: the flat pixel tiles read every tap as
-    a shifted plane, nothing to gather), constant weights, on a vector target."""
+    channels, at least MIN_OUTPUTS output channels, a reduction shorter than CHAN_TAPS and at
+    most MAX_UNROLL gather bodies, strided or on rows narrower than two vectors (stride 1 on wide rows: the flat pixel tiles
+    read every tap as a shifted plane, nothing to gather), constant weights, on a vector
+    target."""
     if s is None or s.g != 1 or s.kh * s.kw == 1 or simd.width == 1:
         return False
-    if s.c > MAX_CHANNELS or s.kh * s.kw > MAX_TAPS or s.m < MIN_OUTPUTS or not weights_const:
+    strided = s.sh > 1 or s.sw > 1
+    if s.c > MAX_CHANNELS or reduction(s) >= CHAN_TAPS[strided] or s.m < MIN_OUTPUTS or \
+            not weights_const or s.kh * s.kw * math.ceil(s.wo / simd.width) > MAX_UNROLL:
         return False
-    return s.sh > 1 or s.sw > 1 or s.wo < 2 * simd.width
+    return strided or s.wo < 2 * simd.width
 
 
 def plan(k):
