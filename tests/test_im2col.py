@@ -34,10 +34,11 @@ def _pair(xs, ws, attrs):
     """Two Convs of x with the layer's window (a residual add + Relu into the first, a
     per-channel Mul + Clip after the second)."""
     g = GraphBuilder(x=f32(*xs))
-    out = [(d + attrs.get("pads", [0] * 2 * len(ws[2:]))[i] +
-            attrs.get("pads", [0] * 2 * len(ws[2:]))[i + len(ws[2:])] -
-            attrs.get("dilations", [1] * len(ws[2:]))[i] * (k - 1) - 1) // attrs.get("strides", [1] * len(ws[2:]))[i] + 1
-           for i, (d, k) in enumerate(zip(xs[2:], ws[2:]))]
+    nd = len(ws) - 2
+    pads, dil, st = (attrs.get(k, [d] * n) for k, d, n in
+                     (("pads", 0, 2 * nd), ("dilations", 1, nd), ("strides", 1, nd)))
+    out = [(xs[2 + i] + pads[i] + pads[nd + i] - dil[i] * (ws[2 + i] - 1) - 1) // st[i] + 1
+           for i in range(nd)]
     g.feeds["r"] = f32(xs[0], ws[0], *out)
     y = g.node("Conv", ["x", f32(*ws, scale=0.3), f32(ws[0])], output=False, **attrs)
     g.node("Relu", [g.node("Add", [y, "r"], output=False)])

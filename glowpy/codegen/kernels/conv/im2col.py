@@ -44,12 +44,13 @@ MIN_OUTPUTS = 16
 # (a raw-audio front end, 3,200 outputs) stays with the direct tilings
 MAX_UNROLL = 1024
 
+
 def applies(s, simd, weights_const: bool) -> bool:
     """A 1-D or 2-D Conv of one group with a window wider than 1x1, at most MAX_CHANNELS input
     channels, at least MIN_OUTPUTS output channels, a reduction shorter than CHAN_TAPS and at
-    most MAX_UNROLL gather bodies, strided or on rows narrower than two vectors (stride 1 on wide rows: the flat pixel tiles
-    read every tap as a shifted plane, nothing to gather), constant weights, on a vector
-    target."""
+    most MAX_UNROLL gather bodies, strided or on rows narrower than two vectors (stride 1 on
+    wide rows: the flat pixel tiles read every tap as a shifted plane, nothing to gather),
+    constant weights, on a vector target."""
     if s is None or s.g != 1 or s.kh * s.kw == 1 or simd.width == 1:
         return False
     strided = s.sh > 1 or s.sw > 1
