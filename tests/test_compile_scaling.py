@@ -130,3 +130,35 @@ def test_long_chain_is_cut_into_bounded_kernels(tmp_path):
     calls = re.findall(r'call void @"?(k\d+_[A-Za-z0-9_]+)', open(ir_path).read())
     # each kernel is a host plus at most MAX_STEPS fused steps
     assert len(calls) == -(-n // (epilogue.MAX_STEPS + 1)), calls
+
+
+def test_kernels_differing_only_in_argument_alignment_share_one_function():
+    """Two kernels whose texts differ only in the alignment their pointer arguments promise
+    (one reads a view 4 bytes into a buffer) are merged with their helper functions; the
+    function kept promises the smaller alignment, and the module still compiles."""
+    from llvmlite import ir
+    from glowpy.codegen import module as M
+    from glowpy.codegen.target import host_target
+
+    mod = ir.Module()
+    shared = {}
+    kept = []
+    for idx, align in ((3, 64), (7, 4)):
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), f"k{idx}_Conv")
+        fn.args[0].attributes.align = align
+        helper = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()]),
+                             f"k{idx}_Conv_store0")
+        helper.args[0].attributes.align = align
+        hb = ir.IRBuilder(helper.append_basic_block("entry"))
+        hb.store(ir.Constant(ir.FloatType(), 1.0), helper.args[0])
+        hb.ret_void()
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.call(helper, [fn.args[0]])
+        b.ret_void()
+        kept.append(M._share(mod, fn, [helper], shared))
+    assert kept[0] is kept[1] and kept[0].name == "k3_Conv"
+    names = [g for g in mod.globals if g.startswith("k")]
+    assert names == ["k3_Conv", "k3_Conv_store0"], names
+    text = str(mod)
+    assert "align 64" not in text and text.count("align 4 %") == 2, text
+    assert len(M.compile_module(mod, host_target())) > 0

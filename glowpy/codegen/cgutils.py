@@ -200,6 +200,15 @@ def if_then(b: ir.IRBuilder, cond):
         yield
 
 
+def either(b: ir.IRBuilder, cond, then, otherwise):
+    """then() where cond holds, otherwise() elsewhere: two blocks joined after them."""
+    with b.if_else(cond) as (yes, no):
+        with yes:
+            then()
+        with no:
+            otherwise()
+
+
 def gep(b: ir.IRBuilder, ptr, offset, elt: ir.Type):
     if isinstance(offset, int):
         offset = ir.Constant(I64, offset)

@@ -91,6 +91,25 @@ class Kernel:
     def out_buf(self, i=0) -> Buffer:
         return self.instr.outputs[i]
 
+    def readable(self, buf, floats: int) -> tuple[bool, bool]:
+        """Whether the `floats` floats before and those after `buf` lie inside its memory
+        region, which the application allocates whole: a load whose window strays that far
+        past the buffer's ends (the masked-off lanes of an edge tile) reads memory that exists,
+        and a blend may drop those lanes instead of a masked load."""
+        region, off = buf.address
+        margin = 4 * floats
+        return off >= margin, off + buf.nbytes + margin <= self.prog.sizes.get(region, 0)
+
+    def room_around(self, ptr, floats: int) -> bool:
+        """`ptr` is an operand's argument (or an address computed from it) and every buffer the
+        argument points to has `floats` floats of its region before and after it (readable):
+        a window of that many floats with at least one element inside the buffer may be read
+        whole."""
+        while isinstance(ptr, ir.GEPInstr):  # an address computed from the argument
+            ptr = ptr.pointer
+        bufs = [b for b, a in zip(self.operands, self.args) if a is ptr]
+        return bool(bufs) and all(all(self.readable(b, floats)) for b in bufs)
+
     def const(self, i) -> np.ndarray | None:
         buf = self.in_buf(i)
         return None if buf is None else buf.value.const

@@ -93,6 +93,15 @@ class DepthwiseEmitter:
         self.choice = choice
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         self.bias = k.inp(2)
+        # An edge tap's masked-off lanes read past its row into the neighbouring rows and, in
+        # the plane's first and last rows, into the neighbouring planes: within the tensor but
+        # for its first and last plane, and there too when the region has that much room
+        # around the input. Such loads blend the lanes away instead of loading with masks
+        # (Vec.load's `safe`); the edge blocks of the first and last plane keep the masks.
+        w = self.vec.w
+        reach = (s.kh * s.dh + 1) * s.win + s.kw * s.dw + (w - 1) * s.sw + 2 * w
+        self.room = k.readable(k.in_buf(0), reach)  # (before, after)
+        self.safe = False
 
     def emit(self):
         k, b, s = self.k, self.b, self.s
@@ -147,8 +156,36 @@ class DepthwiseEmitter:
     def flat_plane(self):
         k, b = self.k, self.b
         width = self.choice[1] * self.vec.w
+        s = self.s
+        # a tap reads up to `before` floats ahead of its output position, `after` past it
+        before = s.pt * s.win + s.pl
+        after = (s.kh - 1) * s.dh * s.win + (s.kw - 1) * s.dw + width
         for run in self.flat_chunks():
-            self.each(run, lambda q0, run=run: self.flat_tile(q0, *run[2]), width)
+            self.guarded(run[0] * width < before, run[1] * width + after > s.ho * s.wo,
+                         lambda run=run: self.each(run, lambda q0: self.flat_tile(q0, *run[2]), width))
+
+    def guarded(self, first: bool, last: bool, body):
+        """body() with self.safe: its loads blend (safe) unless the run holds the plane's first
+        (last) rows and the region has no room before (after) the input; then the tensor's
+        first (last) plane runs a copy of it with masked loads."""
+        k, b, s = self.k, self.b, self.s
+        n, oc = self.lead
+        plane = b.add(b.mul(n, k.c(s.c)), oc)
+        conds = []
+        if first and not self.room[0]:
+            conds.append(b.icmp_signed("!=", plane, k.c(0)))
+        if last and not self.room[1]:
+            conds.append(b.icmp_signed("!=", plane, k.c(s.n * s.c - 1)))
+
+        def run(safe):
+            self.safe = safe
+            body()
+        if not conds:
+            run(True)
+        else:
+            cg.either(b, conds[0] if len(conds) == 1 else b.and_(*conds),
+                      lambda: run(True), lambda: run(False))
+        self.safe = False
 
     def flat_tile(self, q0, nv, masks, store):
         k, b, s, vec = self.k, self.b, self.s, self.vec
@@ -157,8 +194,8 @@ class DepthwiseEmitter:
             for c in range(s.kw):
                 shift = (a * s.dh - s.pt) * s.win + c * s.dw - s.pl
                 m = masks[a * s.kw + c]
-                vals = [vec.load(k.inp(0), b.add(self.xb, b.add(q0, k.c(j * vec.w + shift))), m[j])
-                        if any(m[j]) else None for j in range(nv)]
+                vals = [vec.load(k.inp(0), b.add(self.xb, b.add(q0, k.c(j * vec.w + shift))), m[j],
+                                 safe=self.safe) if any(m[j]) else None for j in range(nv)]
                 if any(v is not None for v in vals):
                     acc.fma([self.weight(a, c)], vals)
         for j in range(nv):
@@ -197,11 +234,17 @@ class DepthwiseEmitter:
         _, r, nv = self.choice
         cols = row_runs(self.s, self.vec.w, nv)
         nr = nv * self.vec.w
+        s = self.s
         for rrun in self.row_blocks():
             def block(oh0, rrun=rrun):
                 for crun in cols:
                     self.each(crun, lambda ow0, crun=crun: self.tile(oh0, ow0, rrun[2], rrun[3], crun[2]), nr)
-            self.each(rrun, block, r)
+            # the run's blocks read input rows top..bottom: an edge tap of the plane's first
+            # row reads before the plane, one of its last row past it
+            top = rrun[0] * r * s.sh - s.pt
+            bottom = (min(rrun[1] * r, s.ho) - 1) * s.sh + (s.kh - 1) * s.dh - s.pt
+            self.guarded(top <= 0, bottom >= s.hin - 1,
+                         lambda rrun=rrun, block=block: self.each(rrun, block, r))
 
     def row_taps(self, row, masks, nv):
         """[kernel column][vector]: the input lanes of each tap along one input row. Strided
@@ -215,7 +258,8 @@ class DepthwiseEmitter:
         span = (w - 1) * s.sw + max(offs) - lo + 1
         n = math.ceil(span / w) * w
         if s.sw == 1 or n > vec.cap:  # past the cap, strided loads go lane by lane
-            return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw, masks[c][j])
+            return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw,
+                                      masks[c][j], safe=self.safe)
                      if any(masks[c][j]) else None for j in range(nv)] for c in range(s.kw)]
         out = [[None] * nv for _ in range(s.kw)]
         for j in range(nv):
@@ -226,7 +270,8 @@ class DepthwiseEmitter:
                         ok[off - lo + e] = ok[off - lo + e] or v
             if not any(ok):
                 continue
-            win = vec.load(k.inp(0), b.add(row, k.c(j * w * s.sw + lo)), tuple(ok), n=n)
+            win = vec.load(k.inp(0), b.add(row, k.c(j * w * s.sw + lo)), tuple(ok), n=n,
+                           safe=self.safe)
             for c, off in enumerate(offs):
                 if any(masks[c][j]):
                     idx = ir.Constant(ir.VectorType(cg.I32, w), [l * s.sw + off - lo for l in range(w)])

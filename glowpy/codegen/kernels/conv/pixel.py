@@ -52,6 +52,11 @@ class ConvEmitter:
         out = k.out_buf().shape
         self.fin = Finisher(k, self.vec, out[2:] if flat else out[-1:])
         self.bias = k.inp(2)
+        # a flat tile's masked-off lanes read at most a kernel's reach and a tile past the
+        # plane: inside the tensor but for its first and last plane, and there too when the
+        # region has that room around the input (then blends, not masked loads: Vec.load)
+        reach = (s.kh * s.dh + 1) * s.win + s.kw * s.dw + self.nr
+        self.roomy = all(k.readable(k.in_buf(0), reach))
 
     # -- loops ----------------------------------------------------------------------------------
     def blocks(self, body):
@@ -222,7 +227,7 @@ class ConvEmitter:
                 xptr = cg.gep(b, k.inp(0), b.add(b.add(xb, b.mul(ic, k.c(pin))), b.add(q0, k.c(shift))),
                               cg.F32)
                 bv = [None if isinstance(m, tuple) and not any(m) else
-                      vec.load(xptr, j * vec.w, m, safe=inner)
+                      vec.load(xptr, j * vec.w, m, safe=inner or self.roomy)
                       for j, m in enumerate(masks)]
                 acc.fma(av, bv)
             acc.reduce(k, s.cg, step, 1, name="ic")
