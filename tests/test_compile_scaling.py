@@ -162,3 +162,12 @@ def test_kernels_differing_only_in_argument_alignment_share_one_function():
     text = str(mod)
     assert "align 64" not in text and text.count("align 4 %") == 2, text
     assert len(M.compile_module(mod, host_target())) > 0
+    # bodies that differ in what they promise (a store's alignment) stay apart
+    twins = []
+    for idx, align in ((11, 64), (12, 4)):
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), f"k{idx}_Conv")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.store(ir.Constant(ir.FloatType(), 1.0), fn.args[0], align=align)
+        b.ret_void()
+        twins.append(M._share(mod, fn, [], shared))
+    assert twins[0] is not twins[1] and {"k11_Conv", "k12_Conv"} <= set(mod.globals)

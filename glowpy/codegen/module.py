@@ -5,6 +5,7 @@ pointer per operand; the exported entry computes operand addresses from the thre
 and calls the kernels in order."""
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -65,7 +66,7 @@ def _share(mod: ir.Module, fn: ir.Function, helpers: list, shared: dict) -> ir.F
     group = [fn] + helpers
     texts = [str(f) for f in group]
     # references are quoted (@"k3_Conv", @"k3_Conv_store0"): the kernel's name blanked in all
-    key = "".join(_ALIGN.sub("", t, count=t.index("\n")) for t in texts).replace(
+    key = "".join(_ALIGN.sub("", t[:t.index("\n")]) + t[t.index("\n"):] for t in texts).replace(
         fn.get_reference()[:-1], '@"kernel')
     first = shared.get(key)
     if first is None:
@@ -137,13 +138,15 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
         kern = Kernel(kb, ins, [fn.args[i] for i in index], intp, mod, prog, cbase,
                       target=target)
-        before = set(mod.globals)
+        known = len(mod.globals)
         registry.emit(kern)
         if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
             epilogue_sweep(kern)  # a host kernel without its own epilogue hook
         kb.ret_void()
-        helpers = [g for n, g in mod.globals.items() if n not in before and
-                   n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
+        # what the kernel added to the module comes last in its (ordered) globals
+        added = list(itertools.islice(reversed(mod.globals.items()), len(mod.globals) - known))
+        helpers = [g for n, g in reversed(added)
+                   if n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
         fn = _share(mod, fn, helpers, shared)
         prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
