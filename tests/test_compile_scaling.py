@@ -171,3 +171,34 @@ def test_kernels_differing_only_in_argument_alignment_share_one_function():
         b.ret_void()
         twins.append(M._share(mod, fn, [], shared))
     assert twins[0] is not twins[1] and {"k11_Conv", "k12_Conv"} <= set(mod.globals)
+
+
+def test_large_modules_are_optimized_in_parts_into_one_object(tmp_path, monkeypatch):
+    """A module past SPLIT_TEXT is optimized in parts on threads (codegen/optimize.py): the
+    bundle matches onnxruntime, its object is the same byte for byte for 2, 3 and 6 parts
+    (every part sees the kernels as external), and the kernels are local symbols again:
+    the object exports the entry alone."""
+    from glowpy import elf
+    from glowpy.codegen import optimize
+
+    monkeypatch.setattr(optimize, "SPLIT_TEXT", 1)
+    counts = []
+    split = optimize.split
+    monkeypatch.setattr(optimize, "split", lambda mod: counts.append(len(split(mod)[0]))
+                        or split(mod))
+    model = models.blocks(30)
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    objects = []
+    for parts in (2, 3, 6):
+        monkeypatch.setattr(optimize, "PARTS", parts)
+        out = tmp_path / f"p{parts}"
+        check_against_onnxruntime(model, {"x": x}, str(out), rtol=1e-4, atol=1e-4)
+        [obj] = [p for p in (out / "bundle").iterdir() if p.suffix == ".o"]
+        objects.append(obj.read_bytes())
+    assert counts[0] == 2 and counts[1] == 3 and counts[2] >= 4, counts
+    assert objects[0] == objects[1] == objects[2]
+    exported = [s for s in elf.Elf(objects[0]).symbols()
+                if s.defined and s.bind == "global" and s.type == "func"]
+    assert [s.name for s in exported] == ["model"], exported
+    local = [s.name for s in elf.Elf(objects[0]).symbols() if s.type == "func" and s.bind == "local"]
+    assert len([n for n in local if re.match(r"k\d+_Conv", n)]) >= 2, local

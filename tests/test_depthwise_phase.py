@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from glowpy.codegen.kernels.conv.depthwise_phase import SCRATCH_MAX, geometry, plan
+from glowpy.codegen.kernels.conv import depthwise
+from glowpy.codegen.kernels.conv.depthwise_phase import SCRATCH_MAX, estimate, geometry, plan
 from glowpy.codegen.kernels.tiles import Shape
 from glowpy.codegen.kernels.vectors import Simd
 from test_kernels_fast import check_guarded, f32
@@ -39,20 +40,36 @@ def test_phase_tilings(shape, k, attrs, choice, level, tmp_path):
 
 
 @pytest.mark.parametrize("level", params())
-def test_phase_chosen_for_strided_mobile_layers(level, tmp_path):
-    """Unforced, the registry picks it for EfficientNet's strided layers (here at a quarter of
-    their size) and leaves stride 1 to conv/depthwise.py; outputs agree with onnxruntime."""
-    g = GraphBuilder(x=f32(1, 24, 56, 56))
-    a = g.node("Conv", ["x", f32(24, 1, 3, 3, scale=0.3), f32(24)], output=False, group=24,
-               pads=[1, 1, 1, 1], strides=[2, 2])
-    g.node("Conv", [a, f32(24, 1, 5, 5, scale=0.3), f32(24)], group=24, pads=[2, 2, 2, 2])
-    g.node("Conv", [a, f32(24, 1, 5, 5, scale=0.3), f32(24)], group=24, pads=[2, 2, 2, 2],
+def test_phase_chosen_where_its_copy_pays(level, tmp_path):
+    """Unforced, the registry takes it for a strided layer on a large plane (3x3/2 on
+    112x112: the shuffles saved outweigh the copy at every vector level) and leaves a small
+    plane (14x14, where the copy costs more than it saves) and stride 1 to conv/depthwise.py;
+    outputs agree with onnxruntime."""
+    g = GraphBuilder(x=f32(1, 4, 112, 112), z=f32(1, 4, 14, 14))
+    g.node("Conv", ["x", f32(4, 1, 3, 3, scale=0.3), f32(4)], group=4, pads=[1, 1, 1, 1],
            strides=[2, 2])
+    g.node("Conv", ["z", f32(4, 1, 3, 3, scale=0.3), f32(4)], group=4, pads=[1, 1, 1, 1],
+           strides=[2, 2])
+    g.node("Conv", ["z", f32(4, 1, 5, 5, scale=0.3), f32(4)], group=4, pads=[2, 2, 2, 2])
     report = tmp_path / "m.json"
     check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
     got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
            if i["kernel"] == "Conv"]
-    assert sorted(got) == ["depthwise", "depthwise_phase", "depthwise_phase"]
+    assert got == ["depthwise_phase", "depthwise", "depthwise"]
+
+
+def test_phase_estimate_counts_the_copy():
+    """The choice is a comparison of estimates: the phase kernel's includes its copy, so it
+    is below the plain kernel's on the large planes only (AVX2 shape: 8 lanes, 16 registers).
+    """
+    simd = Simd(8, 16, False, True)
+    ratio = {}
+    for c, hw, k in ((96, 112, 3), (144, 56, 5), (512, 14, 3), (672, 14, 5), (32, 24, 3)):
+        ho = (hw + 2 * (k // 2) - k) // 2 + 1
+        s = Shape(1, c, c, c, hw, hw, ho, ho, k, k, 2, 2, 1, 1, k // 2, k // 2, 2)
+        ratio[hw, k] = estimate(s, simd)[0] / depthwise.estimate(s, simd)[0]
+    assert ratio[112, 3] < 0.95 and ratio[56, 5] < 0.85
+    assert ratio[14, 3] > 2 and ratio[14, 5] > 1.5 and ratio[24, 3] > 1.3
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=str)

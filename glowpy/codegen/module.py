@@ -17,6 +17,7 @@ from glowpy.codegen import registry
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
 from glowpy.codegen.kernels.epilogue import epilogue_sweep
+from glowpy.codegen.optimize import optimize
 from glowpy.codegen.target import TargetSpec, initialize_llvm
 from glowpy.ir.program import Program
 
@@ -170,14 +171,11 @@ def compile_module(mod: ir.Module, target: TargetSpec, opt: int = 3) -> bytes:
     initialize_llvm()
     tm = target.target_machine(opt=opt)
     mod.data_layout = str(tm.target_data)
-    parsed = llvm.parse_assembly(str(mod))
-    parsed.verify()
     if opt > 0:
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(parsed, pb)
+        parsed = optimize(mod, target, opt)  # large modules: in parts, on several cores
+    else:
+        parsed = llvm.parse_assembly(str(mod))
+        parsed.verify()
     return tm.emit_object(parsed)
 
 

@@ -115,6 +115,13 @@ def select(k) -> tuple[Variant, Any]:
     return chosen
 
 
+def is_forced(op: str, name: str) -> bool:
+    """Is variant `name` of `op` forced in the current compile? A plan that declines a
+    variant on cost alone (it applies, another is estimated cheaper) still answers then."""
+    forced = _FORCED.get().get(op)
+    return forced is not None and forced[0] == name
+
+
 def forced_params(op: str):
     """The params forced for `op`'s variant in the current compile, or None (for choices made
     before code generation, such as the Winograd rewrite's blocking)."""

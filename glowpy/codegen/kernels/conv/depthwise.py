@@ -58,7 +58,13 @@ def flat_chunk(s: Shape, simd):
 
 
 def plan(s: Shape, simd):
-    """("flat", vectors per chunk) or ("rows", R, NV) with the fewest estimated cycles per plane:
+    """The tiling `estimate` finds cheapest."""
+    return estimate(s, simd)[1]
+
+
+def estimate(s: Shape, simd):
+    """(cycles per plane, tiling): ("flat", vectors per chunk) or ("rows", R, NV) with the
+    fewest estimated cycles per plane:
     two FMAs a cycle, about one (line-splitting, unaligned) vector load a cycle, a strided tap
     costing two loads and a shuffle, and some cycles per tile to add the bias and store
     (calibrated on AVX-512 with 3x3 layers from 3x3 to 112x112)."""
@@ -83,7 +89,7 @@ def plan(s: Shape, simd):
         total = nvec * (taps * FLAT_LOAD + FLAT_STORE) + math.ceil(nvec / ft) * 8
         if total < best[0]:
             best = (total, ("flat", ft))
-    return best[1]
+    return best
 
 
 class DepthwiseEmitter:

@@ -21,9 +21,11 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import Acc
+from glowpy.codegen.kernels.conv import depthwise
 from glowpy.codegen.kernels.conv.depthwise import MAX_ROWS, ROW_TILE, DepthwiseEmitter
 from glowpy.codegen.kernels.tiles import Shape, shape_of
 from glowpy.codegen.kernels.vectors import Simd
+from glowpy.codegen import registry
 from glowpy.codegen.registry import variant
 
 SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a 112x112 stride-2 plane: 59 KB)
@@ -42,11 +44,27 @@ def geometry(s: Shape, w: int):
     return rows, length, offs
 
 
+# The copy's cost per plane: cycles per vector copied (a strided load, a shuffle and a store)
+# and a fixed part (the row loop, the buffer's rows read back soon after they were written).
+# Fitted on 22 strided layers (3x3 and 5x5, 6x6 to 112x112 planes, 16 to 960 channels; AVX2
+# EPYC, znver1) from each variant's time minus the two tilings' estimates: without it the
+# phase kernel was taken everywhere and lost up to 2.3x on small planes (3x3/2 on 512 of
+# 14x14: 118 us against the plain kernel's 53).
+COPY_VECTOR = 2.0
+COPY_PLANE = 300
+
+
 def plan(s: Shape, simd):
-    """("phase", R, NV) with the fewest estimated cycles: two FMAs and two loads a cycle
-    (rows_in x kw tap loads and R x taps broadcast weights per tile), ROW_TILE cycles per
-    accumulator to add the bias and store; R x NV accumulators + NV taps + a weight fit the
-    registers."""
+    """The tiling `estimate` finds cheapest."""
+    return estimate(s, simd)[1]
+
+
+def estimate(s: Shape, simd):
+    """(cycles per plane, ("phase", R, NV)) with the fewest estimated cycles: two FMAs and two
+    loads a cycle (rows_in x kw tap loads and R x taps broadcast weights per tile), ROW_TILE
+    cycles per accumulator to add the bias and store; R x NV accumulators + NV taps + a weight
+    fit the registers; plus the copy (COPY_VECTOR per vector of the buffer's filled rows,
+    COPY_PLANE)."""
     w, regs = simd.width, simd.registers
     taps = s.kh * s.kw
     best = None
@@ -60,7 +78,9 @@ def plan(s: Shape, simd):
             total = math.ceil(s.ho / r) * tiles * cyc
             if best is None or total < best[0]:
                 best = (total, ("phase", r, nv))
-    return best[1]
+    _, length, _ = geometry(s, w)
+    copy = s.hin * s.sw * math.ceil(length / w) * COPY_VECTOR + COPY_PLANE
+    return best[0] + copy, best[1]
 
 
 class PhaseEmitter(DepthwiseEmitter):
@@ -151,8 +171,11 @@ class PhaseEmitter(DepthwiseEmitter):
 
 def plan_kernel(k):
     """The tiling (see `plan`) for strided depthwise layers on vector targets whose buffer
-    fits SCRATCH_MAX; stride-1 layers keep conv/depthwise.py (no shuffles to save there, and
-    its flat tiles use the lanes past a short row's end)."""
+    fits SCRATCH_MAX and whose estimate, copy included, is below conv/depthwise.py's: the
+    large planes (on the AVX2 EPYC 3x3/2 on 96 of 112x112 1246 -> 1100 us, 5x5/2 on 144 of
+    56x56 456 -> 397), not the small ones, where the copy outweighs the shuffles saved.
+    Stride-1 layers keep conv/depthwise.py (no shuffles to save there, and its flat tiles
+    use the lanes past a short row's end)."""
     s = shape_of(k)
     if s is None or s.rank != 2:
         return None
@@ -162,7 +185,9 @@ def plan_kernel(k):
     rows, length, _ = geometry(s, simd.width)
     if rows * s.sw * length * 4 > SCRATCH_MAX:
         return None
-    return plan(s, simd)
+    cost, choice = estimate(s, simd)
+    cheaper = cost < depthwise.estimate(s, simd)[0]
+    return choice if cheaper or registry.is_forced("Conv", "depthwise_phase") else None
 
 
 @variant("Conv", "depthwise_phase", rank=41, plan=plan_kernel)
