@@ -288,6 +288,26 @@ def test_aarch64_matches_reference(model, tmp_path):
     run_runner("aarch64", tmp_path, man, model)
 
 
+def test_aarch64_object_optimized_in_parts_matches_reference(tmp_path, monkeypatch):
+    """A module optimized in parts on threads (codegen/optimize.py, forced here for a small
+    model by lowering its threshold) links into the AArch64 runner and matches the reference:
+    the linked-back kernels and the entry are one working object for a cross target too."""
+    require_tool("aarch64-linux-gnu-gcc")
+    require_tool("qemu-aarch64", "qemu-user")
+    import glowpy
+    from glowpy.codegen import optimize
+    monkeypatch.setattr(optimize, "SPLIT_TEXT", 1)
+    monkeypatch.setattr(optimize, "PARTS", 3)
+    parts = []
+    split = optimize.split
+    monkeypatch.setattr(optimize, "split", lambda mod: parts.append(len(split(mod)[0]))
+                        or split(mod))
+    glowpy.compile(model_path("mnist8"), str(tmp_path), target="aarch64")
+    assert parts == [3], parts
+    with open(tmp_path / "mnist8.json") as f:
+        run_runner("aarch64", tmp_path, json.load(f), "mnist8")
+
+
 # ---------------------------------------------------------------------------------------------
 # Wrong target options: one usage error line, exit status 2, no bundle written
 
