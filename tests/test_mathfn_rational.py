@@ -1,4 +1,4 @@
-"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh op) against float64, as scalar code, as LLVM's vectorized loop on the host
+"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh and Sigmoid ops) against float64, as scalar code, as LLVM's vectorized loop on the host
 and as explicit <4 x float> and <8 x float> vectors (the same emitter for every width); the
 Tanh op against onnxruntime at every runnable vector level."""
 import ctypes
@@ -8,15 +8,16 @@ import pytest
 from llvmlite import ir
 import llvmlite.binding as llvm
 
-from glowpy.codegen.mathfn.rational import tanh_rational
+from glowpy.codegen.mathfn.rational import sigmoid_rational, tanh_rational
 from test_mathfn import F32, PF, add_loop, host_tm, optimize, same, signed_sweep
 from util import GraphBuilder, check_op
 from vector_levels import params
 
 f32 = np.float32
-FNS = {"tanh": tanh_rational}
+FNS = {"tanh": tanh_rational, "sigmoid": sigmoid_rational}
 # the stated bounds (mathfn/rational.py's docstring)
 TANH_ABS, TANH_ULP = 3e-7, 5
+SIGMOID_ABS = 1.5e-7
 
 
 def _compile(widths):
@@ -85,6 +86,25 @@ def test_tanh_within_stated_bounds(fns):
     assert np.array_equal(run(fns, "tanh", -x), -got)  # odd
 
 
+def test_sigmoid_within_stated_bound(fns):
+    x = inputs()
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    got = run(fns, "sigmoid", x)
+    err = np.abs(got - ref)
+    assert err.max() <= SIGMOID_ABS, err.max()
+    # the tails: 0 below -16.6 (so x * sigmoid(x) tends to -0), 1 - 1.2e-7 at the top; NaN
+    # passes
+    same(run(fns, "sigmoid", [0.0, -16.0, -16.7, -1e4, -np.inf, np.inf, 1e4, np.nan]),
+         [0.5, got_at(fns, -16.0), 0.0, 0.0, 0.0, 0.99999988, 0.99999988, np.nan])
+    silu = x.astype(np.float64) * got  # SiLU: within the bound times |x|, 0 in the negative tail
+    assert np.all(np.abs(silu - x * ref) <= SIGMOID_ABS * np.abs(x) + 1e-12)
+    assert not silu[x < -16.6].any()
+
+
+def got_at(fns, v):
+    return float(run(fns, "sigmoid", [v])[0])
+
+
 @pytest.mark.parametrize("width", [4, 8])
 @pytest.mark.parametrize("name", list(FNS))
 def test_vector_widths_agree_with_the_scalar_loop(fns, name, width):
@@ -103,3 +123,22 @@ def test_tanh_op_matches_onnxruntime(level, tmp_path):
     g = GraphBuilder(x=x)
     g.node("Tanh", ["x"])
     check_op(g.model(13), g.feeds, tmp_path, rtol=1e-6, atol=TANH_ABS, **level.options)
+
+
+@pytest.mark.parametrize("level", params())
+def test_sigmoid_and_silu_match_onnxruntime(level, tmp_path):
+    """The Sigmoid op (the rational form) and SiLU (x * Sigmoid(x), EfficientNet's and YOLO's
+    activation, fused into one loop) at every vector level: within 2e-7 of onnxruntime over a
+    dense sweep with vector and element tails, the saturated ends and large negative inputs,
+    where x * sigmoid(x) must stay near -0. (atol 3e-6: onnxruntime's logistic stays near
+    1.2e-7 down to x = -18, so its SiLU reaches -2.9e-6 there, where the bundle's is -0 and
+    the float64 value -3e-7.)"""
+    x = np.concatenate([np.linspace(-30, 30, 6001, dtype=f32),
+                        f32([0.0, -0.0, 1e-30, 40, -40, -1e3, 1e3])])
+    for silu in (False, True):
+        g = GraphBuilder(x=x)
+        s = g.node("Sigmoid", ["x"], output=not silu)
+        if silu:
+            g.node("Mul", ["x", s])
+        check_op(g.model(13), g.feeds, tmp_path / f"silu{silu}", rtol=1e-6, atol=3e-6,
+                 **level.options)

@@ -7,7 +7,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
-from glowpy.codegen.mathfn.rational import tanh_rational
+from glowpy.codegen.mathfn.rational import sigmoid_rational, tanh_rational
 from glowpy.codegen.registry import emits
 from glowpy.errors import ModelError
 from glowpy.ir.ops.elementwise import BINARY, UNARY, VARIADIC
@@ -52,8 +52,8 @@ def _float_unary(op, b, x, a, caps):
         return b.select(b.fcmp_ordered("<", x, f(0)), b.fmul(x, f(a["alpha"])), x)
     if op == "Elu":
         return b.select(b.fcmp_ordered("<", x, f(0)), b.fmul(f(a["alpha"]), mathfn.expm1(b, x)), x)
-    if op == "Sigmoid":
-        return mathfn.sigmoid(b, x)
+    if op == "Sigmoid":  # the rational form, as onnxruntime's (mathfn/rational.py says why)
+        return sigmoid_rational(b, x)
     if op == "HardSigmoid":
         y = b.fadd(b.fmul(x, f(a["alpha"])), f(a["beta"]))
         return fmin(b, fmax(b, y, f(0)), f(1))
