@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from llvmlite import binding as llvm
 from llvmlite import ir
 
-PARTS = 9  # parts of a large module (more than threads, run largest first: the sizes only estimate cost)
+# parts of a large module: more than threads, run largest first (text size only estimates cost)
+PARTS = 9
 SPLIT_TEXT = 400_000  # characters of kernel text from which a module is split (ResNet-18: 2.1M)
 _REF = re.compile(r'@"?([-\w.$]+)"?')
 

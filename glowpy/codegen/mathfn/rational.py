@@ -28,7 +28,6 @@ def tanh_rational(b, x):
     return b.fdiv(b.fmul(x, horner(b, z, _TANH_P)), horner(b, z, _TANH_Q))
 
 
-
 # below this, tanh_rational's saturation (sigmoid 1.19e-7) is more than twice the true value
 # (sigmoid(-16.6) = 6.2e-8): the result is 0 there, so x * sigmoid(x) (SiLU) tends to -0 as it
 # should instead of growing like -1.19e-7 x

@@ -20,12 +20,12 @@ import math
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
+from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import depthwise
 from glowpy.codegen.kernels.conv.depthwise import MAX_ROWS, ROW_TILE, DepthwiseEmitter
 from glowpy.codegen.kernels.tiles import Shape, shape_of
 from glowpy.codegen.kernels.vectors import Simd
-from glowpy.codegen import registry
 from glowpy.codegen.registry import variant
 
 SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a 112x112 stride-2 plane: 59 KB)
