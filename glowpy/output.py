@@ -218,6 +218,7 @@ def publish(output_dir: str, name: str, files: dict, lock_wait: float | None = N
             os.mkdir(old)
             bw.write_bundle(new, name, files)
             paths = {}
+            signals.checkpoint()  # nothing moved yet: a swallowed signal ends the compile here
             # a signal during the moves is raised after them, before `ok`: all are taken back
             with signals.deferred():
                 for suffix in files:

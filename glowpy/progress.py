@@ -10,6 +10,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from glowpy import signals
+
 DELAY = 1.0  # seconds before the status line appears
 REFRESH = 0.1  # seconds between redraws
 
@@ -34,6 +36,7 @@ class Progress:
 
     @contextmanager
     def stage(self, name: str):
+        signals.checkpoint()  # a signal swallowed during the stage before ends the work here
         self.stage_name, self.detail = name, ""
         t0 = time.monotonic()
         self._draw(new_stage=True)

@@ -5,10 +5,18 @@ previous bundle restored) and ends with one line and status 130 / 143.
 Python runs a signal handler in the main thread between bytecodes: a signal that arrives while
 LLVM (or numpy) runs native code takes effect when that call returns. `deferred()` holds a
 signal back over a step that must not be cut in half (moving the bundle's files into place, and
-putting the previous ones back); the signal is raised when the step is over."""
+putting the previous ones back); the signal is raised when the step is over.
+
+The raise itself can be lost: the interpreter runs the handler between any two bytecodes, and
+inside a `__del__` or a weakref callback (llvmlite frees its LLVM objects from `__del__`) an
+exception only reaches `sys.unraisablehook` and the code around goes on. A fresh-clone CI run
+saw a SIGINT end a compile with status 0 that way. So the handler also records the signal, and
+`checkpoint()` (at each compile stage and before the bundle is moved into place) raises a
+recorded one that was swallowed; the unraisable hook stays quiet about it."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -27,6 +35,7 @@ class Interrupted(BaseException):
 
 
 _state = threading.local()
+_received: list[int] = []  # signals the handler ran for; emptied when one is dropped on purpose
 
 
 def _depth() -> int:
@@ -34,6 +43,7 @@ def _depth() -> int:
 
 
 def _handler(signum, frame):
+    _received.append(signum)
     if _depth():
         _state.pending = getattr(_state, "pending", None) or signum
         return
@@ -48,7 +58,14 @@ def handled():
         yield
         return
     old = {s: signal.getsignal(s) for s in NAMES}
+    old_hook = sys.unraisablehook
+    del _received[:]
+
+    def unraisable(info):
+        if not isinstance(info.exc_value, Interrupted):  # a swallowed one: checkpoint() raises it
+            old_hook(info)
     try:
+        sys.unraisablehook = unraisable
         for s, h in old.items():
             if h is not signal.SIG_IGN:
                 signal.signal(s, _handler)
@@ -56,6 +73,14 @@ def handled():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        sys.unraisablehook = old_hook
+
+
+def checkpoint():
+    """Raises Interrupted for a signal whose exception was swallowed (see the module's text).
+    A signal whose exception did propagate has ended the work before any checkpoint runs."""
+    if _received and not _depth():
+        raise Interrupted(_received[0])
 
 
 @contextmanager
@@ -72,3 +97,4 @@ def deferred(raise_pending: bool = True):
             _state.pending = None
             if raise_pending:
                 raise Interrupted(signum)
+            del _received[:]
