@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from typing import Optional
 
 import typer
@@ -182,8 +181,8 @@ def bundle_info(
 
 
 def main():
-    from glowpy.cli import run
-    sys.exit(run(sys.argv[1:], "bundle-info", typer.main.get_command(app)))
+    from glowpy.cli import exit_main
+    exit_main("bundle-info", app)
 
 
 if __name__ == "__main__":

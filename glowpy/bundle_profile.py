@@ -15,7 +15,6 @@ The profile itself (glowpy/perf_profile.py): see there."""
 from __future__ import annotations
 
 import json
-import sys
 from typing import List, Optional
 
 import numpy as np
@@ -102,8 +101,8 @@ def bundle_profile(
 
 
 def main():
-    from glowpy.cli import run
-    sys.exit(run(sys.argv[1:], "bundle-profile", typer.main.get_command(app)))
+    from glowpy.cli import exit_main
+    exit_main("bundle-profile", app)
 
 
 if __name__ == "__main__":

@@ -229,10 +229,10 @@ def glow_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def run(argv: list[str], prog: str, command) -> int:
+def run(argv: list[str], prog: str, command, final: bool = False) -> int:
     # only the option itself: "-verbose-x" or a value "verbose..." must not turn tracebacks on
     verbose = any(a in ("-verbose", "--verbose") for a in argv)
-    with warnings.catch_warnings(), signals.handled():
+    with warnings.catch_warnings(), signals.handled(final):
         # Python warnings from libraries become one line each, like glowpy's own; IEEE
         # overflow/invalid/divide-by-zero while folding constants is the model's arithmetic
         warnings.showwarning = lambda msg, *a, **k: print(f"{prog}: warning: {one_line(msg)}",
@@ -291,5 +291,13 @@ def _click_message(e) -> str:
     return re.sub(r"(?<![\w-])--(?=\w)", "-", msg)
 
 
+def exit_main(prog: str, typer_app):
+    """A console script's whole life: run it on sys.argv and exit with its status. The signal
+    handlers are not restored at the end but set to ignore: the interpreter's shutdown would
+    put back the default action, and a SIGINT in those last milliseconds would kill, without a
+    word, a process whose work is done and reported."""
+    sys.exit(run(sys.argv[1:], prog, typer.main.get_command(typer_app), final=True))
+
+
 def main():
-    sys.exit(run(sys.argv[1:], "model-compiler", typer.main.get_command(app)))
+    exit_main("model-compiler", app)

@@ -209,5 +209,5 @@ def image_classifier(
 
 
 def main():
-    from glowpy.cli import run
-    sys.exit(run(sys.argv[1:], "image-classifier", typer.main.get_command(app)))
+    from glowpy.cli import exit_main
+    exit_main("image-classifier", app)

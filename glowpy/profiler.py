@@ -215,8 +215,8 @@ def model_profiler(
 
 
 def main():
-    from glowpy.cli import run
-    sys.exit(run(sys.argv[1:], "model-profiler", typer.main.get_command(app)))
+    from glowpy.cli import exit_main
+    exit_main("model-profiler", app)
 
 
 __all__ = ["profile_model", "main", "ModelError"]

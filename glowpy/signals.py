@@ -51,9 +51,11 @@ def _handler(signum, frame):
 
 
 @contextmanager
-def handled():
+def handled(final: bool = False):
     """Installs the handlers for the duration (main thread only; elsewhere a no-op). A signal
-    ignored when the process started (nohup, `cmd &` in a script) stays ignored."""
+    ignored when the process started (nohup, `cmd &` in a script) stays ignored. `final`: the
+    process exits after the block, and the signals are ignored from then on instead of the
+    old handlers restored (see cli.exit_main)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -72,7 +74,7 @@ def handled():
         yield
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            signal.signal(s, signal.SIG_IGN if final else h)
         sys.unraisablehook = old_hook
 
 

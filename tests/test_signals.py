@@ -72,6 +72,15 @@ def build_module(*a, **k):
     return _b(*a, **k)
 m.build_module = build_module
 """,
+    # after main() has returned, while the interpreter shuts down
+    "exiting": """
+import atexit
+def late():
+    os.kill(os.getpid(), SIG)
+    for _ in range(100):
+        pass
+atexit.register(late)
+""",
 }
 HOOKS["restoring"] = HOOKS["moving"] + HOOKS["restoring"]
 
@@ -116,6 +125,18 @@ def test_signal_swallowed_in_a_finalizer_still_ends_the_compile(tmp_path, sig):
     out, before = previous_bundle(tmp_path)
     finish(child("swallowed", sig, f"-model={MNIST}", f"-emit-bundle={out}", "-O=0"), sig)
     assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_signal_after_the_work_is_done_is_ignored(tmp_path, sig):
+    """The bundle is in place and the process exits 0 without a word (before: a traceback-less
+    death by the signal, or an "Exception ignored" report)."""
+    out, before = previous_bundle(tmp_path)
+    p = child("exiting", sig, f"-model={MNIST}", f"-emit-bundle={out}", "-O=0")
+    o, e = p.communicate(timeout=300)
+    assert (p.returncode, e, o) == (0, "", "")
+    after = snapshot(out)
+    assert after != before and after["notes.txt"] == before["notes.txt"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])

@@ -286,5 +286,5 @@ def model_verify(
 
 
 def main():
-    from glowpy.cli import run
-    sys.exit(run(sys.argv[1:], PROG, typer.main.get_command(app)))
+    from glowpy.cli import exit_main
+    exit_main(PROG, app)
