@@ -245,6 +245,7 @@ def run(argv: list[str], prog: str, command, final: bool = False) -> int:
 def _run(argv: list[str], prog: str, command, verbose: bool) -> int:
     try:
         rv = command.main(glow_argv(argv), prog_name=prog, standalone_mode=False)
+        signals.checkpoint()  # one the interpreter swallowed (signals.py) still ends with 130/143
         if rv == 130:  # typer's Exit(130) for a KeyboardInterrupt it caught
             print(f"{prog}: error: interrupted", file=sys.stderr)
         return rv if isinstance(rv, int) else 0

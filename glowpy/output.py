@@ -31,6 +31,7 @@ def write_dump(option: str, path: str, text: str):
     """-dump-* output: a new regular file, or written through an existing regular file, a
     symbolic link to one, a FIFO or a character device (/dev/null, /dev/stdout); anything else
     (a directory, a socket, a block device, a dangling link) is refused before it is opened."""
+    signals.checkpoint()  # a signal swallowed while the text was made: no file
     where = f"-{option}={show(path)}"
     try:
         st = os.stat(path)  # follows a symbolic link

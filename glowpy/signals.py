@@ -11,8 +11,9 @@ The raise itself can be lost: the interpreter runs the handler between any two b
 inside a `__del__` or a weakref callback (llvmlite frees its LLVM objects from `__del__`) an
 exception only reaches `sys.unraisablehook` and the code around goes on. A fresh-clone CI run
 saw a SIGINT end a compile with status 0 that way. So the handler also records the signal, and
-`checkpoint()` (at each compile stage and before the bundle is moved into place) raises a
-recorded one that was swallowed; the unraisable hook stays quiet about it."""
+`checkpoint()` raises a recorded one that was swallowed: at each compile stage, before any file
+is written (output.write_dump, output.publish) and when a command's work returns (cli._run).
+The unraisable hook stays quiet about it."""
 from __future__ import annotations
 
 import signal
@@ -76,6 +77,7 @@ def handled(final: bool = False):
         for s, h in old.items():
             signal.signal(s, signal.SIG_IGN if final else h)
         sys.unraisablehook = old_hook
+        del _received[:]  # nothing recorded here may stop work done outside the block
 
 
 def checkpoint():
@@ -94,9 +96,9 @@ def deferred(raise_pending: bool = True):
         yield
     finally:
         _state.depth -= 1
-        signum = getattr(_state, "pending", None) if not _state.depth else None
-        if signum is not None:
-            _state.pending = None
-            if raise_pending:
+        if not _state.depth:
+            signum, _state.pending = getattr(_state, "pending", None), None
+            if not raise_pending:
+                del _received[:]  # dropped, and one swallowed earlier with it
+            elif signum is not None:
                 raise Interrupted(signum)
-            del _received[:]

@@ -1,6 +1,7 @@
-"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh and Sigmoid ops) against float64, as scalar code, as LLVM's vectorized loop on the host
-and as explicit <4 x float> and <8 x float> vectors (the same emitter for every width); the
-Tanh op against onnxruntime at every runnable vector level."""
+"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh and Sigmoid ops) against float64, as
+scalar code, as LLVM's vectorized loop on the host and as explicit <4 x float> and <8 x float>
+vectors (the same emitter for every width); the Tanh, Sigmoid and SiLU ops against onnxruntime
+at every runnable vector level."""
 import ctypes
 
 import numpy as np

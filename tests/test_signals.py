@@ -2,10 +2,10 @@
 directory and the directories the compile created, and leave a previous bundle as it was.
 
 The real CLI runs in a child process. Signals at chosen points (while the files are written,
-between two of the moves, during the restore) come from a hook in the child that signals itself
-there: timing alone cannot hit a window of microseconds. One hook has the signal arrive inside
-a finalizer, where the interpreter drops the handler's exception. Two more tests signal a larger model
-after a delay, from outside, while it loads and while it generates code."""
+between two of the moves, during the restore, inside a finalizer, where the interpreter drops
+the handler's exception, and at exit) come from a hook in the child that signals itself there:
+timing alone cannot hit a window of microseconds. Two more tests signal a larger model after a
+delay, from outside, early and late in its code generation."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from hostile import MNIST, snapshot
@@ -127,6 +128,22 @@ def test_signal_swallowed_in_a_finalizer_still_ends_the_compile(tmp_path, sig):
     assert snapshot(out) == before
 
 
+def test_a_command_ends_with_a_signal_it_swallowed(tmp_path):
+    """bundle-info, which writes no file: the signal swallowed while it read the bundle ends it
+    with 143 and one line once its work returns (before: status 0)."""
+    out, _ = previous_bundle(tmp_path)
+    code = ("import os, signal\nimport glowpy.bundle_info as bi\n_d = bi.describe\n"
+            "class Swallowed:\n    def __del__(self):\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        for _ in range(100):\n            pass\n"
+            "def describe(*a):\n    Swallowed()\n    return _d(*a)\n"
+            "bi.describe = describe\nbi.main()\n")
+    r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 143
+    assert r.stderr.splitlines() == ["bundle-info: error: terminated (SIGTERM)"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_signal_after_the_work_is_done_is_ignored(tmp_path, sig):
     """The bundle is in place and the process exits 0 without a word (before: a traceback-less
@@ -146,10 +163,10 @@ def test_signal_while_writing_removes_created_directories(tmp_path, sig):
 
 
 @pytest.mark.parametrize("sig,delay", [(signal.SIGINT, 0.8), (signal.SIGTERM, 3.0)],
-                         ids=["INT-loading", "TERM-codegen"])
+                         ids=["INT-early", "TERM-late"])
 def test_signal_from_outside_after_a_delay(tmp_path, sig, delay):
-    """yunet takes ~8 s to compile here; a signal during a native LLVM call takes effect when
-    the call returns, so the child is given time to end."""
+    """yunet takes ~9 s to compile here (code generation from ~0.3 s); a signal during a native
+    LLVM call takes effect when the call returns, so the child is given time to end."""
     out, before = previous_bundle(tmp_path)
     p = child("none", 0, f"-model={YUNET}", f"-emit-bundle={out}", "-network-name=mnist8")
     time.sleep(delay)
@@ -159,22 +176,40 @@ def test_signal_from_outside_after_a_delay(tmp_path, sig, delay):
     assert snapshot(out) == before
 
 
-def test_profiler_interrupted(tmp_path):
+def profiler_child(tmp_path, hook: str, *args) -> subprocess.CompletedProcess:
+    """model-profiler over mnist8's reference input, `hook` run first in the child."""
     data = os.path.join(SHARED, "mnist8_data", "test_data_set_0", "input_0.pb")
-    import numpy as np
     import onnx
     from onnx import numpy_helper
     t = onnx.TensorProto()
     with open(data, "rb") as f:
         t.ParseFromString(f.read())
     np.save(tmp_path / "x.npy", numpy_helper.to_array(t))
-    code = ("import os, signal\nimport glowpy.profiler as p\n_r = p.profiling_graph\n"
-            "def g(*a):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return _r(*a)\n"
-            "p.profiling_graph = g\np.main()\n")
-    r = subprocess.run([sys.executable, "-c", code, f"-model={MNIST}",
-                        f"-input-dataset={t.name or 'Input3'},npy,{tmp_path / 'x.npy'}",
-                        f"-dump-profile={tmp_path / 'p.yaml'}"],
-                       capture_output=True, text=True, timeout=300)
+    code = f"import os, signal\nimport glowpy.profiler as p\n{hook}\np.main()\n"
+    return subprocess.run([sys.executable, "-c", code, f"-model={MNIST}",
+                           f"-input-dataset={t.name or 'Input3'},npy,{tmp_path / 'x.npy'}",
+                           f"-dump-profile={tmp_path / 'p.yaml'}", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_profiler_interrupted(tmp_path):
+    r = profiler_child(tmp_path, "_r = p.profiling_graph\n"
+                       "def g(*a):\n    os.kill(os.getpid(), signal.SIGTERM)\n    return _r(*a)\n"
+                       "p.profiling_graph = g")
     assert r.returncode == 143
     assert r.stderr.splitlines() == ["model-profiler: error: terminated (SIGTERM)"]
+    assert not os.path.exists(tmp_path / "p.yaml")
+
+
+def test_profiler_signal_swallowed_in_a_finalizer_writes_no_profile(tmp_path):
+    """The run over the samples goes on after the swallowed signal; the profile is not
+    written and the status is 130 (before: the profile written and status 0)."""
+    r = profiler_child(tmp_path, "_r = p.profiling_graph\n"
+                       "class Swallowed:\n    def __del__(self):\n"
+                       "        os.kill(os.getpid(), signal.SIGINT)\n"
+                       "        for _ in range(100):\n            pass\n"
+                       "def g(*a):\n    Swallowed()\n    return _r(*a)\n"
+                       "p.profiling_graph = g")
+    assert r.returncode == 130
+    assert r.stderr.splitlines() == ["model-profiler: error: interrupted (SIGINT)"]
     assert not os.path.exists(tmp_path / "p.yaml")
