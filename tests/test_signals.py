@@ -86,15 +86,19 @@ atexit.register(late)
 HOOKS["restoring"] = HOOKS["moving"] + HOOKS["restoring"]
 
 
+def default_sigint():
+    """preexec_fn of every child here: it starts with the default SIGINT disposition whatever
+    ours is. A suite started in the background of a non-interactive shell (CI) inherits SIGINT
+    ignored, and Python then (rightly) installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child(hook: str, sig: int, *args) -> subprocess.Popen:
     code = (f"import os\nSIG = {int(sig)}\n{HOOKS[hook]}\n"
             "from glowpy.cli import main\nmain()\n")
-    # the child starts with the default SIGINT disposition whatever ours is: a suite started in
-    # the background of a non-interactive shell inherits SIGINT ignored, and Python then
-    # (rightly) installs no KeyboardInterrupt handler
     return subprocess.Popen([sys.executable, "-c", code, *[str(a) for a in args]],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)
 
 
 def finish(p: subprocess.Popen, sig: int):
@@ -139,7 +143,7 @@ def test_a_command_ends_with_a_signal_it_swallowed(tmp_path):
             "def describe(*a):\n    Swallowed()\n    return _d(*a)\n"
             "bi.describe = describe\nbi.main()\n")
     r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, preexec_fn=default_sigint)
     assert r.returncode == 143
     assert r.stderr.splitlines() == ["bundle-info: error: terminated (SIGTERM)"]
 
@@ -189,7 +193,7 @@ def profiler_child(tmp_path, hook: str, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, f"-model={MNIST}",
                            f"-input-dataset={t.name or 'Input3'},npy,{tmp_path / 'x.npy'}",
                            f"-dump-profile={tmp_path / 'p.yaml'}", *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, preexec_fn=default_sigint)
 
 
 def test_profiler_interrupted(tmp_path):
