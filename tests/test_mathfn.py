@@ -20,7 +20,7 @@ llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
 
 UNARY = {
-    "exp": M.exp, "expm1": M.expm1, "log": M.log, "log1p": M.log1p,
+    "exp": M.exp, "exp_nonpositive": M.exp_nonpositive, "expm1": M.expm1, "log": M.log, "log1p": M.log1p,
     "tanh": M.tanh, "sigmoid": M.sigmoid, "softplus": M.softplus, "erf": M.erf,
     "sin": M.sin, "cos": M.cos, "floor": M.floor, "ceil": M.ceil,
     "trunc": M.trunc, "rne": M.round_half_even, "sqrt": lambda b, x: M.sqrt(b, x, fpu=True),
@@ -169,6 +169,18 @@ def test_exp(jit):
         check("exp", jit("exp", x), np.exp(x.astype(np.float64)), 1)
     same(jit("exp", [np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, -105.0, 3e38, -3e38]),
          [np.inf, 0, np.nan, 1, 1, np.inf, 0, np.inf, 0])
+
+
+def test_exp_nonpositive(jit):
+    """Softmax's exp (of x - max <= 0): exp's accuracy, denormal results rounded once, 0 from
+    the clamp at -104 down, NaN kept."""
+    x = -np.abs(np.concatenate([np.linspace(-110, 0, 400001, dtype=f32),
+                                bitsweep(1e-30, 110.0, 400000),
+                                f32([87.33654, 103.27892, 103.972, 103.9721])]))
+    with np_err():
+        check("exp_nonpositive", jit("exp_nonpositive", x), np.exp(x.astype(np.float64)), 1)
+    same(jit("exp_nonpositive", [-np.inf, np.nan, 0.0, -0.0, -104.0, -105.0, -3e38]),
+         [0, np.nan, 1, 1, 0, 0, 0])
 
 
 def test_expm1(jit):

@@ -1,24 +1,26 @@
-"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh and Sigmoid ops) against float64, as
+"""Accuracy of glowpy.codegen.mathfn.rational (the Tanh and Sigmoid ops, Gelu's erf) against float64, as
 scalar code, as LLVM's vectorized loop on the host and as explicit <4 x float> and <8 x float>
 vectors (the same emitter for every width); the Tanh, Sigmoid and SiLU ops against onnxruntime
 at every runnable vector level."""
 import ctypes
+import math
 
 import numpy as np
 import pytest
 from llvmlite import ir
 import llvmlite.binding as llvm
 
-from glowpy.codegen.mathfn.rational import sigmoid_rational, tanh_rational
+from glowpy.codegen.mathfn.rational import erf_rational, sigmoid_rational, tanh_rational
 from test_mathfn import F32, PF, add_loop, host_tm, optimize, same, signed_sweep
-from util import GraphBuilder, check_op
+from util import GraphBuilder, check_against_onnxruntime, check_op
 from vector_levels import params
 
 f32 = np.float32
-FNS = {"tanh": tanh_rational, "sigmoid": sigmoid_rational}
+FNS = {"tanh": tanh_rational, "sigmoid": sigmoid_rational, "erf": erf_rational}
 # the stated bounds (mathfn/rational.py's docstring)
 TANH_ABS, TANH_ULP = 3e-7, 5
 SIGMOID_ABS = 1.5e-7
+ERF_ABS, ERF_ULP = 3.5e-7, 6
 
 
 def _compile(widths):
@@ -102,6 +104,21 @@ def test_sigmoid_within_stated_bound(fns):
     assert not silu[x < -16.6].any()
 
 
+def test_erf_within_stated_bounds(fns):
+    """Gelu's erf: within its bounds, exactly +-1 from the clamp point (3.9) on, so Gelu is x
+    and -0 in its tails; signed zeros kept, NaN passes, odd."""
+    x = inputs()
+    ref = np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
+    got = run(fns, "erf", x)
+    err = np.abs(got - ref)
+    assert err.max() <= ERF_ABS, err.max()
+    ulp = np.spacing(np.abs(ref).astype(f32)).astype(np.float64)
+    assert (err / ulp).max() <= ERF_ULP, (err / ulp).max()
+    same(run(fns, "erf", [0.0, -0.0, 3.9, 4.0, -30.0, np.inf, -np.inf, np.nan]),
+         [0.0, -0.0, 1.0, 1.0, -1.0, 1.0, -1.0, np.nan])
+    assert np.array_equal(run(fns, "erf", -x), -got)  # odd
+
+
 def got_at(fns, v):
     return float(run(fns, "sigmoid", [v])[0])
 
@@ -143,3 +160,21 @@ def test_sigmoid_and_silu_match_onnxruntime(level, tmp_path):
             g.node("Mul", ["x", s])
         check_op(g.model(13), g.feeds, tmp_path / f"silu{silu}", rtol=1e-6, atol=3e-6,
                  **level.options)
+
+
+@pytest.mark.parametrize("level", params())
+def test_gelu_op_through_the_rational_erf(level, tmp_path):
+    """Gelu (opset 20, approximate="none") at every vector level: within half the erf bound
+    times |x| of float64 over a dense sweep with vector and element tails (and within 1e-5 of
+    onnxruntime, whose own erf is an approximation of the same kind), exactly x from
+    3.9 * sqrt(2) up and -0 down from -3.9 * sqrt(2)."""
+    x = np.concatenate([np.linspace(-12, 12, 6001, dtype=f32), f32([0.0, -0.0, 1e-30, 40, -40])])
+    g = GraphBuilder(x=x)
+    g.node("Gelu", ["x"])
+    [got], _ = check_against_onnxruntime(g.model(20), g.feeds, tmp_path, rtol=1e-5, atol=1e-5,
+                                         **level.options)
+    x64 = x.astype(np.float64)
+    ref = 0.5 * x64 * (1 + np.frompyfunc(math.erf, 1, 1)(x64 / math.sqrt(2)).astype(np.float64))
+    assert np.all(np.abs(got - ref) <= 0.5 * ERF_ABS * np.abs(x64) + 2 * np.spacing(np.abs(ref)))
+    tail = np.abs(x) >= 3.9 * math.sqrt(2) + 1e-3
+    same(got[tail], np.where(x[tail] > 0, x[tail], -0.0))

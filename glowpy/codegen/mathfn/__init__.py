@@ -32,6 +32,6 @@ subset).  Denormal results may be flushed on targets running flush-to-zero.
 """
 from glowpy.codegen.mathfn.core import call_unary, copysign, fabs  # noqa: F401
 from glowpy.codegen.mathfn.rounding import ceil, floor, fmax, fmin, round_half_even, sqrt, trunc  # noqa: F401,E501
-from glowpy.codegen.mathfn.exp_log import exp, expm1, log, log1p, sigmoid, softplus, tanh  # noqa: F401
+from glowpy.codegen.mathfn.exp_log import exp, exp_nonpositive, expm1, log, log1p, sigmoid, softplus, tanh  # noqa: F401,E501
 from glowpy.codegen.mathfn.special import erf, pow  # noqa: F401
 from glowpy.codegen.mathfn.trig import cos, sin  # noqa: F401

@@ -70,6 +70,15 @@ def exp_scaled(b, a, scale: int = 0):
     return b.fmul(b.fadd(p, fconst(a, 1.0)), pow2i(b, ni, a))
 
 
+def exp_nonpositive(b, a):
+    """e^a for a <= 0 or NaN (Softmax's x - max, sigmoid's -|x|), to the accuracy of exp: one
+    clamp at -104, where e^a rounds to 0, instead of exp's two, and exp_scaled formed as
+    e^a * 2^64, normal down to the clamp, brought back by one exact power-of-two multiply
+    (a single rounding into denormals). 19 vector operations where exp takes 27."""
+    a = select(b, lt(b, a, -104.0), fconst(a, -104.0), a)  # NaN passes
+    return b.fmul(exp_scaled(b, a, 64), fconst(a, 2.0 ** -64))
+
+
 def sigmoid(b, x):
     """1/(1+e^-x) evaluated as {1 or e}/(1+e) with e = e^-|x| (never overflows).
 
@@ -80,13 +89,9 @@ def sigmoid(b, x):
     Mcycles per inference (best of 8 alternating runs). Fusing SiLU into the producing Conv's
     epilogue instead measured slower (43.1): inside the unrolled tile code the chain spills
     and competes with the FMAs; its own loop does not."""
-    a = b.fneg(fabs(b, x))
-    a = select(b, lt(b, a, -104.0), fconst(x, -104.0), a)  # NaN passes
-    big = exp_scaled(b, a, 64)
-    e = b.fmul(big, fconst(x, 2.0 ** -64))
+    e = exp_nonpositive(b, b.fneg(fabs(b, x)))
     num = select(b, lt(b, x, 0.0), e, fconst(x, 1.0))
-    fma = intrinsic(b, "llvm.fmuladd", x, 3)
-    return b.fdiv(num, b.call(fma, [big, fconst(x, 2.0 ** -64), fconst(x, 1.0)]))
+    return b.fdiv(num, b.fadd(e, fconst(x, 1.0)))
 
 
 # Cephes tanhf: tanh(a) = a + a*z*P(z), z = a^2, for |a| < 0.625.

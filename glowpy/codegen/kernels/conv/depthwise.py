@@ -267,6 +267,8 @@ class DepthwiseEmitter:
             return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw,
                                       masks[c][j], safe=self.safe)
                      if any(masks[c][j]) else None for j in range(nv)] for c in range(s.kw)]
+        if s.sw == 2 and vec.pairs_in_lanes():
+            return self.paired_taps(row, masks, nv, offs)
         out = [[None] * nv for _ in range(s.kw)]
         for j in range(nv):
             ok = [False] * n
@@ -282,6 +284,30 @@ class DepthwiseEmitter:
                 if any(masks[c][j]):
                     idx = ir.Constant(ir.VectorType(cg.I32, w), [l * s.sw + off - lo for l in range(w)])
                     out[c][j] = b.shuffle_vector(win, ir.Constant(win.type, ir.Undefined), idx)
+        return out
+
+    def paired_taps(self, row, masks, nv, offs):
+        """row_taps for stride 2 on vectors of 128-bit halves: kernel columns c and c + 1
+        (dilation 1) read the even and odd lanes of one window, both from one Vec.load_pairs
+        (four 128-bit loads, two in-lane shuffles)."""
+        k, b, w = self.k, self.b, self.vec.w
+        out = [[None] * nv for _ in offs]
+        for j in range(nv):
+            c = 0
+            while c < len(offs):
+                cols = [c] + ([c + 1] if c + 1 < len(offs) and offs[c + 1] == offs[c] + 1 else [])
+                ok = [False] * (2 * w)
+                for d in cols:
+                    for e, v in enumerate(masks[d][j]):
+                        if e + d - c < 2 * w:
+                            ok[e + d - c] = ok[e + d - c] or v
+                if any(ok):
+                    pair = self.vec.load_pairs(k.inp(0), b.add(row, k.c(j * w * 2 + offs[c])),
+                                               tuple(ok), safe=self.safe)
+                    for d in cols:
+                        if any(masks[d][j]):
+                            out[d][j] = pair[d - c]
+                c += len(cols)
         return out
 
     def tile(self, oh0, ow0, nrows, valid, sig):

@@ -132,14 +132,17 @@ class PhaseEmitter(DepthwiseEmitter):
         with k.for_range(f1, start=f0, name="pr") as r:
             src = b.add(self.xb, b.mul(b.sub(r, k.c(s.pt)), k.c(s.win)))
             dst = b.mul(r, k.c(s.sw * L))
-            for p in range(s.sw):
-                for j in range(math.ceil(L / w)):
-                    q0 = j * w * s.sw + p - s.pl  # input column of lane 0
-                    mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw))
-                    if any(mask):
-                        v = vec.load_strided(k.inp(0), b.add(src, k.c(q0)), s.sw, mask)
-                    else:
-                        v = vec.splat(ir.Constant(cg.F32, 0.0))
+            for j in range(math.ceil(L / w)):
+                q0 = j * w * s.sw - s.pl  # input column of phase 0's lane 0
+                mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw + s.sw - 1))
+                if not any(mask):
+                    phases = [vec.splat(ir.Constant(cg.F32, 0.0))] * s.sw
+                elif s.sw == 2 and vec.pairs_in_lanes():  # both phases from one window
+                    phases = vec.load_pairs(k.inp(0), b.add(src, k.c(q0)), mask[:2 * w])
+                else:
+                    phases = [vec.load_strided(k.inp(0), b.add(src, k.c(q0 + p)), s.sw,
+                                               mask[p:p + w * s.sw]) for p in range(s.sw)]
+                for p, v in enumerate(phases):
                     vec.store(v, self.buf, b.add(dst, k.c(p * L + j * w)), self.tail(L, j))
 
     def tail(self, n, j):

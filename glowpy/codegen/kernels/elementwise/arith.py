@@ -7,7 +7,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
-from glowpy.codegen.mathfn.rational import sigmoid_rational, tanh_rational
+from glowpy.codegen.mathfn.rational import erf_rational, sigmoid_rational, tanh_rational
 from glowpy.codegen.registry import emits
 from glowpy.errors import ModelError
 from glowpy.ir.ops.elementwise import BINARY, UNARY, VARIADIC
@@ -77,7 +77,7 @@ def _float_unary(op, b, x, a, caps):
                            b.fadd(x, b.fmul(f(0.044715), b.fmul(x, b.fmul(x, x)))))
             t = mathfn.tanh(b, inner)
         elif a["approximate"] == "none":
-            t = mathfn.erf(b, b.fmul(x, f(0.5 ** 0.5)))
+            t = erf_rational(b, b.fmul(x, f(0.5 ** 0.5)))
         else:
             raise ModelError(f"Gelu: approximate='{a['approximate']}' is not supported (none or tanh)")
         return b.fmul(b.fmul(x, f(0.5)), b.fadd(f(1), t))

@@ -53,7 +53,7 @@ def _rows(k, vec, outer, r, log):
         mxv = vec.splat(mx)
 
         def vsum(off, mask, acc):
-            e = mathfn.exp(b, b.fsub(vec.load(x, off, mask), mxv))
+            e = mathfn.exp_nonpositive(b, b.fsub(vec.load(x, off, mask), mxv))
             if not log:
                 vec.store(e, y, off, mask)
             return b.fadd(acc, vec.keep(e, mask))
@@ -82,7 +82,7 @@ def _columns(k, vec, outer, r, inner, log):
         mx = lp.results[0]
         with cg.for_range_carry(b, r, [vec.zero()], intp=k.intp, name="s") as lp:
             off = b.add(base, b.mul(lp.index, k.c(inner)))
-            e = mathfn.exp(b, b.fsub(vec.load(x, off, mask), mx))
+            e = mathfn.exp_nonpositive(b, b.fsub(vec.load(x, off, mask), mx))
             if not log:
                 vec.store(e, y, off, mask)
             lp.carry([b.fadd(lp.values[0], e)])
