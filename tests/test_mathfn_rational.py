@@ -162,19 +162,27 @@ def test_sigmoid_and_silu_match_onnxruntime(level, tmp_path):
                  **level.options)
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("level", params())
-def test_gelu_op_through_the_rational_erf(level, tmp_path):
-    """Gelu (opset 20, approximate="none") at every vector level: within half the erf bound
-    times |x| of float64 over a dense sweep with vector and element tails (and within 1e-5 of
-    onnxruntime, whose own erf is an approximation of the same kind), exactly x from
-    3.9 * sqrt(2) up and -0 down from -3.9 * sqrt(2)."""
+def test_gelu_op_through_the_rational_forms(level, approximate, tmp_path):
+    """Gelu (opset 20) at every vector level: "none" through the rational erf, within half its
+    bound times |x| of float64, exactly x from 3.9 * sqrt(2) up and -0 below -3.9 * sqrt(2);
+    "tanh" as x * sigmoid(2u) through the rational sigmoid, within its bound times |x|, -0 where
+    2u < -16.6. Both over a dense sweep with vector and element tails, within 1e-5 of
+    onnxruntime (whose erf and tanh are approximations of the same kind)."""
     x = np.concatenate([np.linspace(-12, 12, 6001, dtype=f32), f32([0.0, -0.0, 1e-30, 40, -40])])
     g = GraphBuilder(x=x)
-    g.node("Gelu", ["x"])
+    g.node("Gelu", ["x"], approximate=approximate)
     [got], _ = check_against_onnxruntime(g.model(20), g.feeds, tmp_path, rtol=1e-5, atol=1e-5,
                                          **level.options)
     x64 = x.astype(np.float64)
-    ref = 0.5 * x64 * (1 + np.frompyfunc(math.erf, 1, 1)(x64 / math.sqrt(2)).astype(np.float64))
-    assert np.all(np.abs(got - ref) <= 0.5 * ERF_ABS * np.abs(x64) + 2 * np.spacing(np.abs(ref)))
-    tail = np.abs(x) >= 3.9 * math.sqrt(2) + 1e-3
-    same(got[tail], np.where(x[tail] > 0, x[tail], -0.0))
+    if approximate == "none":
+        ref = 0.5 * x64 * (1 + np.frompyfunc(math.erf, 1, 1)(x64 / math.sqrt(2)).astype(np.float64))
+        bound, low, high = 0.5 * ERF_ABS, -3.9 * math.sqrt(2), 3.9 * math.sqrt(2)
+    else:
+        u = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
+        ref = 0.5 * x64 * (1 + np.tanh(u))
+        bound, low, high = SIGMOID_ABS, -6.05, np.inf  # 2u(-6.05) = -16.65
+    assert np.all(np.abs(got - ref) <= bound * np.abs(x64) + 2 * np.spacing(np.abs(ref).astype(f32)))
+    same(got[x < low - 1e-3], np.full((x < low - 1e-3).sum(), -0.0))
+    same(got[x > high + 1e-3], x[x > high + 1e-3])

@@ -73,10 +73,13 @@ def _float_unary(op, b, x, a, caps):
         return b.fdiv(x, b.fadd(f(1), _fabs(b, x)))
     if op == "Gelu":
         if a["approximate"] == "tanh":
-            inner = b.fmul(f((2 / np.pi) ** 0.5),
-                           b.fadd(x, b.fmul(f(0.044715), b.fmul(x, b.fmul(x, x)))))
-            t = mathfn.tanh(b, inner)
-        elif a["approximate"] == "none":
+            # 0.5 x (1 + tanh(u)) = x sigmoid(2u): the rational sigmoid (1.4e-7 absolute, 0 far
+            # below, so Gelu(-40) is -0 where 1 + tanh_rational would leave 2.4e-7) in place of
+            # mathfn.tanh's exp and selects; FastGelu and GPT's gelu_new
+            u2 = b.fmul(f(2 * (2 / np.pi) ** 0.5),
+                        b.fadd(x, b.fmul(f(0.044715), b.fmul(x, b.fmul(x, x)))))
+            return b.fmul(x, sigmoid_rational(b, u2))
+        if a["approximate"] == "none":
             t = erf_rational(b, b.fmul(x, f(0.5 ** 0.5)))
         else:
             raise ModelError(f"Gelu: approximate='{a['approximate']}' is not supported (none or tanh)")
