@@ -60,16 +60,19 @@ def test_phase_chosen_where_its_copy_pays(level, tmp_path):
 
 def test_phase_estimate_counts_the_copy():
     """The choice is a comparison of estimates: the phase kernel's includes its copy, so it
-    is below the plain kernel's on the large planes only (AVX2 shape: 8 lanes, 16 registers).
-    """
+    is below the plain kernel's on the large planes only (AVX2 shape: 8 lanes, 16 registers;
+    where each variant, forced, was measured faster on the AVX2 EPYC: the phases on 96 of
+    112x112, 128 of 56x56 3x3 and 144 of 56x56 5x5, the plain kernel on 256 of 28x28 and
+    512 of 14x14)."""
     simd = Simd(8, 16, False, True)
     ratio = {}
-    for c, hw, k in ((96, 112, 3), (144, 56, 5), (512, 14, 3), (672, 14, 5), (32, 24, 3)):
+    for c, hw, k in ((96, 112, 3), (128, 56, 3), (144, 56, 5), (256, 28, 3), (512, 14, 3),
+                     (672, 14, 5), (32, 24, 3)):
         ho = (hw + 2 * (k // 2) - k) // 2 + 1
         s = Shape(1, c, c, c, hw, hw, ho, ho, k, k, 2, 2, 1, 1, k // 2, k // 2, 2)
         ratio[hw, k] = estimate(s, simd)[0] / depthwise.estimate(s, simd)[0]
-    assert ratio[112, 3] < 0.95 and ratio[56, 5] < 0.85
-    assert ratio[14, 3] > 2 and ratio[14, 5] > 1.5 and ratio[24, 3] > 1.3
+    assert ratio[112, 3] < 0.95 and ratio[56, 3] < 0.98 and ratio[56, 5] < 0.95
+    assert ratio[28, 3] > 1.1 and ratio[14, 3] > 1.5 and ratio[14, 5] > 1.4 and ratio[24, 3] > 1.1
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=str)

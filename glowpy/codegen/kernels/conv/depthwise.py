@@ -66,12 +66,12 @@ def estimate(s: Shape, simd):
     """(cycles per plane, tiling): ("flat", vectors per chunk) or ("rows", R, NV) with the
     fewest estimated cycles per plane:
     two FMAs a cycle, about one (line-splitting, unaligned) vector load a cycle, a strided tap
-    costing two loads and a shuffle, and some cycles per tile to add the bias and store
+    costing Simd.strided_load plain loads, and some cycles per tile to add the bias and store
     (calibrated on AVX-512 with 3x3 layers from 3x3 to 112x112)."""
     w, regs = simd.width, simd.registers
     acc_max = max(1, regs - 6)
     taps = s.kh * s.kw
-    per_load = 1.0 if s.sw == 1 else 2.5
+    per_load = simd.strided_load(s.sw)
     best = None
     for nv in range(1, math.ceil(s.wo / w) + 1):
         tiles = math.ceil(s.wo / (nv * w))

@@ -44,14 +44,22 @@ def geometry(s: Shape, w: int):
     return rows, length, offs
 
 
-# The copy's cost per plane: cycles per vector copied (a strided load, a shuffle and a store)
-# and a fixed part (the row loop, the buffer's rows read back soon after they were written).
-# Fitted on 22 strided layers (3x3 and 5x5, 6x6 to 112x112 planes, 16 to 960 channels; AVX2
-# EPYC, znver1) from each variant's time minus the two tilings' estimates: without it the
-# phase kernel was taken everywhere and lost up to 2.3x on small planes (3x3/2 on 512 of
-# 14x14: 118 us against the plain kernel's 53).
-COPY_VECTOR = 2.0
-COPY_PLANE = 300
+# The copy's cost per plane: cycles per vector copied and a fixed part (the row loop, the
+# buffer's rows read back soon after they were written), by how the strided lanes are read.
+# A wide load and a shuffle per vector: fitted on 22 strided layers (3x3 and 5x5, 6x6 to
+# 112x112 planes, 16 to 960 channels; AVX2 EPYC, znver1, before Vec.load_pairs) from each
+# variant's time minus the two tilings' estimates: without it the phase kernel was taken
+# everywhere and lost up to 2.3x on small planes (3x3/2 on 512 of 14x14: 118 us against the
+# plain kernel's 53). Both phases from one window of 128-bit halves (Simd.pairs_in_lanes):
+# refitted on the same EPYC over 11 layers (3x3 and 5x5, 14x14 to 112x112, 32 to 576
+# channels) by least squares on each forced variant's time per channel (0.40 ns per vector,
+# no fixed part, 1.01 ns per estimated tile cycle; the plain kernel's estimate on the same
+# scale through Simd.strided_load), 0.5 and 50 taken from the range that chose best: the
+# faster variant on 9 of the 11 (before: 7; 3-6% off on 64 and 32 channels of 112x112,
+# whose buffer outgrows L1), 2035 us over the set against 2075 before and 2006 at best
+# (3x3/2 on 128 of 56x56: 171 -> 154 us, on 144: 189 -> 167). MobileNetV2 against
+# onnxruntime, builds alternating: 0.941 -> 0.930.
+COPY = {False: (2.0, 300), True: (0.5, 50)}  # pairs_in_lanes: (per vector, per plane)
 
 
 def plan(s: Shape, simd):
@@ -63,8 +71,8 @@ def estimate(s: Shape, simd):
     """(cycles per plane, ("phase", R, NV)) with the fewest estimated cycles: two FMAs and two
     loads a cycle (rows_in x kw tap loads and R x taps broadcast weights per tile), ROW_TILE
     cycles per accumulator to add the bias and store; R x NV accumulators + NV taps + a weight
-    fit the registers; plus the copy (COPY_VECTOR per vector of the buffer's filled rows,
-    COPY_PLANE)."""
+    fit the registers; plus the copy (COPY: per vector of the buffer's filled rows, per
+    plane)."""
     w, regs = simd.width, simd.registers
     taps = s.kh * s.kw
     best = None
@@ -79,7 +87,8 @@ def estimate(s: Shape, simd):
             if best is None or total < best[0]:
                 best = (total, ("phase", r, nv))
     _, length, _ = geometry(s, w)
-    copy = s.hin * s.sw * math.ceil(length / w) * COPY_VECTOR + COPY_PLANE
+    per_vector, per_plane = COPY[simd.pairs_in_lanes]
+    copy = s.hin * s.sw * math.ceil(length / w) * per_vector + per_plane
     return best[0] + copy, best[1]
 
 
