@@ -50,22 +50,34 @@ def weights_image(prog) -> bytes:
 
 _BYTE_TEXT = np.frombuffer("".join(f" 0X{i:02X}," for i in range(256)).encode(),
                            np.uint8).reshape(256, 6)
-_BYTE_ITEM = np.ascontiguousarray(_BYTE_TEXT).view("V6").reshape(256)  # one 6-byte item per byte
-_ROW = np.dtype([("bytes", "V120"), ("newline", "u1")])  # 20 bytes' text and a newline
+_HEX_PAIR = np.frombuffer("".join(f"{i:02X}" for i in range(256)).encode(), np.uint16)
+_CELL = np.frombuffer(b" 0X00,", np.uint8)  # one byte's text, its two digits at [3:5]
 
 
 def weights_text(image: bytes):
     """` 0X%02X,` per byte, a newline after every 20 bytes and one at the end, as chunks of
-    bytes (vectorized and streamed: images reach hundreds of MB and the text is 6x that)."""
+    bytes (vectorized and streamed: images reach hundreds of MB and the text is 6x that).
+    A chunk's rows are one buffer whose spaces, "0X", commas and newlines are written once;
+    per chunk only the two hex digits of each byte are, as one 16-bit item of a table (in
+    the host's byte order, as the buffer is read): 0.40 -> 0.17 s for ResNet-18's 47 MB on
+    the AVX2 EPYC, where the 6-byte items taken per byte before cost 0.4 s of its 0.75 s
+    write stage. The buffer is reused: each chunk must be consumed (written) before the
+    next is asked for, as file writes do."""
     data = np.frombuffer(image, np.uint8)
     full = len(data) // 20 * 20
     step = 20 << 14  # 320 KiB of weights, 1.9 MiB of text per chunk
+    buf = digits = None
     for i in range(0, full, step):
         part = data[i:min(i + step, full)]
-        rows = np.empty(len(part) // 20, _ROW)
-        rows["bytes"] = np.take(_BYTE_ITEM, part).view("V120")
-        rows["newline"] = ord("\n")
-        yield memoryview(rows).cast("B")
+        n = len(part) // 20
+        if buf is None or len(buf) != n:
+            buf = np.empty((n, 121), np.uint8)
+            cells = buf[:, :120].reshape(n, 20, 6)
+            cells[:] = _CELL
+            buf[:, 120] = ord("\n")
+            digits = cells[:, :, 3:5].view(np.uint16)[:, :, 0]
+        np.take(_HEX_PAIR, part.reshape(n, 20), out=digits)
+        yield memoryview(buf).cast("B")
     if full < len(data) or not len(data):
         yield _BYTE_TEXT[data[full:]].tobytes() + b"\n"
 
