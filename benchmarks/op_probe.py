@@ -99,6 +99,17 @@ def depthwise(c, hw, k, stride):
     return build
 
 
+def maxpool(c, hw, k, stride):
+    """MaxPool k x k / stride, 'same' padding for odd k: ResNet's 3x3/2 stem pool, the 2x2/2
+    pools of VGG, U-Net and YOLO-style backbones."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[k, k],
+                                strides=[stride] * 2, pads=[k // 2 if k % 2 else 0] * 4)
+        return _model([node], x), x
+    return build
+
+
 def strided_pointwise(c, m, hw):
     """A 1x1 stride-2 Conv with bias: the downsampling shortcut of ResNet-50 and ResNeXt."""
     def build():
@@ -187,6 +198,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "dw5s1_240x28": depthwise(240, 28, 5, 1), "dw3s1_32x112": depthwise(32, 112, 3, 1),
           "dw3s2_256x56": depthwise(256, 56, 3, 2), "dw7s1_96x56": depthwise(96, 56, 7, 1),
           "dw7s1_384x14": depthwise(384, 14, 7, 1),
+          "maxpool3s2_64x112": maxpool(64, 112, 3, 2), "maxpool2s2_128x56": maxpool(128, 56, 2, 2),
           "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28),
           "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
           "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
