@@ -28,6 +28,16 @@ def naive_liveness_bound(path: str, symbols: dict | None = None) -> int:
                 value = symbols.get(d.dim_param, 1)
                 d.Clear()
                 d.dim_value = value
+    # Shape inference types an IR < 4 model's initializers only through graph.input, which
+    # that IR requires to list them; onnxruntime runs models that do not (the shared mnist8:
+    # its Reshape of a weight got no type, nor did any tensor after it). Value_info entries
+    # without a shape are dropped so that inference fills them in.
+    listed = {i.name for i in model.graph.input}
+    model.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+                             for t in model.graph.initializer if t.name not in listed)
+    typed = [v for v in model.graph.value_info if v.type.tensor_type.HasField("shape")]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(typed)
     model = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     g = model.graph
     info = {v.name: v for v in list(g.value_info) + list(g.output) + list(g.input)}
