@@ -208,26 +208,31 @@ class OrtTimer:
             self.binding.bind_output(o.name, "cpu")
 
     def run(self, seconds: float, batches: int, clock: str = "wall") -> float:
-        run = self.sess.run_with_iobinding
-        b = self.binding
-        now = time.thread_time if clock == "thread" else time.perf_counter
-        n = 1
-        while True:
-            t0 = now()
-            for _ in range(n):
-                run(b)
-            dt = now() - t0
-            if dt > seconds / 4:
-                n = int(n * seconds / dt) + 1
-                break
-            n *= 2
-        best = float("inf")
-        for _ in range(batches):
-            t0 = now()
-            for _ in range(n):
-                run(b)
-            best = min(best, (now() - t0) / n)
-        return best * 1e3
+        run, b = self.sess.run_with_iobinding, self.binding
+        return best_per_call(lambda: run(b), seconds, batches, clock)
+
+
+def best_per_call(call, seconds: float, batches: int, clock: str = "wall") -> float:
+    """Milliseconds per call of `call()` in the best of `batches` batches of back-to-back
+    calls, each batch about `seconds` long (the peers' timer: onnxruntime, XNNPACK)."""
+    now = time.thread_time if clock == "thread" else time.perf_counter
+    n = 1
+    while True:
+        t0 = now()
+        for _ in range(n):
+            call()
+        dt = now() - t0
+        if dt > seconds / 4:
+            n = int(n * seconds / dt) + 1
+            break
+        n *= 2
+    best = float("inf")
+    for _ in range(batches):
+        t0 = now()
+        for _ in range(n):
+            call()
+        best = min(best, (now() - t0) / n)
+    return best * 1e3
 
 
 def close(got, ref, tflite: bool) -> float | None:
