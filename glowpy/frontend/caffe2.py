@@ -92,6 +92,10 @@ def read_net(path: str):
                              f"({show(str(e), 300)})") from None
         return net
     hint = " (it is an ONNX model: give it the .onnx extension)"
+    if _looks_like_onnx(data):
+        # before the NetDef parse: ONNX bytes can also parse as a NetDef (mnist8 without its
+        # initializers in graph.input gave one whose external output was a stray string)
+        raise ModelError(f"'{show(path)}' is not a Caffe2 NetDef{hint}")
     try:
         net.ParseFromString(data)
     except (DecodeError, ProtobufError, RuntimeError, ValueError) as e:
@@ -110,7 +114,10 @@ def _looks_like_onnx(data: bytes) -> bool:
         import onnx
         m = onnx.ModelProto()
         m.ParseFromString(data)
-        return m.HasField("graph")
+        # a model's version fields and a graph with operators: a NetDef's bytes that happen to
+        # parse (its external_input is field 7, as ModelProto.graph) have neither
+        return bool(m.ir_version and m.opset_import and m.graph.node
+                    and all(n.op_type for n in m.graph.node))
     except Exception:  # noqa: BLE001 - only a hint
         return False
 
