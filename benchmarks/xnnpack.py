@@ -268,6 +268,8 @@ def table(rows: list[dict]) -> str:
 
 def summary(rows: list[dict]) -> str:
     done = [r for r in rows if "error" not in r]
+    if not done:
+        return f"No model measured: onnx2tf or LiteRT failed on all {len(rows)}."
     slower = [r["model"] for r in done if r["vs_xnnpack"] > 1.0]
     return (f"Over {len(done)} models: geometric mean bundle / XNNPACK "
             f"{perf.geomean(r['vs_xnnpack'] for r in done):.3f}, bundle / onnxruntime "
