@@ -11,10 +11,10 @@ XNNPACK is the ceiling users cite for float CPU inference on mobile and edge, an
 ONNX front end: each model is converted to a float32 .tflite by onnx2tf (NCHW -> NHWC, its own
 optimizations), in a virtual environment of its own (`build/xnnpack-venv`, made by
 xnnpack_setup.sh: onnx2tf pins TensorFlow, numpy 1.26 and its other dependencies exactly, which
-would not sit beside glowpy's test pins). LiteRT (`ai-edge-litert`, pinned there too and
-installed into glowpy's venv) runs it with `num_threads=1`; its default op resolver hands
-every float op XNNPACK supports to the XNNPACK delegate, and the run checks that it did (the
-delegate's "Created ... XNNPACK delegate" line, and the delegated execution plan).
+would not sit beside glowpy's test pins). LiteRT (`ai-edge-litert` 2.3.0, installed into
+glowpy's venv by the same script) runs it with `num_threads=1`; its default op resolver hands
+every float op XNNPACK supports to the XNNPACK delegate, and the run checks that it did (a
+DELEGATE node in the interpreter's plan).
 
 For each model the bundle (benchmarks/perf.py's C harness), onnxruntime (perf.OrtTimer) and
 XNNPACK (`invoke()` on tensors set once: like onnxruntime's, its time includes one Python call,
