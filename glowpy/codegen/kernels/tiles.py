@@ -68,6 +68,14 @@ def shape_of(k) -> Shape | None:
                  *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
 
 
+# accumulators of a vector tile at most: with 28 of 32 registers (AVX-512 14 x 2) LLVM hoists
+# the broadcasts, spills accumulators to the stack and shuffles the rest down a chain of
+# register moves every step; 24 leave it room. Zen 4, 1x1 128 -> 512 on 28x28 (+ residual
+# + Relu), alternating in one process: 14 x 2 1310 us, 12 x 2 1021, 8 x 3 1013; 512 -> 128:
+# 1201, 920, 925 (channel.py's tiles keep the same 24)
+MAX_ACC = 24
+
+
 def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
     """(MR, NV) with the most useful multiply-adds per cycle (vector targets: two FMA and two
     load ports, four cycles of FMA latency) or per instruction (scalar targets)."""
@@ -81,7 +89,7 @@ def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
             acc = mr * nv
             if v == 1 and (acc > 16 or acc + nv + kw + 1 > regs) and acc > 1:
                 continue
-            if v > 1 and acc + nv + 2 > regs and acc > 1:
+            if v > 1 and (acc + nv + 2 > regs or acc > MAX_ACC) and acc > 1:
                 continue
 
             def cost(r):
@@ -90,8 +98,8 @@ def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
                 if v == 1:
                     return r * nv + r + nv / max(1, min(kw, 3))
                 # two FMA pipes, two loads a cycle, 4 cycles of FMA latency per step, a little
-                # loop overhead per step and address/mask work per vector (measured: 12-14 x 2
-                # beats 8 x 3 and 24 x 1 on AVX-512)
+                # loop overhead per step and address/mask work per vector (measured: 12 x 2
+                # beats 24 x 1 on AVX-512)
                 return max(r * nv / 2, (1.2 * r + nv) / 2, 4.5) + 0.5 + (0.3 + per_vector) * nv
             t = (mg // mr) * cost(mr) + cost(mg % mr)
             score = mg * lanes / (t * tiles)
