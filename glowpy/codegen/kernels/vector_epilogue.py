@@ -86,6 +86,21 @@ class Finisher:
             val = b.insert_element(val, x, ir.Constant(cg.I32, l))
         return val
 
+    def prefetch(self, lead, p0, out_off):
+        """Prefetches what finish() at these lanes touches, to be issued a reduction ahead of
+        it: the output vector, for writing, and each residual operand read contiguously."""
+        k, b = self.k, self.k.b
+        self.vec.prefetch(k.out(), out_off, write=True)
+        if not (self.steps and self.vector_ok):
+            return
+        for j in sorted({a for st in self.steps for a in st["args"] if a is not None}):
+            if self._scalar(j) is not None:
+                continue
+            st = cg.broadcast_strides(k.in_buf(j).shape, self.out.shape)
+            if list(st[len(lead):]) == cg.contiguous_strides(self.lane_shape):
+                base = cg.linear(b, lead, st[:len(lead)], 0, k.intp)
+                self.vec.prefetch(k.inp(j), b.add(base, p0))
+
     def finish(self, acc, lead, p0, out_off, mask=None):
         """Stores acc (+ the residual already in the output, + the epilogue) at out[out_off]."""
         k, vec, b = self.k, self.vec, self.k.b

@@ -311,15 +311,15 @@ class Vec:
                       ir.FunctionType(ir.VoidType(), [self.ty, vp, cg.I32, self.mty]))
         self.b.call(fn, [val, self._lanes(ptr, off, lane_offsets), ir.Constant(cg.I32, 4), m])
 
-    def prefetch(self, ptr, off, locality: int = 3):
-        """A read prefetch of ptr[off] on vector targets (big caches, deep out-of-order cores:
-        it hides the latency of streamed weights); nothing on scalar ones, where it would
-        only cost an instruction. `locality` is LLVM's: 3 into L1, 2 into L2."""
+    def prefetch(self, ptr, off, locality: int = 3, write: bool = False):
+        """A read (or write) prefetch of ptr[off] on vector targets (big caches, deep
+        out-of-order cores: it hides the latency of streamed weights); nothing on scalar ones,
+        where it would only cost an instruction. `locality` is LLVM's: 3 into L1, 2 into L2."""
         if self.w == 1:
             return
         fn = declare(self.b.module, "llvm.prefetch.p0",
                       ir.FunctionType(ir.VoidType(), [cg.PTR, cg.I32, cg.I32, cg.I32]))
-        self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, 0), ir.Constant(cg.I32, locality),
+        self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, int(write)), ir.Constant(cg.I32, locality),
                          ir.Constant(cg.I32, 1)])
 
     def sweep(self, base, count: int, init, step):

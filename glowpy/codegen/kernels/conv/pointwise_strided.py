@@ -225,13 +225,18 @@ class PointwiseTiles:
         w = vec.w
         acc = Acc(vec, rows, tnv)
         wblk = b.mul(o0, k.c(self.kred))
+        plane = s.ho * s.wo
+        for i in range(rows):  # the tile's stores, a reduction ahead (pixel.prefetch_store)
+            ob = b.mul(b.add(b.mul(n, k.c(s.m)), b.add(o0, k.c(i))), k.c(plane))
+            for j in range(tnv):
+                p = b.add(q0, k.c(j * w))
+                self.fin.prefetch([n, b.add(o0, k.c(i))], p, b.add(ob, p))
         with acc.loop(k, self.kred, name="c") as c:
             x0 = xoff(c)
             xs = [vec.load(self.buf, b.add(x0, k.c(j * w))) for j in range(tnv)]
             wrow = b.add(wblk, b.mul(c, k.c(rows)))
             vec.prefetch(self.wp, b.add(wrow, k.c(PREFETCH)))
             acc.fma([vec.load_splat(self.wp, b.add(wrow, k.c(i))) for i in range(rows)], xs)
-        plane = s.ho * s.wo
         for i in range(rows):
             oc = b.add(o0, k.c(i))
             bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
