@@ -225,6 +225,7 @@ class ChanEmitter:
         npx, valid = sig
         nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
         acc = Acc(self.vec, npx, nvo)
+        self.prefetch_rows(n, gi, o0, nch, oh, ow0)
         lo, hi = self.kh_range(oh)
         with acc.loop(k, hi, lo, name="kh") as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
@@ -241,6 +242,22 @@ class ChanEmitter:
                                   [p * s.sw + c * s.dw - s.pl if valid[c][p] else None
                                    for p in range(npx)])
         self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+
+    def prefetch_rows(self, n, gi, o0, nch: int, oh, ow0):
+        """The row runs the tile will store (and read as residual), prefetched before its
+        reduction: a run per output channel, as many streams as the block has channels
+        (conv/pixel.py's prefetch_store). Zen 4, ResNet-50, -instrument-profile, min of 8
+        rounds in either order: its 7x7 layers 4-9% faster (the 2048 -> 512 + residual chunks
+        0.68 -> 0.63 M cycles, the 3x3s 5.03 -> 4.82)."""
+        if self.transposed is None or self.so.rank != 2 or len(self.k.out_buf().shape) != 4:
+            return
+        k, b, s = self.k, self.b, self.s
+        tfin = self.transposed[1]
+        oc0 = b.add(b.mul(gi, k.c(s.mg)), o0)
+        for c in range(nch):
+            oc = b.add(oc0, k.c(c))
+            off = b.add(b.mul(b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho)), oh), k.c(s.wo)), ow0)
+            tfin.prefetch([n, oc, oh], ow0, off)
 
     def bases(self, n, gi, o0, nch):
         """(channel vectors, their lane masks, input base, packed weight base) of a block."""
