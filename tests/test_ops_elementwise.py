@@ -40,6 +40,10 @@ UNARY = {
     "Neg": (rand(3, 4, 5), [{}], {}, 13),
     "Abs": (rand(3, 4, 5), [{}], {}, 13),
     "Erf": (np.concatenate([rand(60, lo=-5, hi=5), SPECIAL]), [{}], TRANS, 13),
+    # x times Sigmoid's rational form (1.4e-7 absolute, as x * Sigmoid(x) computes it): up to
+    # 1.7e-6 absolute at |x| = 12
+    "Swish": (np.concatenate([rand(60, lo=-12, hi=12), SPECIAL]),
+              [{}, {"alpha": 0.7}, {"alpha": -1.5}], dict(rtol=1e-5, atol=2e-6), 24),
 }
 
 
@@ -242,3 +246,17 @@ def test_cast(tmp_path):
             name = "x_i8"
         g.node("Cast", [name], to=helper.np_dtype_to_tensor_dtype(dst))
     check_op(g.model(13), g.feeds, tmp_path)
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("ws, attrs", [((16, 8, 1, 1), {}),  # pixel-vectorized
+                                       ((48, 32, 3, 3), dict(pads=[1, 1, 1, 1]))])  # channel
+def test_swish_fused_into_conv(ws, attrs, level, tmp_path):
+    """Opset 24's Swish after a Conv is an epilogue step like Sigmoid (on the accumulator
+    vectors of both Conv tilings), alpha 1 and not; checked against onnxruntime."""
+    g = GraphBuilder(x=rand(1, ws[1], 9, 9, lo=-1, hi=1))
+    for alpha in (1.0, 0.7):
+        y = g.node("Conv", ["x", rand(*ws, lo=-0.3, hi=0.3), rand(ws[0], lo=-1, hi=1)],
+                   output=False, **attrs)
+        g.node("Swish", [y], alpha=alpha)
+    check_op(g.model(24), g.feeds, tmp_path, rtol=1e-4, atol=1e-5, **level.options)

@@ -19,8 +19,8 @@ from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops.elementwise import BINARY, UNARY, VARIADIC
 
 # ops whose per-element code is codegen.kernels.elementwise.scalar (what an epilogue runs)
-SCALAR_OPS = {"Relu", "LeakyRelu", "Elu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp",
-              "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Erf", "Add", "Sub", "Mul", "Div", "Pow",
+SCALAR_OPS = {"Relu", "LeakyRelu", "Elu", "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "Tanh",
+              "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Erf", "Add", "Sub", "Mul", "Div", "Pow",
               "PRelu", "Sum", "Max", "Min", "Mean", "Clip"}
 ELEMENTWISE = frozenset(op for op in SCALAR_OPS
                         if op in UNARY or op in BINARY or op in VARIADIC or op == "Clip")

@@ -32,6 +32,8 @@ UNARY = {
     "HardSigmoid": (lambda x, a: np.clip(np.float32(a["alpha"]) * x + np.float32(a["beta"]), 0, 1)
                     .astype(x.dtype), {"alpha": 0.2, "beta": 0.5}),
     "HardSwish": (lambda x, a: (x * np.clip(x / np.float32(6) + np.float32(0.5), 0, 1)).astype(x.dtype), {}),
+    "Swish": (lambda x, a: (x / (1 + np.exp(-np.float64(a["alpha"]) * x.astype(np.float64))))
+              .astype(x.dtype), {"alpha": 1.0}),
     "Tanh": (lambda x, a: np.tanh(x), {}),
     "Exp": (lambda x, a: np.exp(x), {}),
     "Log": (lambda x, a: np.log(x), {}),

@@ -1,4 +1,4 @@
-"""Activation fusion: Relu, Clip (Relu6), LeakyRelu, Sigmoid, HardSwish, Tanh (and the other
+"""Activation fusion: Relu, Clip (Relu6), LeakyRelu, Sigmoid, HardSwish, Swish, Tanh (and the other
 unary activations) become an epilogue step of the Conv / Gemm / MatMul / elementwise op that
 produces their input, so the activation costs no buffer and no extra pass over memory.
 
@@ -11,7 +11,8 @@ from glowpy.ir import epilogue
 from glowpy.ir.graph import Graph, Value
 from glowpy.ir.passes.util import only_user, users
 
-ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "Tanh", "HardSigmoid", "Elu"}
+ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "Swish", "Tanh", "HardSigmoid",
+               "Elu"}
 RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
 

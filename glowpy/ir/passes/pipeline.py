@@ -64,7 +64,7 @@ PIPELINE = [
     # the Erf GELU chain as one Gelu node (after profiling: model-profiler's ranges name the
     # chain's values; before fusion, which would take the chain apart)
     recognize_gelu,
-    # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Tanh as epilogues of their producer
+    # Relu/Clip/LeakyRelu/Sigmoid/HardSwish/Swish/Tanh as epilogues of their producer
     fuse_activations,
     # elementwise chains (and residual adds into Conv/Gemm) as one loop
     fuse_elementwise,

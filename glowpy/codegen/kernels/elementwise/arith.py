@@ -20,8 +20,8 @@ def _fabs(b, x):
 
 # ops whose per-element code is a long dependency chain (mathfn's range reductions and
 # polynomials): their loops ask for interleaved vector iterations (interleave_for)
-LONG_CHAIN = {"Elu", "Selu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Gelu", "Mish", "Sin", "Cos",
-              "Softplus", "Pow"}
+LONG_CHAIN = {"Elu", "Selu", "Sigmoid", "Swish", "Tanh", "Exp", "Log", "Erf", "Gelu", "Mish", "Sin",
+              "Cos", "Softplus", "Pow"}
 
 
 def interleave_for(k, ops, fused: bool) -> int:
@@ -54,6 +54,9 @@ def _float_unary(op, b, x, a, caps):
         return b.select(b.fcmp_ordered("<", x, f(0)), b.fmul(f(a["alpha"]), mathfn.expm1(b, x)), x)
     if op == "Sigmoid":  # the rational form, as onnxruntime's (mathfn/rational.py says why)
         return sigmoid_rational(b, x)
+    if op == "Swish":  # opset 24's x * Sigmoid(alpha x) (alpha 1: SiLU)
+        xa = x if a["alpha"] == 1.0 else b.fmul(x, f(a["alpha"]))
+        return b.fmul(x, sigmoid_rational(b, xa))
     if op == "HardSigmoid":
         y = b.fadd(b.fmul(x, f(a["alpha"])), f(a["beta"]))
         return fmin(b, fmax(b, y, f(0)), f(1))
