@@ -46,9 +46,16 @@ class Simd:
         with 11 stride-2 depthwise layers (3x3 and 5x5, 14x14 to 112x112, 32 to 576
         channels), each variant forced: the plain kernel's time per channel (ns) over its
         estimate was 0.45-0.57 with 2.5 (the figure from before the pairs) and 0.73-1.02
-        with 1.25, the phase kernel's 0.71-0.97 (depthwise_phase.COPY), so the two compare."""
+        with 1.25, the phase kernel's 0.71-0.97 (depthwise_phase.COPY), so the two compare.
+        AVX-512 (cheap masks) at stride 2: two loads and one vpermt2ps give a vector, 1.5; at
+        2.5 the phase kernel took the large planes, which on a Zen 4 ran 1.25-2x slower
+        than the plain one on each of 8 stride-2 layers (3x3/2 on 96 of 112x112 198 -> 116
+        us, 5x5/2 on 144 of 56x56 135 -> 105, 3x3/2 on 576 of 14x14 42 -> 21; forced, one
+        process, alternating)."""
         if stride == 1:
             return 1.0
+        if stride == 2 and self.cheap_masks:
+            return 1.5
         return 1.25 if stride == 2 and self.pairs_in_lanes else 2.5
 
     @classmethod
