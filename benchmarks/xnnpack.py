@@ -88,8 +88,18 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     g.node.extend(keep)
     used = {i for n in keep for i in n.input} | {o.name for o in g.output}
     live = [i for i in g.initializer if i.name in used]
+    dropped = {i.name for i in g.initializer} - {i.name for i in live}
     del g.initializer[:]
     g.initializer.extend(live)
+    # IR 3 lists every initializer as a graph input too (mnist8 as shipped since 2026-11-28):
+    # the dropped ones leave the inputs, the folded ones join them
+    inputs = [i for i in g.input if i.name not in dropped]
+    if model.ir_version < 4:
+        listed = {i.name for i in inputs}
+        inputs += [onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in live if t.name not in listed]
+    del g.input[:]
+    g.input.extend(inputs)
     return model
 
 
@@ -125,6 +135,9 @@ def explicit_ranks(model: onnx.ModelProto, rank: dict[str, int]) -> onnx.ModelPr
             t = inits.get(c)
             if t is not None and uses[c] == 1 and 0 < len(t.dims) < rank.get(other, 0):
                 t.dims[:0] = [1] * (rank[other] - len(t.dims))
+                for i in g.input:  # IR 3 also declares it as an input (fold_constants)
+                    if i.name == c:
+                        i.CopyFrom(onnx.helper.make_tensor_value_info(c, t.data_type, list(t.dims)))
     return model
 
 

@@ -45,6 +45,23 @@ def test_fold_constants_and_explicit_ranks_keep_the_numbers():
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 
+def test_fold_constants_ir3_lists_initializers_as_inputs():
+    """IR 3 (mnist8 as shipped): every initializer is also a graph input. The folded model
+    keeps that form (the reshaped weight listed, its dropped operands not), so onnxruntime
+    asks for no input but x and computes the same numbers."""
+    model, feeds = _mnist_like()
+    g = model.graph
+    g.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in g.initializer)
+    model.ir_version = 3
+    want = run_onnxruntime(model, feeds)[0]
+    folded = xnnpack.fold_constants(onnx.load_from_string(model.SerializeToString()))
+    assert sorted(i.name for i in folded.graph.input) == ["bias", "w", "x"]
+    ranked = xnnpack.explicit_ranks(folded, xnnpack.ranks_of(folded, feeds))
+    onnx.checker.check_model(ranked)
+    np.testing.assert_allclose(run_onnxruntime(ranked, feeds)[0], want, rtol=0, atol=1e-6)
+
+
 def test_a_shared_constant_keeps_its_rank():
     """A constant read by another node as well keeps its shape (its other reader may not
     broadcast)."""
