@@ -36,7 +36,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.conv.winograd_plan import SCRATCH_MAX, in_place, plan, tpad
+from glowpy.codegen.kernels.conv.winograd_plan import in_place, plan, scratch_max, tpad
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
@@ -109,7 +109,7 @@ def select(prog, caps):
         ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
         if c < MIN_CHANNELS or kk < MIN_CHANNELS or ho * wo < MIN_PLANE:
             continue
-        budget = min(SCRATCH_MAX, int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
+        budget = min(scratch_max(caps), int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
         chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"))
         if chosen is None:
             continue

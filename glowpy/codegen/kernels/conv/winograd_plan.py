@@ -18,12 +18,23 @@ import math
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.tiles import choose_tile
 
-SCRATCH_MAX = 1 << 20  # scratch at most this big (V stays in L2)
+SCRATCH_MAX = 1 << 20  # scratch at most this big without cache figures (scratch_max)
 MAX_TILES = 256  # F(2x2) tiles per block (F(4x4): the same bytes of V, 16/36 as many tiles)
 MIN_TILES = 16  # F(2x2) tiles per block at least
 BLOCK_TILES = 64  # F(2x2) tiles per block enough when U stays in cache
 U_CACHED = 1 << 20  # bytes of U that stay in cache between blocks
 MAX_U = 4 << 20  # bytes of transformed weights at most (more: streaming U costs more than it saves)
+
+
+def scratch_max(caps) -> int:
+    """Scratch bytes a layer may take: twice the target's L2 (SCRATCH_MAX, as measured on the
+    512 KiB Zen 3, without cache figures). Beyond its U_CACHED, U is streamed from past L2 once
+    per block, so a block too small for the plane costs a whole stream of U more, and its
+    padded tile slots more multiply-adds; V over L2 by part costs less. Zen 4 (1 MiB L2),
+    alone, budget not binding, ms: 256 -> 256 on 14x14 (F2, U 4 MiB) in blocks of 4 tile rows
+    (0.83 MB, 80 slots for 49 tiles) 1.61, in one of 7 (1.08 MB, 64 slots) 1.31; 128 -> 128
+    on 28x28 (F4, U 2.4 MiB) 1.09 and 1.00 (0.94 and 1.25 MB)."""
+    return max(SCRATCH_MAX, 2 * caps.l2_bytes)
 
 
 def in_place(mr, c, kk):
