@@ -59,15 +59,20 @@ class Finisher:
         buf = k.in_buf(j)
         if self._scalar(j) is not None:
             return cg.const(vec.ty, self._scalar(j))
-        st = cg.broadcast_strides(buf.shape, self.out.shape)
-        nl = len(lead)
-        base = cg.linear(b, lead, st[:nl], 0, k.intp)
-        tail = st[nl:]
+        base, tail = self._at(j, lead)
         if all(s == 0 for s in tail):
             return vec.splat(k.load(k.inp(j), base, buf.dtype))
-        if list(tail) == cg.contiguous_strides(self.lane_shape):
+        if self._contiguous(tail):
             return vec.load(k.inp(j), b.add(base, p0), mask)
         return self._gather(j, base, p0, tail)  # another broadcast pattern: lane by lane
+
+    def _at(self, j, lead):
+        """(offset of operand j at the lead indices, its strides along the lane dims)."""
+        st = cg.broadcast_strides(self.k.in_buf(j).shape, self.out.shape)
+        return cg.linear(self.k.b, lead, st[:len(lead)], 0, self.k.intp), st[len(lead):]
+
+    def _contiguous(self, tail) -> bool:
+        return list(tail) == cg.contiguous_strides(self.lane_shape)
 
     def _gather(self, j, base, p0, tail):
         k, vec, b = self.k, self.vec, self.k.b
@@ -96,9 +101,8 @@ class Finisher:
         for j in sorted({a for st in self.steps for a in st["args"] if a is not None}):
             if self._scalar(j) is not None:
                 continue
-            st = cg.broadcast_strides(k.in_buf(j).shape, self.out.shape)
-            if list(st[len(lead):]) == cg.contiguous_strides(self.lane_shape):
-                base = cg.linear(b, lead, st[:len(lead)], 0, k.intp)
+            base, tail = self._at(j, lead)
+            if self._contiguous(tail):
                 self.vec.prefetch(k.inp(j), b.add(base, p0))
 
     def finish(self, acc, lead, p0, out_off, mask=None):

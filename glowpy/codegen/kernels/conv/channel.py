@@ -28,7 +28,7 @@ from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import pointwise_packed
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
-from glowpy.codegen.kernels.conv.turn import store_rows
+from glowpy.codegen.kernels.conv.turn import row_start, store_rows
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
 
@@ -256,8 +256,7 @@ class ChanEmitter:
         oc0 = b.add(b.mul(gi, k.c(s.mg)), o0)
         for c in range(nch):
             oc = b.add(oc0, k.c(c))
-            off = b.add(b.mul(b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho)), oh), k.c(s.wo)), ow0)
-            tfin.prefetch([n, oc, oh], ow0, off)
+            tfin.prefetch([n, oc, oh], ow0, row_start(k, self.so, n, oc, oh, ow0))
 
     def bases(self, n, gi, o0, nch):
         """(channel vectors, their lane masks, input base, packed weight base) of a block."""

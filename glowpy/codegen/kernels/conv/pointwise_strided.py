@@ -226,11 +226,14 @@ class PointwiseTiles:
         acc = Acc(vec, rows, tnv)
         wblk = b.mul(o0, k.c(self.kred))
         plane = s.ho * s.wo
+
+        def at(i, j):
+            """(lead indices, flat position, output offset) of accumulator (i, j)."""
+            oc, p = b.add(o0, k.c(i)), b.add(q0, k.c(j * w))
+            return [n, oc], p, b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(plane)), p)
         for i in range(rows):  # the tile's stores, a reduction ahead (pixel.prefetch_store)
-            ob = b.mul(b.add(b.mul(n, k.c(s.m)), b.add(o0, k.c(i))), k.c(plane))
             for j in range(tnv):
-                p = b.add(q0, k.c(j * w))
-                self.fin.prefetch([n, b.add(o0, k.c(i))], p, b.add(ob, p))
+                self.fin.prefetch(*at(i, j))
         with acc.loop(k, self.kred, name="c") as c:
             x0 = xoff(c)
             xs = [vec.load(self.buf, b.add(x0, k.c(j * w))) for j in range(tnv)]
@@ -240,14 +243,12 @@ class PointwiseTiles:
         for i in range(rows):
             oc = b.add(o0, k.c(i))
             bias = vec.splat(k.load(self.bias, oc, np.float32)) if self.bias is not None else None
-            ob = b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(plane))
             for j in range(tnv):
                 v = acc.value(i, j)
                 if bias is not None:
                     v = b.fadd(v, bias)
                 mask = None if last is None else tuple(j * w + l < last for l in range(w))
-                p = b.add(q0, k.c(j * w))
-                self.fin.finish(v, [n, oc], p, b.add(ob, p), mask)
+                self.fin.finish(v, *at(i, j), mask)
 
     def tail(self, n, xoff, q0, rest: int):
         """Output positions q0 .. q0 + rest (q0: an IR value) of every output channel, lanes

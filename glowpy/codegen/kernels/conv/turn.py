@@ -5,6 +5,13 @@ short tiles use them."""
 from __future__ import annotations
 
 
+def row_start(k, s, n, oc, oh, ow0):
+    """Offset of output channel oc's row oh at column ow0 (NCHW; a 1-D output: oh 0)."""
+    b = k.b
+    return b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo)),
+                 b.add(b.mul(oh, k.c(s.wo)), ow0))
+
+
 def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, chmask):
     """vals[p][v]: pixel p, channel vector v of a tile at (n, channels oc0..., row oh, column
     ow0). Turned around in registers (per channel a short vector of pixels; the bias added
@@ -14,12 +21,11 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
     no scatter."""
     b = k.b
     w, pw = vec.w, tv.w
-    pos0 = b.add(b.mul(oh, k.c(s.wo)), ow0)
     accumulate = k.instr.attrs.get("accumulate") is not None
     # steps that are the same at every element run on the channel vectors, before the turn
     # (not after the residual, which is added to the stored rows): no second pass over memory
     early = not accumulate and tfin.uniform()
-    plane0 = b.mul(b.add(b.mul(n, k.c(s.m)), oc0), k.c(s.ho * s.wo))
+    start = row_start(k, s, n, oc0, oh, ow0)  # channel oc0's run; channel c's: c planes on
     chunks = [(p0, tuple(p0 + q < npx for q in range(pw))) for p0 in range(0, npx, pw)]
     for v in range(nvo):
         bias = vec.load(bias_ptr, b.add(oc0, k.c(v * w)), chmask[v]) if bias_ptr is not None else None
@@ -33,7 +39,7 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
             for l in range(w):
                 if not chmask[v][l]:
                     continue
-                off = b.add(b.add(plane0, k.c((v * w + l) * s.ho * s.wo + p0)), pos0)
+                off = b.add(start, k.c((v * w + l) * s.ho * s.wo + p0))
                 val = rows[l]
                 if accumulate:
                     val = b.fadd(val, tv.load(k.out(), off, store))
@@ -44,7 +50,7 @@ def store_rows(k, s, vec, tv, tfin, bias_ptr, vals, n, oc0, oh, ow0, npx, nvo, c
     nch = sum(sum(m) for m in chmask)
     with k.for_range(nch, name="oc") as i:
         oc = b.add(oc0, i)
-        off0 = b.add(b.mul(b.add(b.mul(n, k.c(s.m)), oc), k.c(s.ho * s.wo)), pos0)
+        off0 = row_start(k, s, n, oc, oh, ow0)
         for p0, store in chunks:
             off = b.add(off0, k.c(p0))
             pos = b.add(ow0, k.c(p0))
