@@ -239,6 +239,51 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
         assert a["mr"] < k and size == a2 * (c + a["mr"]) * a["tpad"] * 4
 
 
+LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue
+    # 7 x 7 tiles in one block: 3 whole vectors of 16 lanes (6 of 8) and one tile alone; C = 42
+    # is not a multiple of lone()'s CHAINS; K = 64 fills MR = 8 (AVX-512), 6 (AVX2)
+    (2, 7, 1, 42, 14, 14, 64, [1, 1, 1, 1], dict(relu=True)),
+    # F4, batch 2, K = 40: MR = 10 (5) channels in a masked 16 (8) lane vector
+    (4, 7, 2, 40, 28, 28, 40, [1, 1, 1, 1], dict(residual=True, relu=True)),
+    # blocks of 4 tile rows of 6 tiles and of 3: 2 tiles alone in the second only
+    (2, 4, 1, 32, 14, 12, 32, [1, 1, 1, 1], dict(residual=True)),
+]
+
+
+@pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
+@pytest.mark.parametrize("case", LONE_CASES, ids=[f"F{c[0]}-rows{c[1]}-{c[3]}to{c[6]}" for c in LONE_CASES])
+def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
+    """Tiles alone in a block's last vector of slots run with the output channels in the lanes
+    (winograd_plan.lone_tiles): the plan has some in every case at both levels, and the
+    bundle agrees with onnxruntime where the host runs it."""
+    from glowpy.codegen.kernels.conv.winograd_plan import lone_tiles
+    from glowpy.codegen.kernels.vectors import Simd
+    mm, rows, n, c, h, w, k, pads, extra = case
+    m = conv_model(n, c, h, w, k, pads, **extra)
+    feeds = {"x": rand(n, c, 4 * h, 4 * w)}
+    report = tmp_path / "memory.json"
+    opts = dict(dump_memory_report=str(report), kernel_variants=forced(mm, rows=rows),
+                **level.options)
+    if plan_only(level):
+        path = str(tmp_path / "m.onnx")
+        import onnx
+        onnx.save(m, path)
+        glowpy.compile(path, str(tmp_path / "b"), **opts)
+    else:
+        got, ref = check_against_onnxruntime(m, feeds, tmp_path / "b", rtol=1e-4, atol=2e-4,
+                                             **opts)
+        assert np.abs(got[0] - ref[0]).max() <= 2e-5 * np.abs(ref[0]).max()
+    [a] = winograd_attrs(report)
+    th, tw = -(-h // mm), -(-w // mm)
+    blocks = [a["rows"]] * (th // a["rows"]) + ([th % a["rows"]] if th % a["rows"] else [])
+    lone = [lone_tiles(Simd(level.lanes, 32, False), a["mr"], r * tw) for r in blocks]
+    assert (a["m"], a["rows"]) == (mm, rows) and any(lone), (a, lone)
+    if mm == 2 and rows == 7:
+        assert lone == [1] and a["mr"] == {16: 8, 8: 6}[level.lanes]
+    if rows == 4:
+        assert lone == [0, 2]
+
+
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
 def test_winograd_off_plans_without_scratch(level, tmp_path):
     """Compiles only (for AVX2 and AVX-512 on every host): the planner's growth limit."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import replace
 
 import numpy as np
 from llvmlite import ir
@@ -36,7 +37,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.conv.winograd_plan import in_place, plan, scratch_max, tpad
+from glowpy.codegen.kernels.conv.winograd_plan import CHAINS, in_place, lone_tiles, plan, scratch_max, tpad
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
@@ -173,6 +174,12 @@ class _Emitter:
                     vec.store(vec.zero(), self.vp, self.b.add(base, k.c(t)),
                               tuple(t + l < self.tpad for l in range(vec.w)))
         full, tail = divmod(self.th, self.rows)
+        # M's slots past a block's lone tiles (lone_tiles) are read by the output transform
+        # and never written: zero them once too (in place, they are V's)
+        if self.mp is not self.vp and any(
+                lone_tiles(vec.simd, self.mr, r * self.tw) for r in {self.rows, tail} if r):
+            with k.for_range(self.a2 * self.mrows * self.tpad // vec.w, name="mz") as r:
+                vec.store(vec.zero(), self.mp, self.b.mul(r, k.c(vec.w)))
         with k.for_range(self.n, name="n") as n:
             if full:
                 with k.for_range(full, name="blk") as blk:
@@ -264,6 +271,9 @@ class _Emitter:
     def gemm(self, kb, rows):
         k, b, vec, mr = self.k, self.b, self.vec, self.mr
         nvec = tpad(vec.simd, self.tw, rows) // vec.w
+        lone = lone_tiles(vec.simd, mr, rows * self.tw)
+        if lone:
+            nvec -= 1
         with k.for_range(self.a2, name="xi") as xi:
             ubase = b.mul(b.add(b.mul(kb, k.c(self.a2)), xi), k.c(self.c * mr))
             vbase = b.mul(xi, k.c(self.c * self.tpad))
@@ -290,6 +300,35 @@ class _Emitter:
                     tile(b.mul(tv, k.c(self.nv * vec.w)), self.nv)
             if tail:
                 tile(k.c(full * self.nv * vec.w), tail)
+            if lone:
+                self.lone(ubase, vbase, mbase, nvec * vec.w, lone)
+
+    def lone(self, ubase, vbase, mbase, t0, count):
+        """Tiles t0 .. t0 + count, alone in the block's last vector of tile slots, with the
+        MR output channels in the lanes instead (lone_tiles): per input channel one load of
+        U's packed MR row and count multiply-adds, against MR for the padded vector. The
+        input channels go round CHAINS accumulators a tile, so the sums do not wait on one
+        another's latency."""
+        k, b, mr = self.k, self.b, self.mr
+        vec = Vec(k, replace(self.vec.simd, width=1 << (mr - 1).bit_length()))
+        rowmask = None if vec.w == mr else tuple(l < mr for l in range(vec.w))
+        acc = Acc(vec, count, CHAINS)
+        calls = iter(range(self.c + CHAINS))  # reduce's calls: CHAINS a loop step, then the rest
+
+        def step(c):
+            j = next(calls) % CHAINS
+            vrow = b.add(b.add(vbase, b.mul(c, k.c(self.tpad))), k.c(t0))
+            u = vec.load(k.inp(1), b.add(ubase, b.mul(c, k.c(mr))), rowmask)
+            acc.fma([vec.load_splat(self.vp, b.add(vrow, k.c(t))) for t in range(count)],
+                    [u if jj == j else None for jj in range(CHAINS)])
+        acc.reduce(k, self.c, step, unroll=CHAINS)
+        for t in range(count):
+            total = acc.value(t, 0)
+            for j in range(1, CHAINS):
+                total = b.fadd(total, acc.value(t, j))
+            for i in range(mr):
+                x = b.extract_element(total, ir.Constant(cg.I32, i))
+                b.store(x, cg.gep(b, self.mp, b.add(mbase, k.c(i * self.tpad + t0 + t)), cg.F32))
 
     # -- 3. A^T M A, bias, epilogue --------------------------------------------------------------
     def output_tiles(self, n, r, rr, oc, i):

@@ -44,6 +44,20 @@ def in_place(mr, c, kk):
     return kk <= mr and kk <= c
 
 
+CHAINS = 4  # accumulators a lone tile's sums go round (lone_tiles): an FMA's latency in issues
+
+
+def lone_tiles(simd, mr: int, used: int) -> int:
+    """Tiles of a block's last vector of tile slots that the GEMM runs with the output
+    channels in the lanes (_Emitter.lone), or 0: at most MR/2 of them (the padded vector
+    costs MR multiply-adds a channel, they count one each), for MR up to a vector's lanes.
+    7x7 tiles (ResNet-50's 14x14 in F2, 28x28 in F4) fill 3 vectors of 16 and 1 of 49 slots,
+    6 of 8 and 1. Zen 4, alone, ms: 256 -> 256 on 14x14 1.31 -> 1.14, 128 -> 128 on 28x28
+    1.00 -> 0.79."""
+    rem = used % simd.width
+    return rem if simd.width > 1 and mr <= simd.width and 0 < rem <= mr // 2 else 0
+
+
 def tpad(simd, tw, r):
     """Tile slots of a block of r tile rows: the rows' tiles back to back, the last row's
     rounded up to whole vectors (its input transform stores whole vectors), then the whole."""
