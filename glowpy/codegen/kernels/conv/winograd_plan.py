@@ -108,16 +108,21 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     """Vector operations of the layer in F(m x m) with this blocking (the unit: one vector
     instruction; multiply-adds, loads, stores and shuffles each issue about two a cycle on the
     targets that take Winograd). GEMM: alpha^2 multiply-adds per channel pair and vector of
-    tile slots, K padded to MR. Input transform, per tile row, channel and vector of a row's
-    tiles: alpha^2 strided loads (m registers and their shuffles) and stores, the transform's
-    operations. Output transform, per output channel: alpha^2 loads, the transform, and per
+    tile slots, K padded to MR (a tile alone, lone_tiles: one per input channel and MR).
+    Input transform, per tile row, channel and vector of a row's tiles: alpha^2 strided loads
+    (m registers and their shuffles) and stores, the transform's operations. Output transform, per output channel: alpha^2 loads, the transform, and per
     output vector its bias, interleave and store."""
     rows, tp, mr, _, _ = blocking
     a2, w = tf.alpha(m) ** 2, simd.width
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
     full, tail = divmod(th, rows)
-    slots = full * tp + (tpad(simd, tw, tail) if tail else 0)
-    gemm = a2 * math.ceil(kk / mr) * mr * c * slots / w
+    # per block: vectors of tile slots, MR multiply-adds a channel each; tiles alone, one
+    vecs = lone = 0
+    for r, count in ((rows, full), (tail, 1 if tail else 0)):
+        alone = lone_tiles(simd, mr, r * tw) if count else 0
+        vecs += count * (tpad(simd, tw, r) // w - (1 if alone else 0))
+        lone += count * alone
+    gemm = a2 * math.ceil(kk / mr) * c * (mr * vecs + lone)
     t_in, t_out = tf.ops(m)
     row_vecs = th * math.ceil(tw / w)
     inp = row_vecs * c * (a2 * (2 * m + 2) + t_in)
