@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -261,9 +262,9 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
     mm, rows, n, c, h, w, k, pads, extra = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
-    report = tmp_path / "memory.json"
+    report, ll = tmp_path / "memory.json", tmp_path / "m.ll"
     opts = dict(dump_memory_report=str(report), kernel_variants=forced(mm, rows=rows),
-                **level.options)
+                dump_llvm_ir=str(ll), **level.options)
     if plan_only(level):
         path = str(tmp_path / "m.onnx")
         import onnx
@@ -282,6 +283,10 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
         assert lone == [1] and a["mr"] == {16: 8, 8: 6}[level.lanes]
     if rows == 4:
         assert lone == [0, 2]
+    # the GEMM's register tiles prefetch U's stream (tiles.PREFETCH floats ahead): a read
+    # prefetch into L1 in each copy of the tile's reduction step
+    body = ll.read_text().split('define internal void @"k2_ConvWinograd"(')[1].split("\n}\n")[0]
+    assert len(re.findall(r"llvm\.prefetch\.p0\"?\(ptr [^,]+, i32 0, i32 3, i32 1\)", body)) >= 1
 
 
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])

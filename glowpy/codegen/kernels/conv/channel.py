@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
-from glowpy.codegen.kernels.tiles import Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
+from glowpy.codegen.kernels.tiles import PREFETCH, Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import pointwise_packed
@@ -35,7 +35,6 @@ from glowpy.codegen.registry import variant
 # reductions from which channel-vectorized tiles win (unstrided, strided): a strided tap is a
 # wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
 CHAN_TAPS = (160, 140)
-PREFETCH = 1024  # floats ahead in the packed weights (4 KiB)
 # reductions from which a tile may take all registers but the weights, a broadcast and one
 # spare (AVX2: 12 accumulators, else 8): ResNet-50's 3x3 stride-2 layers on 56x56 (1,152 taps)
 # 65 -> 77% of the FMA peak on Zen 3; shorter ones lost to the longer tile stores (ResNet-8,

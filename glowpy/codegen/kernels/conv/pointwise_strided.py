@@ -19,7 +19,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.tiles import Shape, shape_of
+from glowpy.codegen.kernels.tiles import PREFETCH, Shape, shape_of
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
@@ -34,11 +34,6 @@ SCRATCH = "_gathered"  # name suffix of its scratch output in the activation reg
 TILE = 3.5  # cycles per accumulator vector of a tile to add the bias and store
 SCATTER = 2  # a tail result vector's store (lane by lane) against a tile vector's, roughly
 FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
-# floats ahead in the packed weights to prefetch (4 KiB, as conv/channel.py): in a whole model
-# a deep layer's weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17),
-# not L3 as in a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 /
-# 14.78 -> 14.24 / 14.32 ms, EfficientNet-B0, ResNet-50, VWW, KWS level (within 1%)
-PREFETCH = 1024
 
 
 def plan_tiles(m: int, c: int, npos: int, simd):
