@@ -55,12 +55,12 @@ def shares(times: dict) -> dict:
     return out
 
 
-def bundle_times(path: str, feeds: dict, work: str, repeat: int = 5) -> dict:
+def bundle_times(path: str, feeds: dict, work: str, repeat: int = 5, mcpu: str | None = None) -> dict:
     """{instruction op: cycles per inference} of an -instrument-profile build of `path`."""
     import glowpy
     from glowpy.runtime import Bundle
     out = os.path.join(work, "profiled")
-    glowpy.compile(path, out, instrument_profile=True)
+    glowpy.compile(path, out, instrument_profile=True, **({"mcpu": mcpu} if mcpu else {}))
     return {op: o["cycles"] for op, o in Bundle(out).profile(feeds, repeat)["ops"].items()}
 
 
@@ -87,10 +87,11 @@ def ort_times(path: str, feeds: dict, work: str, runs: int = 6) -> dict:
     return {op: sum(d[len(d) // (runs + 1):]) / runs for op, d in per_op.items()}
 
 
-def profile(path: str, feeds: dict, work: str, bundle_ms: float, ort_ms: float) -> dict:
+def profile(path: str, feeds: dict, work: str, bundle_ms: float, ort_ms: float,
+            mcpu: str | None = None) -> dict:
     """{family: {"bundle_ms", "ort_ms", "bundle_ops", "ort_ops"}}: the timed calls split by
-    each side's profile shares."""
-    b, o = shares(bundle_times(path, feeds, work)), shares(ort_times(path, feeds, work))
+    each side's profile shares (the bundle built for `mcpu`, as timed)."""
+    b, o = shares(bundle_times(path, feeds, work, mcpu=mcpu)), shares(ort_times(path, feeds, work))
     return {fam: {"bundle_ms": b.get(fam, (0.0, []))[0] * bundle_ms,
                   "ort_ms": o.get(fam, (0.0, []))[0] * ort_ms,
                   "bundle_ops": b.get(fam, (0, []))[1], "ort_ops": o.get(fam, (0, []))[1]}

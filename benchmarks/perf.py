@@ -3,13 +3,16 @@
 
     python benchmarks/perf.py                         # every model, rewrites docs/performance.md
     python benchmarks/perf.py --models mnist8,resnet18 --no-docs
+    python benchmarks/perf.py --mcpu znver3           # AVX2 code (a Zen 3's) on this host
 
 Models: every float model in ../shared/models (an .onnx with reference data and no
 quantization nodes) plus ResNet-18 and MobileNetV2 from benchmarks/build_models.py (random
 weights, BatchNormalization unfused, opset 13, built into build/benchmarks/ if missing).
 
 For each model it
-  1. compiles the bundle for the host CPU (the compile time is reported);
+  1. compiles the bundle for the host CPU, or the CPU --mcpu names (the compile time is
+     reported; with --mcpu the FMA peak is measured on that CPU's vectors and the docs'
+     tables are not rewritten: another target's figures, measured on this host);
   2. links the bundle's object into a small C timing harness (-O2): one call for the outputs,
      then batches of back-to-back calls; the time is the best batch's time per call;
   3. times onnxruntime (CPUExecutionProvider, intra_op_num_threads=1, default graph
@@ -244,11 +247,11 @@ def close(got, ref, tflite: bool) -> float | None:
 
 
 def measure(name: str, path: str, work: str, rounds: int, seconds: float, batches: int,
-            clock: str, profile: bool = False) -> dict:
+            clock: str, profile: bool = False, mcpu: str | None = None) -> dict:
     from util import is_tflite_reference
     d = os.path.join(work, name)
     t0 = time.perf_counter()
-    info = glowpy.compile(path, d, dump_memory_report=d + ".memory.json")
+    info = glowpy.compile(path, d, dump_memory_report=d + ".memory.json", **cpu_option(mcpu))
     compile_s = time.perf_counter() - t0
     executed = executed_macs(d + ".memory.json")
     feeds, refs = inputs_for(name, path)
@@ -277,7 +280,7 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
         row["matches_reference"] = all(e is not None for e in rerrs)
     if profile:
         import op_families
-        row["families"] = op_families.profile(path, feeds, d, bt, ot)
+        row["families"] = op_families.profile(path, feeds, d, bt, ot, mcpu)
     return row
 
 
@@ -371,6 +374,21 @@ int main(int argc, char **argv) {
 """
 
 
+def cpu_option(mcpu: str | None) -> dict:
+    """glowpy.compile's options for --mcpu: the host's own CPU by default."""
+    return {"mcpu": mcpu} if mcpu else {}
+
+
+def target_simd(mcpu: str | None) -> tuple[int, int]:
+    """(vector bytes, vector registers) the bundles use: the host's widest (host_simd), or with
+    --mcpu that CPU's as glowpy's target capabilities see it (znver3: AVX2, 32 x 16)."""
+    if not mcpu:
+        return host_simd()
+    from glowpy.codegen.target.resolve import resolve_target
+    caps = resolve_target(mcpu=mcpu).caps
+    return 4 * caps.float_lanes, caps.vector_registers
+
+
 def host_simd() -> tuple[int, int]:
     """(bytes of the host's widest float vector, vector registers) from LLVM's host features:
     AVX-512 64 bytes x 32 zmm, AVX 32 x 16 ymm, NEON 16 x 32, otherwise SSE's 16 x 16."""
@@ -386,15 +404,18 @@ def host_simd() -> tuple[int, int]:
     return 16, 16
 
 
-def _run_c(work: str, name: str, src: str, *args, tune: str | None = None) -> float | None:
-    """Compiles src (-march=native, for the host's vector width and register count; `tune`:
-    another -mtune) in `work` and runs it with args: the first number printed."""
-    vb, regs = host_simd()
+def _run_c(work: str, name: str, src: str, *args, tune: str | None = None,
+           cpu: str | None = None) -> float | None:
+    """Compiles src (-march=native, for the host's vector width and register count; `cpu`:
+    -march for that CPU and its vectors instead; `tune`: another -mtune) in `work` and runs it
+    with args: the first number printed."""
+    vb, regs = target_simd(cpu)
     c, exe = os.path.join(work, name + ".c"), os.path.join(work, name)
     with open(c, "w") as f:
         f.write(src)
     # FMA chains: three quarters of the registers (the rest hold x, y and the loop)
-    r = subprocess.run([find_cc(), "-O2", "-march=native", *([f"-mtune={tune}"] if tune else []),
+    r = subprocess.run([find_cc(), "-O2", f"-march={cpu or 'native'}",
+                        *([f"-mtune={tune}"] if tune else []),
                         "-ffp-contract=fast", f"-DVB={vb}", f"-DCH={regs * 3 // 4}", c, "-o", exe],
                        capture_output=True, text=True)
     if r.returncode:
@@ -409,13 +430,15 @@ def read_bandwidth(work: str, nbytes: int) -> float | None:
     return _run_c(work, "bw", BW_C, nbytes)
 
 
-def fma_peak(work: str) -> float | None:
+def fma_peak(work: str, cpu: str | None = None) -> float | None:
     """Single-core float32 multiply-add throughput (GFLOP/s) of this machine: independent FMA
     chains of the host's widest vector, 3/4 of its registers (the ceiling any kernel can reach).
     The better of GCC's tuning for this CPU and its generic tuning: for an EPYC that LLVM and
     GCC call znver1, GCC's own tuning kept an operand in memory and the probe ran at 36.8
-    GFLOP/s, generic tuning's registers at 39.3-41.1, and a bundle's 512 -> 512 1x1 layer at 42."""
-    runs = [_run_c(work, "peak", PEAK_C), _run_c(work, "peak", PEAK_C, tune="generic")]
+    GFLOP/s, generic tuning's registers at 39.3-41.1, and a bundle's 512 -> 512 1x1 layer at 42.
+    With `cpu` (--mcpu), that CPU's vectors on this machine: the ceiling of its bundles here."""
+    runs = [_run_c(work, "peak", PEAK_C, cpu=cpu),
+            _run_c(work, "peak", PEAK_C, tune="generic", cpu=cpu)]
     return max((r for r in runs if r is not None), default=None)
 
 
@@ -482,6 +505,9 @@ def arguments(doc: str, docs_help: str) -> argparse.ArgumentParser:
     ap.add_argument("--clock", choices=("thread", "wall"), default="thread",
                     help="thread: CPU time of the calling thread (both sides run on one thread; "
                     "time spent descheduled by other processes is not counted); wall: monotonic")
+    ap.add_argument("--mcpu", help="compile the bundles for this LLVM CPU instead of the host's "
+                    "(e.g. znver3: AVX2 code on an AVX-512 host) and measure the FMA peak of its "
+                    "vectors; the tables in the docs are then left alone")
     ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--no-docs", action="store_true", help=docs_help)
@@ -505,11 +531,17 @@ def measure_all(ap, a, available, measure_one, script: str) -> tuple[list[dict],
             print(f"{n} ...", file=sys.stderr, flush=True)
             rows.append(measure_one(n, work))
             print("  " + json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        peak = fma_peak(work)
+        peak = fma_peak(work, a.mcpu)
     clock = ("CPU time of the calling thread" if a.clock == "thread" else "wall-clock time")
-    said = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/{script}` (glowpy {glowpy.__version__}, onnxruntime "
+    lanes = target_simd(a.mcpu)[0] // 4
+    said = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/{script}"
+            + (f" --mcpu {a.mcpu}" if a.mcpu else "")
+            + f"` (glowpy {glowpy.__version__}, onnxruntime "
             f"{__import__('onnxruntime').__version__}) on {machine()}"
-            + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s" if peak else "")
+            + (f"; bundles compiled for `-mcpu={a.mcpu}` ({lanes} float lanes), onnxruntime with "
+               "its kernels for this host" if a.mcpu else "")
+            + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s"
+               + (f" ({lanes}-lane vectors)" if a.mcpu else "") if peak else "")
             + f". Times: best batch of back-to-back calls, {clock}, bundle and onnxruntime "
             f"alternating for {a.rounds} rounds")
     return rows, peak, said
@@ -522,7 +554,8 @@ def main(argv=None) -> int:
     models = {n: os.path.join(SHARED_MODELS, n + ".onnx") for n in shared_models()}
     models.update(build_models.build())
     rows, peak, said = measure_all(ap, a, models, lambda n, work: measure(
-        n, models[n], work, a.rounds, a.seconds, a.batches, a.clock, a.profile), "perf.py")
+        n, models[n], work, a.rounds, a.seconds, a.batches, a.clock, a.profile, a.mcpu),
+        "perf.py")
     text = (said + "; GFLOP/s count 2 per multiply-add of Conv, Gemm "
             f"and MatMul; * marks a target that needs more than the measured FMA peak, or a faster "
             f"read of the weights than this machine's for a buffer of their size. "
@@ -534,7 +567,7 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models:
+    if not a.no_docs and not a.models and not a.mcpu:
         write_between(DOC, text)
         write_between(README, text)
     bad = [r["model"] for r in rows if not r["agrees_with_ort"] or not r.get("matches_reference", True)]

@@ -7,6 +7,7 @@
     python benchmarks/zoo_perf.py --models resnet18,bert_tiny --no-docs
     python benchmarks/zoo_perf.py --profile            # and the time per op family, both sides
     python benchmarks/zoo_perf.py --shared --no-docs   # and perf.py's models, in one run
+    python benchmarks/zoo_perf.py --mcpu znver3        # AVX2 code (a Zen 3's) on this host
 
 Each model is built with its `perf=True` size (ImageNet classifiers at 224x224 with their
 real widths, BERT-mini/GPT at 128 tokens, ... see each builder's docstring), saved into the
@@ -38,14 +39,15 @@ BEGIN, END = "<!-- zoo benchmark: begin -->", "<!-- zoo benchmark: end -->"
 
 
 def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clock: str,
-            profile: bool = False) -> dict:
+            profile: bool = False, mcpu: str | None = None) -> dict:
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     model, feeds = ZOO[name](perf=True)
     path = os.path.join(d, name + ".onnx")
     onnx.save(model, path)
     t0 = time.process_time()
-    info = glowpy.compile(path, os.path.join(d, "bundle"), dump_memory_report=path + ".memory.json")
+    info = glowpy.compile(path, os.path.join(d, "bundle"), dump_memory_report=path + ".memory.json",
+                          **perf.cpu_option(mcpu))
     compile_s = time.process_time() - t0
     executed = perf.executed_macs(path + ".memory.json")
     h = perf.Harness(os.path.join(d, "bundle"), info, d)
@@ -58,7 +60,7 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
         ot = min(ot, ort.run(seconds, batches, clock))
     errs = errors(outs, ort.outputs)
     flops = 2 * perf.model_macs(path)
-    fams = op_families.profile(path, feeds, d, bt, ot) if profile else {}
+    fams = op_families.profile(path, feeds, d, bt, ot, mcpu) if profile else {}
     return {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot, "gflop": flops / 1e9,
             "gflops": flops / (bt * 1e-3) / 1e9, "ort_gflops": flops / (ot * 1e-3) / 1e9,
             "executed_gflops": None if executed is None else 2 * executed / (bt * 1e-3) / 1e9,
@@ -72,7 +74,7 @@ def measure_shared(name: str, path: str, work: str, a) -> dict:
     """A model of benchmarks/perf.py (../shared/models, ResNet-18 and MobileNetV2 of
     build_models.py) measured by perf.measure, as a row of this table."""
     r = perf.measure(name.split(":")[1], path, work, a.rounds, a.seconds, a.batches, a.clock,
-                     a.profile)
+                     a.profile, a.mcpu)
     feeds, _ = perf.inputs_for(name.split(":")[1], path)
     return r | {"model": name, "gflop": r["gflops"] * r["bundle_ms"] * 1e-3,
                 "weights_mb": r["weight_bytes"] / 1e6,
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
         shared = {n: os.path.join(perf.SHARED_MODELS, n + ".onnx") for n in perf.shared_models()}
         models |= {"shared:" + n: p for n, p in (shared | perf.build_models.build()).items()}
     rows, peak, said = perf.measure_all(ap, a, models, lambda n, work: measure(
-        n, work, a.rounds, a.seconds, a.batches, a.clock, a.profile) if models[n] is None
+        n, work, a.rounds, a.seconds, a.batches, a.clock, a.profile, a.mcpu) if models[n] is None
         else measure_shared(n, models[n], work, a), "zoo_perf.py")
     text = said + "; compile s: CPU seconds. " + perf.summary(rows) + "\n\n" + table(rows, peak)
     if a.profile:
@@ -126,11 +128,11 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models:
+    if not a.no_docs and not a.models and not a.mcpu:
         perf.write_between(perf.DOC, text, BEGIN, END)
     elif not a.no_docs:
-        print("zoo_perf.py: docs/performance.md is only rewritten when every model is measured",
-              file=sys.stderr)
+        print("zoo_perf.py: docs/performance.md is only rewritten when every model is measured "
+              "for the host's CPU", file=sys.stderr)
     return 0 if all(r["agrees"] for r in rows) else 1
 
 

@@ -13,6 +13,7 @@ BENCH = os.path.join(os.path.dirname(HERE), "benchmarks")
 sys.path.insert(0, BENCH)
 
 import op_families  # noqa: E402
+from vector_levels import RUNNABLE, params  # noqa: E402
 
 
 def test_families_and_shares():
@@ -40,3 +41,33 @@ def test_zoo_profile_adds_up(model, tmp_path):
     assert fams["matrix product"]["bundle_ops"] == ["Gemm"]  # the autoencoder's Gemm chain
     assert fams["matrix product"]["bundle_ms"] > 0.5 * row["bundle_ms"]
     assert "| matrix product |" in r.stdout and "geometric mean ratio" in r.stdout
+
+
+@pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.cpu == "x86-64"]))
+def test_benchmark_for_another_cpu(level, tmp_path):
+    """--mcpu: the bundles (timed and profiled) are built for that CPU, the FMA peak is measured
+    on its vectors, the sentence says so, and the docs tables are left alone. SSE2's baseline
+    (tests/vector_levels.py) runs on every x86-64 host."""
+    import perf
+    assert perf.target_simd("x86-64") == (16, 16)
+    assert perf.target_simd("x86-64-v3") == (32, 16)
+    assert perf.target_simd("x86-64-v4") == (64, 32)
+    doc = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
+    before = open(doc).read()
+    out = tmp_path / "rows.json"
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "zoo_perf.py"), "--models",
+                        "autoencoder", "--mcpu", "x86-64", "--rounds", "1", "--batches", "2",
+                        "--seconds", "0.01", "--profile", "--json", str(out), "--work",
+                        str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "bundles compiled for `-mcpu=x86-64` (4 float lanes)" in r.stdout
+    assert "(4-lane vectors)" in r.stdout and "--mcpu x86-64`" in r.stdout
+    row, = json.loads(out.read_text())
+    assert row["agrees"] and row["bundle_ms"] > 0
+    # the timed bundle and the instrumented one the profile ran
+    manifests = [m for m in map(lambda p: json.loads(p.read_text()), tmp_path.rglob("*.json"))
+                 if isinstance(m, dict) and "target" in m and "bundle_api" in m]
+    assert len(manifests) == 2
+    assert [m["target"]["cpu"] for m in manifests] == ["x86-64", "x86-64"]
+    assert sorted("instrumentation" in m for m in manifests) == [False, True]
+    assert open(doc).read() == before
