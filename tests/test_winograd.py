@@ -240,14 +240,19 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
         assert a["mr"] < k and size == a2 * (c + a["mr"]) * a["tpad"] * 4
 
 
-LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue
+LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue, lone tiles per block by lanes
     # 7 x 7 tiles in one block: 3 whole vectors of 16 lanes (6 of 8) and one tile alone; C = 42
     # is not a multiple of lone()'s CHAINS; K = 64 fills MR = 8 (AVX-512), 6 (AVX2)
-    (2, 7, 1, 42, 14, 14, 64, [1, 1, 1, 1], dict(relu=True)),
+    (2, 7, 1, 42, 14, 14, 64, [1, 1, 1, 1], dict(relu=True), {16: [1], 8: [1]}),
     # F4, batch 2, K = 40: MR = 10 (5) channels in a masked 16 (8) lane vector
-    (4, 7, 2, 40, 28, 28, 40, [1, 1, 1, 1], dict(residual=True, relu=True)),
+    (4, 7, 2, 40, 28, 28, 40, [1, 1, 1, 1], dict(residual=True, relu=True), {16: [1], 8: [1]}),
+    # K = C = 16, rows of 8 tiles: on AVX-512 one block of MR = 16 channels covers K, so M
+    # overwrites V (in_place), and all 8 tiles of a row run alone, their sums in V's place (at
+    # 8 lanes a row fills its vector: nothing alone)
+    (2, 1, 1, 16, 10, 16, 16, [1, 1, 1, 1], dict(residual=True, relu=True),
+     {16: [8] * 5, 8: [0] * 5}),
     # blocks of 4 tile rows of 6 tiles and of 3: 2 tiles alone in the second only
-    (2, 4, 1, 32, 14, 12, 32, [1, 1, 1, 1], dict(residual=True)),
+    (2, 4, 1, 32, 14, 12, 32, [1, 1, 1, 1], dict(residual=True), {16: [0, 2], 8: [0, 2]}),
 ]
 
 
@@ -255,11 +260,11 @@ LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue
 @pytest.mark.parametrize("case", LONE_CASES, ids=[f"F{c[0]}-rows{c[1]}-{c[3]}to{c[6]}" for c in LONE_CASES])
 def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
     """Tiles alone in a block's last vector of slots run with the output channels in the lanes
-    (winograd_plan.lone_tiles): the plan has some in every case at both levels, and the
-    bundle agrees with onnxruntime where the host runs it."""
-    from glowpy.codegen.kernels.conv.winograd_plan import lone_tiles
+    (winograd_plan.lone_tiles): the plan has the lone tiles each case expects at each level,
+    and the bundle agrees with onnxruntime where the host runs it."""
+    from glowpy.codegen.kernels.conv.winograd_plan import in_place, lone_tiles
     from glowpy.codegen.kernels.vectors import Simd
-    mm, rows, n, c, h, w, k, pads, extra = case
+    mm, rows, n, c, h, w, k, pads, extra, want = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
     report, ll = tmp_path / "memory.json", tmp_path / "m.ll"
@@ -278,13 +283,14 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
     th, tw = -(-h // mm), -(-w // mm)
     blocks = [a["rows"]] * (th // a["rows"]) + ([th % a["rows"]] if th % a["rows"] else [])
     lone = [lone_tiles(Simd(level.lanes, 32, False), a["mr"], r * tw) for r in blocks]
-    assert (a["m"], a["rows"]) == (mm, rows) and any(lone), (a, lone)
-    if mm == 2 and rows == 7:
-        assert lone == [1] and a["mr"] == {16: 8, 8: 6}[level.lanes]
-    if rows == 4:
-        assert lone == [0, 2]
+    assert (a["m"], a["rows"]) == (mm, rows) and lone == want[level.lanes], (a, lone)
+    if c == 42:
+        assert a["mr"] == {16: 8, 8: 6}[level.lanes]
+    if c == k == 16:
+        assert in_place(a["mr"], c, k) == (level.lanes == 16)
     # the GEMM's register tiles prefetch U's stream (tiles.PREFETCH floats ahead): a read
-    # prefetch into L1 in each copy of the tile's reduction step
+    # prefetch into L1 in each copy of the tile's reduction step (the lone tiles' loop where
+    # every tile of a block is alone)
     body = ll.read_text().split('define internal void @"k2_ConvWinograd"(')[1].split("\n}\n")[0]
     assert len(re.findall(r"llvm\.prefetch\.p0\"?\(ptr [^,]+, i32 0, i32 3, i32 1\)", body)) >= 1
 

@@ -306,14 +306,15 @@ class _Emitter:
             if tail:
                 tile(k.c(full * self.nv * vec.w), tail)
             if lone:
-                self.lone(ubase, vbase, mbase, nvec * vec.w, lone)
+                self.lone(ubase, vbase, mbase, nvec * vec.w, lone, first=nvec == 0)
 
-    def lone(self, ubase, vbase, mbase, t0, count):
+    def lone(self, ubase, vbase, mbase, t0, count, first: bool):
         """Tiles t0 .. t0 + count, alone in the block's last vector of tile slots, with the
         MR output channels in the lanes instead (lone_tiles): per input channel one load of
         U's packed MR row and count multiply-adds, against MR for the padded vector. The
         input channels go round CHAINS accumulators a tile, so the sums do not wait on one
-        another's latency."""
+        another's latency. `first`: no register tile read U's rows before (every tile of the
+        block is alone), so this loop prefetches U's stream as they do."""
         k, b, mr = self.k, self.b, self.mr
         vec = Vec(k, replace(self.vec.simd, width=1 << (mr - 1).bit_length()))
         rowmask = None if vec.w == mr else tuple(l < mr for l in range(vec.w))
@@ -323,7 +324,10 @@ class _Emitter:
         def step(c):
             j = next(calls) % CHAINS
             vrow = b.add(b.add(vbase, b.mul(c, k.c(self.tpad))), k.c(t0))
-            u = vec.load(k.inp(1), b.add(ubase, b.mul(c, k.c(mr))), rowmask)
+            up = b.add(ubase, b.mul(c, k.c(mr)))
+            u = vec.load(k.inp(1), up, rowmask)
+            if first:
+                vec.prefetch(k.inp(1), b.add(up, k.c(PREFETCH)))
             acc.fma([vec.load_splat(self.vp, b.add(vrow, k.c(t))) for t in range(count)],
                     [u if jj == j else None for jj in range(CHAINS)])
         acc.reduce(k, self.c, step, unroll=CHAINS)
