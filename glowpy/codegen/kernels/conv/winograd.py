@@ -312,28 +312,29 @@ class _Emitter:
         """Tiles t0 .. t0 + count, alone in the block's last vector of tile slots, with the
         MR output channels in the lanes instead (lone_tiles): per input channel one load of
         U's packed MR row and count multiply-adds, against MR for the padded vector. The
-        input channels go round CHAINS accumulators a tile, so the sums do not wait on one
-        another's latency. `first`: no register tile read U's rows before (every tile of the
+        input channels go round up to CHAINS accumulators a tile (CHAINS sums in all), so the
+        sums do not wait on one another's latency. `first`: no register tile read U's rows before (every tile of the
         block is alone), so this loop prefetches U's stream as they do."""
         k, b, mr = self.k, self.b, self.mr
         vec = Vec(k, replace(self.vec.simd, width=1 << (mr - 1).bit_length()))
         rowmask = None if vec.w == mr else tuple(l < mr for l in range(vec.w))
-        acc = Acc(vec, count, CHAINS)
-        calls = iter(range(self.c + CHAINS))  # reduce's calls: CHAINS a loop step, then the rest
+        chains = -(-CHAINS // count)  # CHAINS independent sums in all, at least one a tile
+        acc = Acc(vec, count, chains)
+        calls = iter(range(self.c + chains))  # reduce's calls: `chains` a loop step, then the rest
 
         def step(c):
-            j = next(calls) % CHAINS
+            j = next(calls) % chains
             vrow = b.add(b.add(vbase, b.mul(c, k.c(self.tpad))), k.c(t0))
             up = b.add(ubase, b.mul(c, k.c(mr)))
             u = vec.load(k.inp(1), up, rowmask)
             if first:
                 vec.prefetch(k.inp(1), b.add(up, k.c(PREFETCH)))
             acc.fma([vec.load_splat(self.vp, b.add(vrow, k.c(t))) for t in range(count)],
-                    [u if jj == j else None for jj in range(CHAINS)])
-        acc.reduce(k, self.c, step, unroll=CHAINS)
+                    [u if jj == j else None for jj in range(chains)])
+        acc.reduce(k, self.c, step, unroll=chains)
         for t in range(count):
             total = acc.value(t, 0)
-            for j in range(1, CHAINS):
+            for j in range(1, chains):
                 total = b.fadd(total, acc.value(t, j))
             for i in range(mr):
                 x = b.extract_element(total, ir.Constant(cg.I32, i))

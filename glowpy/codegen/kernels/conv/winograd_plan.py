@@ -44,7 +44,7 @@ def in_place(mr, c, kk):
     return kk <= mr and kk <= c
 
 
-CHAINS = 4  # accumulators a lone tile's sums go round (lone_tiles): an FMA's latency in issues
+CHAINS = 4  # independent sums the lone tiles keep (lone_tiles): an FMA's latency in issues
 
 
 def lone_tiles(simd, mr: int, used: int) -> int:
