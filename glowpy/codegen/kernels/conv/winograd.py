@@ -11,14 +11,17 @@ block of tile rows:
   1. input transform: V[xi][c][tau] = (B^T d B)[xi] for the block's tiles tau (tiles of one
      row are consecutive in tau); vectorized over the tiles of a row (stride-m loads);
   2. per block of MR output channels, alpha^2 GEMMs M[xi][i][tau] = sum_c U[xi][kb+i][c]
-     V[xi][c][tau] on register tiles of MR channels x NV vectors of tiles (gemm_micro);
+     V[xi][c][tau] on register tiles of MR channels x NV vectors of tiles (gemm_micro), U's
+     stream prefetched; a few tiles alone in the block's last vector run with the MR
+     channels in the lanes instead (`lone`: no multiply-adds on empty slots);
   3. output transform of those MR channels: A^T M A, the bias, lanes interleaved back into
      output rows, the node's fused epilogue (vec_epilogue), stored.
 
 V and M live in a scratch buffer the planner places like any activation (an extra output of
-the instruction, live only there), sized by `select` to a fraction of the output, so the
-arithmetic stays in cache. When one block of MR channels covers all K, M[xi] is written over
-V[xi] and the scratch is V alone (ResNet-8's 16-channel layers: half the scratch). Chosen by
+the instruction, live only there), sized by `select` to a fraction of the output and at most
+twice the target's L2 (winograd_plan.scratch_max), so the arithmetic stays near the core.
+When one block of MR channels covers all K, M[xi] is written over V[xi] and the scratch is V
+alone (ResNet-8's 16-channel layers: half the scratch). Chosen by
 `select`, the backend's post-lowering step, on targets with 8 or more float lanes: the
 transforms cost vector shuffles that only wide vectors repay, and U is alpha^2/9 the
 weights' size. Other targets and other convolutions keep the direct kernels.
@@ -37,7 +40,8 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.conv.winograd_plan import CHAINS, in_place, lone_tiles, plan, scratch_max, tpad
+from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, lone_tiles, plan,
+                                                       scratch_max, tpad)
 from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -313,14 +317,15 @@ class _Emitter:
         MR output channels in the lanes instead (lone_tiles): per input channel one load of
         U's packed MR row and count multiply-adds, against MR for the padded vector. The
         input channels go round up to CHAINS accumulators a tile (CHAINS sums in all), so the
-        sums do not wait on one another's latency. `first`: no register tile read U's rows before (every tile of the
-        block is alone), so this loop prefetches U's stream as they do."""
+        sums do not wait on one another's latency. `first`: no register tile read U's rows
+        before (every tile of the block is alone), so this loop prefetches U's stream as they
+        do."""
         k, b, mr = self.k, self.b, self.mr
         vec = Vec(k, replace(self.vec.simd, width=1 << (mr - 1).bit_length()))
         rowmask = None if vec.w == mr else tuple(l < mr for l in range(vec.w))
         chains = -(-CHAINS // count)  # CHAINS independent sums in all, at least one a tile
         acc = Acc(vec, count, chains)
-        calls = iter(range(self.c + chains))  # reduce's calls: `chains` a loop step, then the rest
+        calls = iter(range(self.c))  # reduce's calls in order: `chains` a loop step, the rest
 
         def step(c):
             j = next(calls) % chains

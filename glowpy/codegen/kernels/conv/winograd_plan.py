@@ -51,9 +51,9 @@ def lone_tiles(simd, mr: int, used: int) -> int:
     """Tiles of a block's last vector of tile slots that the GEMM runs with the output
     channels in the lanes (_Emitter.lone), or 0: at most MR/2 of them (the padded vector
     costs MR multiply-adds a channel, they count one each), for MR up to a vector's lanes.
-    7x7 tiles (ResNet-50's 14x14 in F2, 28x28 in F4) fill 3 vectors of 16 and 1 of 49 slots,
-    6 of 8 and 1. Zen 4, alone, ms: 256 -> 256 on 14x14 1.31 -> 1.14, 128 -> 128 on 28x28
-    1.00 -> 0.79."""
+    7 x 7 = 49 tiles (ResNet-50's 14x14 in F2, 28x28 in F4) fill 3 vectors of 16 lanes and
+    one slot of a fourth (6 of 8 lanes and one). Zen 4, alone, ms: 256 -> 256 on 14x14
+    1.31 -> 1.14, 128 -> 128 on 28x28 1.00 -> 0.79."""
     rem = used % simd.width
     return rem if simd.width > 1 and mr <= simd.width and 0 < rem <= mr // 2 else 0
 
@@ -110,8 +110,9 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     targets that take Winograd). GEMM: alpha^2 multiply-adds per channel pair and vector of
     tile slots, K padded to MR (a tile alone, lone_tiles: one per input channel and MR).
     Input transform, per tile row, channel and vector of a row's tiles: alpha^2 strided loads
-    (m registers and their shuffles) and stores, the transform's operations. Output transform, per output channel: alpha^2 loads, the transform, and per
-    output vector its bias, interleave and store."""
+    (m registers and their shuffles) and stores, the transform's operations. Output
+    transform, per output channel: alpha^2 loads, the transform, and per output vector its
+    bias, interleave and store."""
     rows, tp, mr, _, _ = blocking
     a2, w = tf.alpha(m) ** 2, simd.width
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
