@@ -191,6 +191,51 @@ class Vec:
         idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l * stride for l in range(self.w)])
         return self.b.shuffle_vector(wide, ir.Constant(wide.type, ir.Undefined), idx)
 
+    def load_phases(self, ptr, off, stride: int, count: int, mask=None):
+        """[v_0 .. v_{count-1}] with lane l of v_c = ptr[off + l*stride + c] (mask: a tuple per
+        element of the window of w*stride + count - stride floats, or None for all). The window
+        is loaded once: `stride` vectors and one for the elements past them. log2(stride)
+        rounds of two-source shuffles split it into the stride phases, and each further column
+        is its phase moved on by a lane. Winograd F4's input tiles need 6 columns at stride 4:
+        5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4, 64 channels on
+        56x56: the input transform was 26% of the layer). Other shapes load each column
+        strided."""
+        b, w = self.b, self.w
+        extra = count - stride
+        at = (lambda d: off + d) if isinstance(off, int) else (lambda d: b.add(off, self.k.c(d)))
+        if w == 1 or stride < 2 or stride & (stride - 1) or w % stride or not 0 <= extra <= w \
+                or w * stride > self.cap or isinstance(mask, ir.Value):
+            return [self.load_strided(ptr, at(c), stride,
+                                      None if mask is None else tuple(mask[c:c + w * stride]))
+                    for c in range(count)]
+        m = (True,) * (w * stride + extra) if mask is None else tuple(mask)
+        idx = lambda lanes: ir.Constant(ir.VectorType(cg.I32, len(lanes)), lanes)  # noqa: E731
+        # groups of vectors by the residues (mod stride) fixed so far, each vector's elements
+        groups = {0: [(self.load(ptr, at(i * w), m[i * w:(i + 1) * w]),
+                       list(range(i * w, (i + 1) * w))) for i in range(stride)]}
+        bit = stride // 2
+        while bit:
+            split = {}
+            for key, vs in groups.items():
+                for (a, ca), (c, cc) in zip(vs[::2], vs[1::2]):
+                    both = ca + cc
+                    for side in (0, bit):
+                        sel = [q for q, e in enumerate(both) if e % stride & bit == side]
+                        split.setdefault(key | side, []).append(
+                            (b.shuffle_vector(a, c, idx(sel)), [both[q] for q in sel]))
+            groups, bit = split, bit // 2
+        phases = []
+        for p in range(stride):
+            [(v, content)] = groups[p]
+            assert content == [l * stride + p for l in range(w)]
+            phases.append(v)
+        if not extra:
+            return phases
+        tail = m[stride * w:stride * w + extra] + (False,) * (w - extra)
+        past = self.load(ptr, at(stride * w), tail)
+        return phases + [b.shuffle_vector(phases[c], past, idx(list(range(1, w)) + [w + c]))
+                         for c in range(extra)]
+
     def pairs_in_lanes(self) -> bool:
         """Whether `load_pairs` applies (Simd.pairs_in_lanes)."""
         return self.simd.pairs_in_lanes

@@ -241,21 +241,20 @@ class _Emitter:
         ar = tf.Ir(vec)
         vrow = b.add(b.mul(c, k.c(self.tpad)), b.mul(rr, k.c(self.tw)))  # V[0][c][row's tiles]
 
-        def mask(j, col):
-            # only what lies outside the row is masked: lanes past the row's tiles compute
-            # values no store keeps
-            c0 = m * j * w - self.pl + col
-            return tuple(0 <= c0 + e < self.w for e in range(m * w))
+        def mask(j):
+            # per element of a row's window (the alpha columns at stride m): only what lies
+            # outside the row is masked; lanes past the row's tiles compute values no store keeps
+            c0 = m * j * w - self.pl
+            return tuple(0 <= c0 + e < self.w for e in range(m * w + al - m))
 
         def masked(j):
-            return (j + 1) * w > self.tw or not all(all(mask(j, col)) for col in range(al))
+            return (j + 1) * w > self.tw or not all(mask(j))
 
         def body(j0, j):
             mj = b.mul(j0, k.c(m))
-            d = [[b.select(ok, vec.load_strided(
-                k.inp(0), b.add(b.add(row, mj), k.c(col - self.pl)), m,
-                None if j is None else mask(j, col)), vec.zero()) for col in range(al)]
-                 for ok, row in rows]
+            d = [[b.select(ok, v, vec.zero()) for v in vec.load_phases(
+                k.inp(0), b.add(b.add(row, mj), k.c(-self.pl)), m, al,
+                None if j is None else mask(j))] for ok, row in rows]
             v = tf.input_2d(m, ar, d)
             slot = b.add(vrow, j0)
             keep = None if j is None else tuple(j * w + l < self.tw for l in range(w))
