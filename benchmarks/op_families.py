@@ -55,12 +55,13 @@ def shares(times: dict) -> dict:
     return out
 
 
-def bundle_times(path: str, feeds: dict, work: str, repeat: int = 5, mcpu: str | None = None) -> dict:
+def bundle_times(path: str, feeds: dict, work: str, repeat: int = 5,
+                 mcpu: str | None = None) -> dict:
     """{instruction op: cycles per inference} of an -instrument-profile build of `path`."""
     import glowpy
     from glowpy.runtime import Bundle
     out = os.path.join(work, "profiled")
-    glowpy.compile(path, out, instrument_profile=True, **({"mcpu": mcpu} if mcpu else {}))
+    glowpy.compile(path, out, instrument_profile=True, mcpu=mcpu)
     return {op: o["cycles"] for op, o in Bundle(out).profile(feeds, repeat)["ops"].items()}
 
 

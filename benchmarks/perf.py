@@ -251,7 +251,7 @@ def measure(name: str, path: str, work: str, rounds: int, seconds: float, batche
     from util import is_tflite_reference
     d = os.path.join(work, name)
     t0 = time.perf_counter()
-    info = glowpy.compile(path, d, dump_memory_report=d + ".memory.json", **cpu_option(mcpu))
+    info = glowpy.compile(path, d, dump_memory_report=d + ".memory.json", mcpu=mcpu)
     compile_s = time.perf_counter() - t0
     executed = executed_macs(d + ".memory.json")
     feeds, refs = inputs_for(name, path)
@@ -372,11 +372,6 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-
-
-def cpu_option(mcpu: str | None) -> dict:
-    """glowpy.compile's options for --mcpu: the host's own CPU by default."""
-    return {"mcpu": mcpu} if mcpu else {}
 
 
 def target_simd(mcpu: str | None) -> tuple[int, int]:

@@ -47,7 +47,7 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
     onnx.save(model, path)
     t0 = time.process_time()
     info = glowpy.compile(path, os.path.join(d, "bundle"), dump_memory_report=path + ".memory.json",
-                          **perf.cpu_option(mcpu))
+                          mcpu=mcpu)
     compile_s = time.process_time() - t0
     executed = perf.executed_macs(path + ".memory.json")
     h = perf.Harness(os.path.join(d, "bundle"), info, d)

@@ -198,16 +198,14 @@ class Vec:
         rounds of two-source shuffles split it into the stride phases, and each further column
         is its phase moved on by a lane. Winograd F4's input tiles need 6 columns at stride 4:
         5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4, 64 channels on
-        56x56: the input transform was 26% of the layer). Other shapes load each column
-        strided."""
+        56x56: the input transform was 26% of the layer). For vectors of w > 1 lanes, a
+        stride that is a power of two dividing w, and at most w columns past the stride (its
+        one caller, winograd.py, on 8 or 16 lanes at stride 2 or 4)."""
         b, w = self.b, self.w
         extra = count - stride
+        assert w > 1 and stride >= 2 and not stride & (stride - 1) and not w % stride \
+            and 0 <= extra <= w and not isinstance(mask, ir.Value)
         at = (lambda d: off + d) if isinstance(off, int) else (lambda d: b.add(off, self.k.c(d)))
-        if w == 1 or stride < 2 or stride & (stride - 1) or w % stride or not 0 <= extra <= w \
-                or w * stride > self.cap or isinstance(mask, ir.Value):
-            return [self.load_strided(ptr, at(c), stride,
-                                      None if mask is None else tuple(mask[c:c + w * stride]))
-                    for c in range(count)]
         m = (True,) * (w * stride + extra) if mask is None else tuple(mask)
         idx = lambda lanes: ir.Constant(ir.VectorType(cg.I32, len(lanes)), lanes)  # noqa: E731
         # groups of vectors by the residues (mod stride) fixed so far, each vector's elements
