@@ -4,6 +4,7 @@
     python benchmarks/perf.py                         # every model, rewrites docs/performance.md
     python benchmarks/perf.py --models mnist8,resnet18 --no-docs
     python benchmarks/perf.py --mcpu znver3           # AVX2 code (a Zen 3's) on this host
+    python benchmarks/perf.py --mcpu znver3 --ort-avx2   # against onnxruntime's AVX2 kernels
 
 Models: every float model in ../shared/models (an .onnx with reference data and no
 quantization nodes) plus ResNet-18 and MobileNetV2 from benchmarks/build_models.py (random
@@ -503,6 +504,10 @@ def arguments(doc: str, docs_help: str) -> argparse.ArgumentParser:
     ap.add_argument("--mcpu", help="compile the bundles for this LLVM CPU instead of the host's "
                     "(e.g. znver3: AVX2 code on an AVX-512 host) and measure the FMA peak of its "
                     "vectors; the tables in the docs are then left alone")
+    ap.add_argument("--ort-avx2", action="store_true", help="time onnxruntime with its AVX-512 "
+                    "kernels off, as on an AVX2 machine (a patched copy of the installed wheel, "
+                    "benchmarks/ort_avx2.py); with --mcpu znver3 both sides run AVX2 code; the "
+                    "tables in the docs are then left alone")
     ap.add_argument("--work", help="keep bundles here (default: a temporary directory)")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--no-docs", action="store_true", help=docs_help)
@@ -519,6 +524,9 @@ def measure_all(ap, a, available, measure_one, script: str) -> tuple[list[dict],
     unknown = [n for n in names if n not in available]
     if unknown:
         ap.error(f"unknown models {unknown}; available: {', '.join(available)}")
+    if a.ort_avx2:
+        import ort_avx2
+        print(f"onnxruntime without AVX-512 kernels: {ort_avx2.use()}", file=sys.stderr)
     rows = []
     with tempfile.TemporaryDirectory(prefix="glowpy-perf-") as tmp:
         work = a.work or tmp
@@ -535,11 +543,13 @@ def measure_all(ap, a, available, measure_one, script: str) -> tuple[list[dict],
     clock = ("CPU time of the calling thread" if a.clock == "thread" else "wall-clock time")
     lanes = target_simd(a.mcpu)[0] // 4
     said = (f"Measured {datetime.date.today().isoformat()} with `python benchmarks/{script}"
-            + (f" --mcpu {a.mcpu}" if a.mcpu else "")
+            + (f" --mcpu {a.mcpu}" if a.mcpu else "") + (" --ort-avx2" if a.ort_avx2 else "")
             + f"` (glowpy {glowpy.__version__}, onnxruntime "
             f"{__import__('onnxruntime').__version__}) on {machine()}"
-            + (f"; bundles compiled for `-mcpu={a.mcpu}` ({lanes} float lanes), onnxruntime with "
-               "its kernels for this host" if a.mcpu else "")
+            + (f"; bundles compiled for `-mcpu={a.mcpu}` ({lanes} float lanes)" if a.mcpu else "")
+            + ("; onnxruntime with its AVX-512 kernels off (benchmarks/ort_avx2.py: its AVX2/FMA3 "
+               "kernels, as on an AVX2 machine)" if a.ort_avx2 else
+               ", onnxruntime with its kernels for this host" if a.mcpu else "")
             + (f"; measured single-core float32 FMA peak {peak:.0f} GFLOP/s"
                + (f" ({lanes}-lane vectors)" if a.mcpu else "") if peak else "")
             + f". Times: best batch of back-to-back calls, {clock}, bundle and onnxruntime "
@@ -567,7 +577,7 @@ def main(argv=None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models and not a.mcpu:
+    if not a.no_docs and not a.models and not a.mcpu and not a.ort_avx2:
         write_between(DOC, text)
         write_between(README, text)
     bad = [r["model"] for r in rows if not r["agrees_with_ort"] or not r.get("matches_reference", True)]

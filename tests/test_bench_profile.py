@@ -56,12 +56,14 @@ def test_benchmark_for_another_cpu(level, tmp_path):
     before = open(doc).read()
     out = tmp_path / "rows.json"
     r = subprocess.run([sys.executable, os.path.join(BENCH, "zoo_perf.py"), "--models",
-                        "autoencoder", "--mcpu", "x86-64", "--rounds", "1", "--batches", "2",
-                        "--seconds", "0.01", "--profile", "--json", str(out), "--work",
-                        str(tmp_path)], capture_output=True, text=True, timeout=600)
+                        "autoencoder", "--mcpu", "x86-64", "--ort-avx2", "--rounds", "1",
+                        "--batches", "2", "--seconds", "0.01", "--profile", "--json", str(out),
+                        "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "bundles compiled for `-mcpu=x86-64` (4 float lanes)" in r.stdout
-    assert "(4-lane vectors)" in r.stdout and "--mcpu x86-64`" in r.stdout
+    assert "(4-lane vectors)" in r.stdout and "--mcpu x86-64 --ort-avx2`" in r.stdout
+    assert "onnxruntime with its AVX-512 kernels off" in r.stdout
+    assert "(NCHWc blocks of 8 floats)" in r.stderr
     row, = json.loads(out.read_text())
     assert row["agrees"] and row["bundle_ms"] > 0
     # the timed bundle and the instrumented one the profile ran
@@ -71,3 +73,22 @@ def test_benchmark_for_another_cpu(level, tmp_path):
     assert [m["target"]["cpu"] for m in manifests] == ["x86-64", "x86-64"]
     assert sorted("instrumentation" in m for m in manifests) == [False, True]
     assert open(doc).read() == before
+
+
+def test_ort_avx2_loads_the_avx2_kernels():
+    """--ort-avx2's copy of onnxruntime runs MLAS's AVX2 kernels on any x86-64 host: 8-float
+    NCHWc blocks where the installed wheel uses 16 on an AVX-512 host (8 on an AVX2 one). On
+    another architecture it refuses with one error line."""
+    def block(patched: bool) -> subprocess.CompletedProcess:
+        code = ("import sys; sys.path.insert(0, %r); import ort_avx2; %s print(ort_avx2.nchwc_block())"
+                % (BENCH, "sys.path.insert(0, ort_avx2.patched_copy());" if patched else ""))
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=300)
+    patched = block(True)
+    if os.uname().machine != "x86_64":
+        assert patched.returncode == 1 and patched.stderr.startswith("error: --ort-avx2")
+        return
+    assert patched.returncode == 0, patched.stderr[-2000:]
+    assert int(patched.stdout) == 8
+    avx512 = "avx512f" in open("/proc/cpuinfo").read().split()
+    assert int(block(False).stdout) == (16 if avx512 else 8)
