@@ -530,6 +530,7 @@ def measure_all(ap, a, available, measure_one, script: str) -> tuple[list[dict],
     rows = []
     with tempfile.TemporaryDirectory(prefix="glowpy-perf-") as tmp:
         work = a.work or tmp
+        os.makedirs(work, exist_ok=True)
         # the peak before and after the models, the higher kept: one probe in a slow phase of
         # a shared machine read 106 GFLOP/s where the runs around it read 117-118, and every
         # "% of peak" of that table came out 10% high

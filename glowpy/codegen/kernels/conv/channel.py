@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
-from glowpy.codegen.kernels.tiles import PREFETCH, Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
+from glowpy.codegen.kernels.tiles import LINE, PREFETCH, Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import pointwise_packed
@@ -282,10 +282,12 @@ class ChanEmitter:
             xptr = cg.gep(b, x, b.add(xbase, b.mul(ic, k.c(ic_step))), cg.F32)
             for wo, tap in taps:
                 bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
-                for v in range(len(chmask)):  # the weight stream, 4 KiB ahead (measured:
-                    vec.prefetch(wptr, wo + PREFETCH + v * w)  # -15% time on a cold cache)
-                    if self.next_block:  # and the next block's, into L2 (see group)
-                        vec.prefetch(wptr, wo + self.next_block + v * w, 2)
+                # the weight stream, 4 KiB ahead (measured: -15% time on a cold cache), and
+                # the next block's into L2 (see group): each line of the step's weights once
+                for line in range(0, len(chmask) * w, LINE // 4):
+                    vec.prefetch(wptr, wo + PREFETCH + line)
+                    if self.next_block:
+                        vec.prefetch(wptr, wo + self.next_block + line, 2)
                 acc.fma([None if o is None else vec.load_splat(xptr, o * col)
                          for o in (offs if tap is None else tap)], bv)
 
