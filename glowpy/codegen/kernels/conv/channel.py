@@ -35,11 +35,13 @@ from glowpy.codegen.registry import variant
 # reductions from which channel-vectorized tiles win (unstrided, strided): a strided tap is a
 # wide load and a shuffle per pixel vector (ResNet-8's 3x3 stride-2 16->32 layer, 144 taps: 9%)
 CHAN_TAPS = (160, 140)
-# reductions from which a tile may take all registers but the weights, a broadcast and one
-# spare (AVX2: 12 accumulators, else 8): ResNet-50's 3x3 stride-2 layers on 56x56 (1,152 taps)
-# 65 -> 77% of the FMA peak on Zen 3; shorter ones lost to the longer tile stores (ResNet-8,
-# up to 576 taps, 4% slower; VWW's 128-tap 1x1 layers 4.5%). AVX-512 and NEON: 24 either way.
-LONG_TAPS = 1024
+# accumulators of a tile: every register but the weights, a broadcast and one spare (AVX2: 12
+# in 16 ymm), at most 24 (AVX-512, NEON). AVX2 tiles were held to 8 on reductions under 1,024
+# taps (Zen 3: ResNet-8 4% slower with 12, when its tile stores cost more); 8 chains are just
+# the FMA latency x 2 pipes, and the 1D TCN's 384-tap layers ran at 60% of the peak. Zen 4,
+# -mcpu=znver3 code, -instrument-profile, sum of per-layer minima over 6-16 alternating rounds,
+# 8 -> 12: TCN 0.82, YuNet 0.86, ResNet-8 0.94, VWW 0.95, YOLO 0.96, ResNet-18 0.99, KWS 1.00
+MAX_CHAN_ACC = 24
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
 FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
 # the flat tiles' straight-line code must score this much better than the rows' loops: ResNet-8's
@@ -60,7 +62,7 @@ def choose(simd, s: Shape, accumulate: bool):
             break
         full, tail = _blocks(s.mg, ob)
         for npx in range(1, min(s.wo, 8) + 1):
-            if npx * nvo > min(24, (regs - nvo - 2) if taps >= LONG_TAPS else regs - 8):
+            if npx * nvo > min(MAX_CHAN_ACC, regs - nvo - 2):
                 break
 
             def cost(px, nv):
