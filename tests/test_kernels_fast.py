@@ -318,6 +318,42 @@ def test_in_place_elementwise_shares_one_pointer_and_vectorizes(tmp_path):
     assert "ymm" in body, body[:2000]
 
 
+@pytest.mark.parametrize("op,attrs", [("Relu", {}), ("LeakyRelu", dict(alpha=0.1)),
+                                      ("Clip", {})])
+def test_in_place_select_stores_whole_vectors_on_avx2(op, attrs, tmp_path):
+    """A Relu, LeakyRelu or Clip written over its operand (TCN's Slice -> Relu -> Conv) stores
+    select(c, v, x) back where x was loaded, which LLVM 22 turns into a masked store of v:
+    AVX2's vmaskmovps, microcode on AMD cores (the TCN's in-place Relus 11.7x slower than
+    vmaxps). The stored value is frozen (Vec.store, Kernel.store). Checked in the object for
+    AVX2 on any host (compiled, not run): one pointer, whole-vector stores, no vmaskmovps;
+    the numbers against onnxruntime (NaN, -0 and infinities included) on the widest level
+    this host runs."""
+    import subprocess
+    from toolchains import require_tool
+    objdump = require_tool("objdump", "binutils")
+    x = f32(1, 16, 66)
+    x[0, 0, :6] = [np.nan, -0.0, np.inf, -np.inf, 0.0, -3.0]
+    g = GraphBuilder(x=x)
+    s = g.node("Slice", ["x", np.array([0], np.int64), np.array([64], np.int64),
+                         np.array([2], np.int64)], output=False)
+    extra = [np.array(-0.5, np.float32), np.array(0.75, np.float32)] if op == "Clip" else []
+    a = g.node(op, [s, *extra], output=False, **attrs)
+    g.node("Conv", [a, f32(16, 16, 1, scale=0.3)])
+    got, want = check_against_onnxruntime(g.model(opset=13), g.feeds, tmp_path / "run",
+                                          rtol=1e-4, atol=1e-5, **params()[-1].values[0].options)
+    assert np.isnan(got[0]).any() and np.isnan(want[0]).any() or op == "Clip"
+    ll = tmp_path / "m.ll"
+    avx2 = glowpy.compile(str(tmp_path / "run" / "model.onnx"), str(tmp_path / "bundle"),
+                          mcpu="x86-64-v3", dump_llvm_ir=str(ll))
+    [sig] = re.findall(rf'define internal void @"(k\d+_{op})"\(([^)]*)\)', ll.read_text())
+    # the in-place operand/output pair and the constants (Clip: and its two bounds)
+    assert sig[1].count("ptr") == (4 if op == "Clip" else 2), sig
+    asm = subprocess.run([objdump, "-d", "--no-show-raw-insn", avx2.files[".o"]],
+                         capture_output=True, text=True, check=True).stdout
+    body = asm.split(f"<{sig[0]}>:")[1].split("\n\n")[0]
+    assert "vmovups %ymm" in body and "maskmov" not in body, body[:3000]
+
+
 def check_pointwise_pair(variant, xs, m, forced, level, tmp_path, **conv):
     """Two 1x1 convolutions of x (with a residual add + Relu into the first, a per-channel Mul
     + Clip after the second) forced onto Conv `variant` (with `forced` params, or its plan's),

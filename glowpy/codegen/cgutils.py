@@ -223,6 +223,14 @@ def store(b, value, ptr, offset, align=None):
     return b.store(value, gep(b, ptr, offset, value.type), align=align)
 
 
+def freeze(b: ir.IRBuilder, value):
+    """`freeze value` (llvmlite's builder has no method for it): the same value to every use,
+    and an operation the instruction selector does not look through."""
+    instr = ir.Instruction(b.block, value.type, "freeze", [value])
+    b._insert(instr)
+    return instr
+
+
 def const(ty: ir.Type, value):
     if isinstance(ty, ir.VectorType):  # a splat (the scalar op code also runs on vectors)
         return ir.Constant(ty, [const(ty.element, value)] * ty.count)

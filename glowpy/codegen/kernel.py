@@ -156,4 +156,6 @@ class Kernel:
         return cg.load(self.b, ptr, off, cg.llvm_type(dtype))
 
     def store(self, value, ptr, off):
+        if self.caps.float_lanes > 1 and not self.caps.cheap_masks:
+            value = cg.freeze(self.b, value)  # see Vec.store
         return cg.store(self.b, value, ptr, off)
