@@ -157,5 +157,11 @@ class Kernel:
 
     def store(self, value, ptr, off):
         if self.caps.float_lanes > 1 and not self.caps.cheap_masks:
-            value = cg.freeze(self.b, value)  # see Vec.store
+            # LLVM 22 turns the vectorized store(select(c, v, load p), p) of an in-place Relu
+            # or LeakyRelu into a masked store of v: AVX2's vmaskmovps, microcode on AMD cores
+            # (the load side: Vec.load). A frozen value is not a select to it, and the Relu
+            # becomes vmaxps. Zen 4, -mcpu=znver3, -instrument-profile: the 1D TCN's in-place
+            # Relus on 128 x 400 floats 55 -> 4.7 K cycles, the model 3-6%. (Vec.store's
+            # explicit vector kernels had no such stores in the 40 benchmark models.)
+            value = cg.freeze(self.b, value)
         return cg.store(self.b, value, ptr, off)

@@ -287,13 +287,6 @@ class Vec:
             elif not any(mask):
                 return
         if mask is None:
-            if self.w > 1 and not self.simd.cheap_masks:
-                # LLVM 22 turns store(select(c, v, load p), p) -- an in-place Relu, Max or
-                # Clip -- into a masked store of v, and AVX2's vmaskmovps is microcode on AMD
-                # cores (the load side: see load). A frozen value is not a select to it, and
-                # the Relu becomes vmaxps. Zen 4, -mcpu=znver3, -instrument-profile: the 1D
-                # TCN's in-place Relus on 128 x 400 floats 55 -> 4.7 K cycles, the model 3-6%
-                val = cg.freeze(b, val)
             b.store(val, self._ptr(ptr, off), align=4)
             return
         if self.w == 1:
