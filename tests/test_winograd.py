@@ -195,6 +195,14 @@ def test_cost_model_chooses_m(case, level, tmp_path):
     tiles = (-(-hw // a["m"])) ** 2
     assert ins["executed_macs"] == a["macs"] == tiles * (a["m"] + 2) ** 2 * c * k
     assert ins["executed_macs"] < hw * hw * k * c * 9
+    # an input tile's alpha^2 values, one to a plane of V at the same offset, fall in enough
+    # L1 sets (64 of 64-byte lines on x86) to hold a line each: with planes of exactly c x tpad
+    # floats they fell in 1 or 2 for 64 x 56x56, 128 x 28x28 and 256 x 14x14
+    from glowpy.codegen.kernels.conv.winograd_plan import plane
+    a2, stride = (a["m"] + 2) ** 2, plane(c * a["tpad"], (a["m"] + 2) ** 2) * 4
+    assert 0 <= stride - 4 * c * a["tpad"] < 128
+    sets = len({xi * stride // 64 % 64 for xi in range(a2)})
+    assert sets * 8 >= a2 and (sets == a2 or stride == 4 * c * a["tpad"])
 
 
 IN_PLACE_CASES = [  # one block of MR channels covers K on AVX-512: M overwrites V
@@ -211,7 +219,7 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
     a tile of MR >= K channels, so M[xi] overwrites V[xi] and the scratch is V alone; AVX2's 16
     hold at most 13 accumulators (conv_tiling.choose_tile), so M follows V. Both plans are
     checked on every host; the bundle runs against onnxruntime where the host executes it."""
-    from glowpy.codegen.kernels.conv import winograd
+    from glowpy.codegen.kernels.conv import winograd, winograd_plan
     n, c, h, w, k, pads, extra = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
@@ -234,10 +242,12 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
     [size] = [b["size"] for b in r["buffers"] if b["name"] == ins["name"] + winograd.SCRATCH]
     assert a["rows"] == 1 and a["m"] == mm
     a2 = (mm + 2) ** 2
+    v = winograd_plan.plane(c * a["tpad"], a2)  # V's planes (16 x 16 x 16 tiles: 1 KiB each)
+    assert c * a["tpad"] <= v < c * a["tpad"] + 32
     if level.lanes == 16:
-        assert a["mr"] >= k and size == a2 * c * a["tpad"] * 4
+        assert a["mr"] >= k and size == a2 * v * 4
     else:
-        assert a["mr"] < k and size == a2 * (c + a["mr"]) * a["tpad"] * 4
+        assert a["mr"] < k and size == a2 * (v + winograd_plan.plane(a["mr"] * a["tpad"], a2)) * 4
 
 
 LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue, lone tiles per block by lanes

@@ -41,7 +41,7 @@ from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, lone_tiles, plan,
-                                                       scratch_max, tpad)
+                                                       plane, scratch_max, tpad)
 from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -157,13 +157,15 @@ class _Emitter:
         self.a2 = self.alpha ** 2
         self.vec = Vec(k, Simd.of(k.caps))
         self.th, self.tw = math.ceil(self.ho / self.m), math.ceil(self.wo / self.m)
-        self.vp = k.out(1)  # V: [alpha^2][C][tpad]
-        # M: [alpha^2][MR][tpad] after V, or in V's place with V's row stride
+        self.vp = k.out(1)  # V: [alpha^2][C][tpad], its planes `plane` apart (winograd_plan.plane)
+        # M: [alpha^2][MR][tpad] after V, or in V's place with V's row and plane strides
+        self.vplane = plane(self.c * self.tpad, self.a2)
         if in_place(self.mr, self.c, self.kk):
-            self.mp, self.mrows = self.vp, self.c
+            self.mp, self.mrows, self.mplane = self.vp, self.c, self.vplane
         else:
-            self.mp = cg.gep(self.b, self.vp, k.c(self.a2 * self.c * self.tpad), cg.F32)
+            self.mp = cg.gep(self.b, self.vp, k.c(self.a2 * self.vplane), cg.F32)
             self.mrows = self.mr
+            self.mplane = plane(self.mr * self.tpad, self.a2)
         self.fin = Finisher(k, self.vec, (self.wo,))
         self.n = n_
 
@@ -173,8 +175,8 @@ class _Emitter:
         # them once, so no stale bits (NaNs, denormals) slow the multiply-adds
         used = self.rows * self.tw
         if used < self.tpad:
-            with k.for_range(self.a2 * self.c, name="vz") as r:
-                base = self.b.mul(r, k.c(self.tpad))
+            with k.for_range(self.a2, name="vzx") as xi, k.for_range(self.c, name="vzc") as c:
+                base = self.b.add(self.b.mul(xi, k.c(self.vplane)), self.b.mul(c, k.c(self.tpad)))
                 for t in range(used, self.tpad, vec.w):
                     vec.store(vec.zero(), self.vp, self.b.add(base, k.c(t)),
                               tuple(t + l < self.tpad for l in range(vec.w)))
@@ -183,7 +185,7 @@ class _Emitter:
         # and never written: zero them once too (in place, they are V's)
         if self.mp is not self.vp and any(
                 lone_tiles(vec.simd, self.mr, r * self.tw) for r in {self.rows, tail} if r):
-            with k.for_range(self.a2 * self.mrows * self.tpad // vec.w, name="mz") as r:
+            with k.for_range(self.a2 * self.mplane // vec.w, name="mz") as r:
                 vec.store(vec.zero(), self.mp, self.b.mul(r, k.c(vec.w)))
         with k.for_range(self.n, name="n") as n:
             if full:
@@ -260,7 +262,7 @@ class _Emitter:
             keep = None if j is None else tuple(j * w + l < self.tw for l in range(w))
             for a in range(al):
                 for e in range(al):
-                    vec.store(v[a][e], self.vp, b.add(slot, k.c((al * a + e) * self.c * self.tpad)),
+                    vec.store(v[a][e], self.vp, b.add(slot, k.c((al * a + e) * self.vplane)),
                               keep)
         self.vectors(body, masked)
 
@@ -280,8 +282,8 @@ class _Emitter:
             nvec -= 1
         with k.for_range(self.a2, name="xi") as xi:
             ubase = b.mul(b.add(b.mul(kb, k.c(self.a2)), xi), k.c(self.c * mr))
-            vbase = b.mul(xi, k.c(self.c * self.tpad))
-            mbase = b.mul(xi, k.c(self.mrows * self.tpad))
+            vbase = b.mul(xi, k.c(self.vplane))
+            mbase = b.mul(xi, k.c(self.mplane))
             full, tail = divmod(nvec, self.nv)
 
             def tile(v0, nv):
@@ -354,7 +356,7 @@ class _Emitter:
 
         def body(j0, j):
             slot = b.add(mrow, j0)
-            x = [[vec.load(self.mp, b.add(slot, k.c((al * a + e) * self.mrows * self.tpad)))
+            x = [[vec.load(self.mp, b.add(slot, k.c((al * a + e) * self.mplane)))
                   for e in range(al)] for a in range(al)]
             for row, y in enumerate(tf.output_2d(m, ar, x)):
                 if bias is not None:
