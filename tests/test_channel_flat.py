@@ -16,13 +16,12 @@ from vector_levels import RUNNABLE
 
 RNG = np.random.default_rng(11)
 
-# name: (C, M, input H, W, kernel, stride, pad)
+# name: (C, M, input H, W, kernel, stride, pad). 3x3_7x7_deep: 1.8 MB of weights, past L2, so
+# the channel blocks run outermost (each block's weights streamed once, tiles.tiles_outermost)
+# with the flat tiles inside them; 100 channels: a partial last block
 CASES = {"3x3_7x7": (128, 64, 7, 7, 3, 1, 1), "3x3_s2_14x14": (128, 40, 14, 14, 3, 2, 1),
          "1x1_s2_14x14": (1024, 64, 14, 14, 1, 2, 0), "3x3_7x7_short": (64, 64, 7, 7, 3, 1, 1),
          "3x3_7x7_deep": (512, 100, 7, 7, 3, 1, 1)}
-# 3x3_7x7_deep: 1.8 MB of weights, past L2, so the channel blocks run outermost (each block's
-# weights streamed once, tiles.tiles_outermost), flat tiles inside them; 100 channels: a
-# partial last block
 # where the flat plane scores FLAT_GAIN above the rows; a reduction of 576 takes the same 12
 # accumulators on 4 and 8 lanes as a long one (channel.MAX_CHAN_ACC), so it tiles flat too
 FLAT = {4: {"3x3_7x7", "3x3_s2_14x14", "1x1_s2_14x14", "3x3_7x7_short", "3x3_7x7_deep"},
