@@ -55,6 +55,10 @@ def test_pays_and_panels():
     assert not pays(zen3, 128, 3136)  # 56x56: whole lines
     assert not pays(zen3, 64, 125)  # 32,000 bytes: in L1
     assert pays(SimpleNamespace(l1d_bytes=0), 64, 125)  # no cache figures: the lines alone decide
+    # planes a multiple of 2 KiB apart: the K rows in one or two of the L1's sets
+    assert pays(zen3, 64, 32 * 32) and pays(zen3, 128, 2048) and pays(zen3, 32, 128 * 128)
+    assert pays(zen3, 64, 512)  # 2 KiB planes: two sets, 16 ways for 64 rows
+    assert not pays(zen3, 128, 16 * 16)  # 1 KiB planes: four sets
     assert panel_tiles(512, 16, 13, 65536) == 2 and panel_tiles(1024, 16, 4, 65536) == 1
     assert panel_tiles(32, 16, 784, 65536) == 32  # 25 panels of equal size
 

@@ -8,7 +8,7 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 """
 from __future__ import annotations
 
-from . import classic, dense, mobile, recurrent, text_tf, vision_tf
+from . import classic, dense, mobile, points, recurrent, text_tf, vision_tf
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -23,6 +23,7 @@ ZOO = {
     "mobilenet_v2": mobile.mobilenet_v2,
     "mobilenet_v3_small": mobile.mobilenet_v3_small,
     "efficientnet_b0": mobile.efficientnet_b0,
+    "mnasnet": mobile.mnasnet,
     "shufflenet_v2": mobile.shufflenet_v2,
     "convnext": mobile.convnext,
     "unet": dense.unet,
@@ -32,6 +33,7 @@ ZOO = {
     "crnn": dense.crnn,
     "tcn": dense.tcn,
     "ds_cnn": dense.ds_cnn,
+    "pointnet": points.pointnet,
     "vit_tiny": vision_tf.vit,
     "swin": vision_tf.swin,
     "mlp_mixer": vision_tf.mixer,

@@ -1,5 +1,5 @@
 """Efficient classifiers as torchvision exports them: MobileNetV1/V2/V3-small, EfficientNet-B0,
-ShuffleNetV2 and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
+MnasNet, ShuffleNetV2 and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
 (opset 14), SiLU as x*Sigmoid(x), squeeze-and-excitation, channel shuffle with torch's
 Shape/Gather size arithmetic and Split, ConvNeXt's LayerNorm over channels via Transpose."""
 from __future__ import annotations
@@ -89,6 +89,28 @@ def efficientnet_b0(perf=False):
     last = 1280 if perf else 64
     x = net.conv_bn(x, cin, last, 1, act="swish")
     return net.model(net.classifier(x, last, 1000 if perf else 10))
+
+
+def mnasnet(perf=False):
+    """torchvision's mnasnet1_0: a separable stem (3x3 depthwise, linear 1x1 to 16), inverted
+    residuals with Relu and 3x3 or 5x5 depthwise (expansion 3 or 6, no SE), the 1x1 to 1280
+    and x.mean([2, 3]) exported as ReduceMean over H and W before the Linear."""
+    net = Net("mnasnet", 12)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+    x = net.input("input", (1, 3, hw, hw))
+    c0 = _div(32 * a)
+    x = net.conv_bn(x, 3, c0, 3, 2)
+    x = net.conv_bn(net.conv_bn(x, c0, c0, 3, group=c0), c0, _div(16 * a), 1, act=None)
+    cin = _div(16 * a)
+    for t, k, s, c, n in ((3, 3, 2, 24, 3), (3, 5, 2, 40, 3), (6, 5, 2, 80, 3), (6, 3, 1, 96, 2),
+                          (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
+        c = _div(c * a)
+        for i in range(n if perf else 1):
+            x = net.inverted_residual(x, cin, cin * t, c, k, s if i == 0 else 1, "relu")
+            cin = c
+    last = 1280 if perf else 64
+    x = net.node("ReduceMean", [net.conv_bn(x, cin, last, 1)], axes=[2, 3], keepdims=0)
+    return net.model(net.linear(x, last, 1000 if perf else 10))
 
 
 def shufflenet_v2(perf=False):

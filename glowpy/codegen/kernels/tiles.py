@@ -76,6 +76,15 @@ def shape_of(k) -> Shape | None:
 MAX_ACC = 24
 
 
+def step_cycles(mr: int, nv: int, per_vector: float = 0.0) -> float:
+    """Cycles of one reduction step of an MR x NV vector tile: two FMA pipes, two loads a
+    cycle, 4 cycles of FMA latency, a little loop overhead per step and address/mask work per
+    vector. Measured: 12 x 2 beats 24 x 1 on AVX-512; exactly 8 accumulators (4 x 2) do not
+    keep the pipes full (Zen 4, AVX2 code, packed 1x1 128 -> 128 on 16x16: 4 x 2 72% of the
+    peak, 6 x 2 87%), hence 4.5 cycles, not 4, for the latency."""
+    return max(mr * nv / 2, (1.2 * mr + nv) / 2, 4.5) + 0.5 + (0.3 + per_vector) * nv
+
+
 def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
     """(MR, NV) with the most useful multiply-adds per cycle (vector targets: two FMA and two
     load ports, four cycles of FMA latency) or per instruction (scalar targets)."""
@@ -97,10 +106,7 @@ def choose_tile(simd, mg: int, lanes: int, kw: int, per_vector: float = 0.0):
                     return 0.0
                 if v == 1:
                     return r * nv + r + nv / max(1, min(kw, 3))
-                # two FMA pipes, two loads a cycle, 4 cycles of FMA latency per step, a little
-                # loop overhead per step and address/mask work per vector (measured: 12 x 2
-                # beats 24 x 1 on AVX-512)
-                return max(r * nv / 2, (1.2 * r + nv) / 2, 4.5) + 0.5 + (0.3 + per_vector) * nv
+                return step_cycles(r, nv, per_vector)
             t = (mg // mr) * cost(mr) + cost(mg % mr)
             score = mg * lanes / (t * tiles)
             cands.append((score, mg % mr == 0, mr, nv))
@@ -126,6 +132,14 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
 
 
 LINE = 64  # cache line bytes (x86, Arm A-profile)
+L1_SETS, L1_WAYS = 64, 8  # the L1 data caches of the vector targets (x86: 32 KiB 8-way or
+# 48 KiB 12-way, 64-byte lines): the set index repeats every 4 KiB
+
+
+def l1_sets(stride: int, count: int) -> int:
+    """L1 sets that `count` lines `stride` bytes apart fall in (planes read or written at the
+    same offset in each)."""
+    return len({i * stride // LINE % L1_SETS for i in range(count)})
 # floats ahead in a packed weight stream to prefetch (4 KiB): in a whole model a deep layer's
 # weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17), not L3 as in
 # a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 / 14.78 -> 14.24 /

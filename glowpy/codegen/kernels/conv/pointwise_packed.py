@@ -18,7 +18,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import const_input
 from glowpy.codegen.kernels.conv.pointwise_strided import (
     SCRATCH_MAX, PointwiseTiles, plan_tiles, tail_group)
-from glowpy.codegen.kernels.tiles import LINE, shape_of
+from glowpy.codegen.kernels.tiles import L1_WAYS, LINE, l1_sets, shape_of
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
 
@@ -43,9 +43,16 @@ def pays(caps, c: int, npos: int) -> bool:
     1.05 -> 1.11-1.15 ms, 256 -> 256 at 28x28 1.03-1.09 -> 1.05-1.07 ms). Whole models,
     packing every stride-1 1x1 / only these (the bundles alone, best of 5 alternating
     rounds): MobileNetV1 0.958 / 0.957 of the unpacked time, MobileNetV2 0.951 / 0.961,
-    ResNet-50 0.987 / 0.979, DenseNet-121 0.982 / 0.988, ResNeXt 0.992 / 0.988."""
+    ResNet-50 0.987 / 0.979, DenseNet-121 0.982 / 0.988, ResNeXt 0.992 / 0.988.
+    Planes a multiple of 2 KiB apart (32x32, 64x64, a 2048-point Conv1d) pay too: their K
+    rows fall in one or two L1 sets, which 8 ways cannot hold. Zen 4, AVX2 code, one layer,
+    best of 6 alternating rounds, flat 6 x 2 tiles -> packed: 128 -> 1024 on 2048 points (PointNet)
+    9.09 -> 5.02 ms, 64 -> 256 on 64x64 1.57 -> 1.31 ms, 256 -> 256 on 32x32 2.10 -> 1.71,
+    32 -> 32 on 128x128 586 -> 492 us; AVX-512 -4% to +9% (level on the whole); 16x16 planes
+    (four sets) stay unpacked: AVX2 128 -> 128 level, 256 -> 64 89 -> 98 us packed."""
     past_l1 = not caps.l1d_bytes or 4 * c * npos > caps.l1d_bytes
-    return past_l1 and (4 * npos) % LINE != 0
+    sets = l1_sets(4 * npos, c)
+    return past_l1 and ((4 * npos) % LINE != 0 or (sets <= 2 and sets * L1_WAYS < c))
 
 
 def plan(k):

@@ -19,7 +19,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.tiles import PREFETCH, Shape, shape_of
+from glowpy.codegen.kernels.tiles import PREFETCH, Shape, shape_of, step_cycles
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
@@ -37,15 +37,16 @@ FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
 
 
 def plan_tiles(m: int, c: int, npos: int, simd):
-    """(MR, NV) with the fewest estimated cycles over a chunk: per reduction step MR*NV FMAs
-    (two a cycle) against MR broadcasts + NV loads (two a cycle) and the FMA latency of one
-    step (fewer than 8 accumulators leave the FMA pipes idle: 2x2 ran 1.5x slower than 6x1 on
-    AVX2), padded blocks and the last partial tile (its own vector count) counted; MR*NV accumulators + NV
-    vectors + a weight leave a register free."""
+    """(MR, NV) with the fewest estimated cycles over a chunk: per reduction step the cycles
+    of tiles.step_cycles, the model conv/pixel.py's tiles are chosen by (fewer than 8
+    accumulators leave the FMA pipes idle: 2x2 ran 1.5x slower than 6x1 on AVX2; exactly 8,
+    4 x 2, ran 1.2x slower than 6 x 2, which a latency of 4 cycles a step called equal),
+    padded blocks and the last partial tile (its own vector count) counted; MR*NV
+    accumulators + NV vectors + a weight leave a register free."""
     w, regs = simd.width, simd.registers
 
     def tile(mr, nv):
-        return c * max(mr * nv / 2, (mr + nv) / 2, FMA_LATENCY) + TILE * mr * nv
+        return c * step_cycles(mr, nv) + TILE * mr * nv
 
     best = None
     for nv in range(1, min(4, math.ceil(npos / w)) + 1):

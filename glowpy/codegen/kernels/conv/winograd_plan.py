@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.tiles import LINE, choose_tile
+from glowpy.codegen.kernels.tiles import L1_WAYS, LINE, choose_tile, l1_sets
 
 SCRATCH_MAX = 1 << 20  # scratch at most this big without cache figures (scratch_max)
 MAX_TILES = 256  # F(2x2) tiles per block (F(4x4): the same bytes of V, 16/36 as many tiles)
@@ -47,10 +47,6 @@ def in_place(mr, c, kk):
 CHAINS = 4  # independent sums the lone tiles keep (lone_tiles): an FMA's latency in issues
 
 
-L1_SETS, L1_WAYS = 64, 8  # the L1 data caches of the targets Winograd serves (x86: 32 KiB
-# 8-way or 48 KiB 12-way, 64-byte lines): the set index repeats every 4 KiB
-
-
 def plane(floats: int, planes: int) -> int:
     """Floats each of the scratch's `planes` (alpha^2) planes V[xi] or M[xi] takes. An input
     tile's alpha^2 values are stored one to a plane, at the same offset in each: planes a
@@ -63,8 +59,7 @@ def plane(floats: int, planes: int) -> int:
     apart), best of 8 alternating rounds: AVX2 940 -> 800 us, its input transform 398 ->
     143; AVX-512 819 -> 739. Inside ResNet-50 (AVX2, -instrument-profile, min of 10 rounds):
     its three 56x56 layers 16-18% faster, the 28x28 ones 4-10%, the model 1.6%."""
-    sets = len({p * floats * 4 // LINE % L1_SETS for p in range(planes)})
-    if sets * L1_WAYS >= planes:
+    if l1_sets(4 * floats, planes) * L1_WAYS >= planes:
         return floats
     lines = -(-floats * 4 // LINE)
     return (lines | 1) * LINE // 4
