@@ -3,10 +3,12 @@
 
     python benchmarks/op_probe.py                      # every probe
     python benchmarks/op_probe.py --probes softmax,pow3
+    python benchmarks/op_probe.py --mcpu znver3 --ort-avx2   # AVX2 code against onnxruntime's
+                                                       # AVX2 kernels (benchmarks/ort_avx2.py)
 
 The probes are the ops between the matrix products that issue 19 measured (Softmax, Pow by a
 small constant, LayerNormalization, the Erf GELU chain as exported), at the transformers'
-shapes, and the convolutions of the mobile and ResNet-style nets (strided and large-kernel
+shapes, batch-1 Linear layers (weights streamed from memory), and the convolutions of the mobile and ResNet-style nets (strided and large-kernel
 depthwise layers, strided 1x1 shortcuts). Each is timed the way benchmarks/perf.py times a
 model (its C harness and onnxruntime timer, alternating for --rounds, best batch, CPU time of
 the calling thread) and its output is checked against onnxruntime's (max |error| / max
@@ -121,6 +123,18 @@ def strided_pointwise(c, m, hw):
     return build
 
 
+def gemv(k, n):
+    """A batch-1 Linear (Gemm, transB=1, bias) of k -> n: AlexNet's and VGG's classifier
+    layers, whose weights (151 MB for 9216 -> 4096) stream from memory on every call."""
+    def build():
+        x = _rand(1, k)
+        rng = np.random.default_rng(1)
+        inits = {"w": (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32),
+                 "b": rng.standard_normal(n).astype(np.float32)}
+        return _model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], x, inits), x
+    return build
+
+
 def pointwise_chain(c, h, w, layers=4):
     """`layers` 1x1 Conv + bias + Relu, c -> c channels on an h x w plane: the small-plane
     1x1 stacks of MobileNetV1 (VWW's 128 channels at 6x6, 512 at 14x14, 1024 at 7x7) and the
@@ -203,6 +217,8 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
           "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
           "pw4_64x25x5": pointwise_chain(64, 25, 5),
+          "gemv_9216x4096": gemv(9216, 4096), "gemv_4096x4096": gemv(4096, 4096),
+          "gemv_1024x1000": gemv(1024, 1000),
           "convT2s2_128x32": conv_transpose(128, 64, 32, 2, 2),
           "convT4s2_256x28": conv_transpose(256, 128, 28, 4, 2, 1),
           "resize_nearest_128x40": resize(128, 40, "nearest"),
@@ -221,7 +237,7 @@ def measure(name, work, a):
     path = os.path.join(d, "probe_" + name + ".onnx")  # "erf", "exp": names libm declares
     onnx.save(model, path)
     info = glowpy.compile(path, os.path.join(d, "bundle"), kernel_variants=dict(
-        v.split(":", 1) for v in a.variant))
+        v.split(":", 1) for v in a.variant), mcpu=a.mcpu)
     feeds = {"x": x}
     h = perf.Harness(os.path.join(d, "bundle"), info, d)
     ort = perf.OrtTimer(path, feeds)
@@ -244,7 +260,13 @@ def main(argv=None) -> int:
     ap.add_argument("--clock", choices=("thread", "wall"), default="thread")
     ap.add_argument("--variant", action="append", default=[], metavar="OP:NAME",
                     help="force a kernel variant, as -kernel-variant (repeatable)")
+    ap.add_argument("--mcpu", help="compile the bundles for this CPU (znver3: AVX2 code)")
+    ap.add_argument("--ort-avx2", action="store_true", help="onnxruntime with its AVX-512 "
+                    "kernels off (benchmarks/ort_avx2.py), against AVX2 bundles")
     a = ap.parse_args(argv)
+    if a.ort_avx2:
+        import ort_avx2
+        print(f"onnxruntime without AVX-512 kernels: {ort_avx2.use()}", file=sys.stderr)
     names = a.probes.split(",") if a.probes else list(PROBES)
     bad = [n for n in names if n not in PROBES]
     if bad:

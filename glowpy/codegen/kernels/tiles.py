@@ -132,6 +132,12 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
 
 
 LINE = 64  # cache line bytes (x86, Arm A-profile)
+# floats ahead in a packed weight stream to prefetch (4 KiB): in a whole model a deep layer's
+# weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17), not L3 as in
+# a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 / 14.78 -> 14.24 /
+# 14.32 ms, EfficientNet-B0, ResNet-50, VWW, KWS level (within 1%); the channel-vectorized
+# tiles 15% faster on a cold cache
+PREFETCH = 1024
 L1_SETS, L1_WAYS = 64, 8  # the L1 data caches of the vector targets (x86: 32 KiB 8-way or
 # 48 KiB 12-way, 64-byte lines): the set index repeats every 4 KiB
 
@@ -140,12 +146,6 @@ def l1_sets(stride: int, count: int) -> int:
     """L1 sets that `count` lines `stride` bytes apart fall in (planes read or written at the
     same offset in each)."""
     return len({i * stride // LINE % L1_SETS for i in range(count)})
-# floats ahead in a packed weight stream to prefetch (4 KiB): in a whole model a deep layer's
-# weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17), not L3 as in
-# a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 / 14.78 -> 14.24 /
-# 14.32 ms, EfficientNet-B0, ResNet-50, VWW, KWS level (within 1%); the channel-vectorized
-# tiles 15% faster on a cold cache
-PREFETCH = 1024
 
 
 def chunk_tiles(caps, reduction: int, nr: int) -> int:

@@ -14,6 +14,7 @@ from glowpy.ir.passes.convtranspose import as_conv
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.decompose import decompose
+from glowpy.ir.passes.einsum import einsum_as_matmul
 from glowpy.ir.passes.fold import fold_constants
 from glowpy.ir.passes.fold_affine import fold_affine
 from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
@@ -31,6 +32,9 @@ from glowpy.ir.passes.views import simplify_views
 PIPELINE = [
     # contrib ops and DynamicQuantizeLinear as the ordinary ops they expand to (no kernels)
     decompose,
+    # two-operand float Einsum as Transpose/Reshape + MatMul (before folding: the transposes of
+    # constant operands fold away)
+    einsum_as_matmul,
     # values that became computable at compile time (the importer already folds as it goes)
     fold_constants,
     # LSTM/GRU/RNN -> per direction one Gemm of all input projections + a RecurrentCell
