@@ -10,6 +10,7 @@ The order matters where one pass makes work for the next:
     fusing the Relu into some other elementwise host;
   * dead-code removal runs last to drop what the rewrites disconnected."""
 from glowpy.ir.passes.batchnorm import lower_batchnorm
+from glowpy.ir.passes.conv3d import conv3d_as_2d
 from glowpy.ir.passes.convtranspose import as_conv
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
@@ -59,6 +60,9 @@ PIPELINE = [
     fold_affine,
     # zero Pad into the Conv/pooling window's own padding
     merge_pad,
+    # 3-D Convs as one 2-D Conv over the output depths (after the folds into their weights and
+    # merge_pad; the 2-D kernels take it from there)
+    conv3d_as_2d,
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,

@@ -1,0 +1,64 @@
+"""Pass conv3d_as_2d (glowpy/ir/passes/conv3d.py): 3-D float Convs run as one 2-D Conv over the
+output depths, against onnxruntime through the whole compiler, on the forms video and volume
+models use: depth strides, dilations and asymmetric pads, groups (depthwise 3-D), bias, a
+kernel of depth 1 ((2+1)-D's spatial convolution), batch 2, SAME padding, BatchNormalization
+and Relu after it; the memory report shows the register-tiled 2-D kernels ran."""
+import json
+
+import numpy as np
+import pytest
+
+from util import GraphBuilder, check_against_onnxruntime, make_model
+
+RNG = np.random.default_rng(31)
+
+
+def f32(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+CASES = [  # (input shape, weight shape, attributes)
+    ((1, 4, 6, 9, 10), (8, 4, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1])),
+    ((1, 3, 8, 16, 16), (16, 3, 3, 7, 7), dict(strides=[1, 2, 2], pads=[1, 3, 3, 1, 3, 3])),
+    ((1, 8, 9, 6, 6), (8, 8, 3, 1, 1), dict(strides=[2, 1, 1], pads=[1, 0, 0, 0, 0, 0])),
+    ((1, 8, 10, 5, 7), (8, 8, 2, 3, 3), dict(dilations=[3, 1, 1], pads=[0, 1, 1, 2, 1, 1])),
+    ((1, 12, 5, 8, 8), (12, 1, 3, 3, 3), dict(group=12, pads=[1, 1, 1, 1, 1, 1])),
+    ((1, 8, 4, 8, 8), (12, 4, 1, 3, 3), dict(group=2, pads=[0, 1, 1, 0, 1, 1])),
+    ((2, 5, 4, 6, 6), (7, 5, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2, 2])),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CASES, ids=[str(c[0]) + str(c[1]) for c in CASES])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv3d(xs, ws, attrs, bias, tmp_path):
+    x, w = f32(*xs), f32(*ws, scale=0.2)
+    inits = {"w": w} | ({"b": f32(ws[0])} if bias else {})
+    m = make_model("Conv", {"x": x}, attrs=dict(kernel_shape=list(ws[2:]), **attrs),
+                   initializers=inits)
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report))
+    [conv] = [i for i in json.loads(report.read_text())["instructions"] if i["op"] == "Conv"]
+    assert conv["variant"]["name"] != "default", conv
+
+
+def test_conv3d_batchnorm_relu(tmp_path):
+    """BatchNormalization folds into the 3-D weights before the rewrite; Relu after it."""
+    g = GraphBuilder(x=f32(1, 6, 5, 10, 10))
+    y = g.node("Conv", ["x", f32(10, 6, 3, 3, 3, scale=0.2)], pads=[1] * 6)
+    y = g.node("BatchNormalization", [y, np.abs(f32(10)) + 0.5, f32(10), f32(10, scale=0.1),
+                                      np.abs(f32(10)) + 0.5])
+    g.node("Relu", [y])
+    check_against_onnxruntime(g.model(opset=13), g.feeds, tmp_path, rtol=1e-4, atol=1e-4)
+
+
+def test_deep_window_keeps_the_generic_kernel(tmp_path):
+    """A 21-deep window on 10 depths would gather 21 copies of the input (MAX_COPIES is 8):
+    the generic kernel runs it, without the copy."""
+    x, w = f32(1, 2, 10, 3, 3), f32(3, 2, 21, 1, 1, scale=0.2)
+    m = make_model("Conv", {"x": x}, attrs=dict(kernel_shape=[21, 1, 1], pads=[10, 0, 0, 10, 0, 0]),
+                   initializers={"w": w})
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report))
+    assert [i["op"] for i in json.loads(report.read_text())["instructions"]] == ["Conv"]
