@@ -8,7 +8,7 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 """
 from __future__ import annotations
 
-from . import classic, dense, mobile, points, recurrent, text_tf, vision_tf
+from . import classic, dense, mobile, points, recurrent, text_tf, video, vision_tf
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -34,6 +34,7 @@ ZOO = {
     "tcn": dense.tcn,
     "ds_cnn": dense.ds_cnn,
     "pointnet": points.pointnet,
+    "r2plus1d": video.r2plus1d,
     "vit_tiny": vision_tf.vit,
     "swin": vision_tf.swin,
     "mlp_mixer": vision_tf.mixer,
