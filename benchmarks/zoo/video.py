@@ -3,7 +3,7 @@ layout): every 3x3x3 convolution factored into a 1x3x3 spatial and a 3x1x1 tempo
 BatchNorm3d and Relu between, residual basic blocks whose first block of a stage strides (2, 2,
 2) (a 1x1x1 strided Conv3d + BatchNorm3d on the shortcut), AdaptiveAvgPool3d(1) exported as
 GlobalAveragePool, Flatten, Linear. The 3-D convolutions run as 2-D ones over the output depths
-(glowpy/ir/passes/conv3d.py)."""
+(glowpy/ir/passes/window3d.py)."""
 from __future__ import annotations
 
 from .net import Net

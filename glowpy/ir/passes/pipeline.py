@@ -10,7 +10,6 @@ The order matters where one pass makes work for the next:
     fusing the Relu into some other elementwise host;
   * dead-code removal runs last to drop what the rewrites disconnected."""
 from glowpy.ir.passes.batchnorm import lower_batchnorm
-from glowpy.ir.passes.conv3d import conv3d_as_2d
 from glowpy.ir.passes.convtranspose import as_conv
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
@@ -29,6 +28,7 @@ from glowpy.ir.passes.quant.profile import quantize_from_profile
 from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
+from glowpy.ir.passes.window3d import windows3d_as_2d
 
 PIPELINE = [
     # contrib ops and DynamicQuantizeLinear as the ordinary ops they expand to (no kernels)
@@ -60,9 +60,9 @@ PIPELINE = [
     fold_affine,
     # zero Pad into the Conv/pooling window's own padding
     merge_pad,
-    # 3-D Convs as one 2-D Conv over the output depths (after the folds into their weights and
-    # merge_pad; the 2-D kernels take it from there)
-    conv3d_as_2d,
+    # 3-D Convs as one 2-D Conv over the output depths, 3-D pools of depth 1 as 2-D pools (after
+    # the folds into the Convs' weights and merge_pad; the 2-D kernels take it from there)
+    windows3d_as_2d,
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,

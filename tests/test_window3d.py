@@ -1,5 +1,5 @@
-"""Pass conv3d_as_2d (glowpy/ir/passes/conv3d.py): 3-D float Convs run as one 2-D Conv over the
-output depths, against onnxruntime through the whole compiler, on the forms video and volume
+"""Pass windows3d_as_2d (glowpy/ir/passes/window3d.py): 3-D float Convs run as one 2-D Conv over
+the output depths and 3-D pools of depth 1 as 2-D pools, against onnxruntime through the whole compiler, on the forms video and volume
 models use: depth strides, dilations and asymmetric pads, groups (depthwise 3-D), bias, a
 kernel of depth 1 ((2+1)-D's spatial convolution), batch 2, SAME padding, BatchNormalization
 and Relu after it; the memory report shows the register-tiled 2-D kernels ran."""
@@ -62,3 +62,23 @@ def test_deep_window_keeps_the_generic_kernel(tmp_path):
     check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
                               dump_memory_report=str(report))
     assert [i["op"] for i in json.loads(report.read_text())["instructions"]] == ["Conv"]
+
+
+POOLS = [  # (op, input shape, attributes): depth 1 is rewritten, the others are not
+    ("MaxPool", (1, 6, 4, 13, 13), dict(kernel_shape=[1, 3, 3], strides=[1, 2, 2],
+                                        pads=[0, 1, 1, 0, 1, 1]), True),
+    ("AveragePool", (2, 5, 3, 9, 10), dict(kernel_shape=[1, 3, 2], pads=[0, 1, 0, 0, 1, 1],
+                                           count_include_pad=0, ceil_mode=1, strides=[1, 2, 2]), True),
+    ("MaxPool", (1, 4, 6, 8, 8), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), False),
+    ("AveragePool", (1, 4, 6, 8, 8), dict(kernel_shape=[1, 3, 3], strides=[2, 1, 1]), False),
+]
+
+
+@pytest.mark.parametrize("op,xs,attrs,rewritten", POOLS, ids=[f"{p[0]}{p[1]}" for p in POOLS])
+def test_pool3d(op, xs, attrs, rewritten, tmp_path):
+    x = f32(*xs)
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(make_model(op, {"x": x}, attrs=attrs), {"x": x}, tmp_path,
+                              rtol=1e-5, atol=1e-6, dump_memory_report=str(report))
+    [pool] = [i for i in json.loads(report.read_text())["instructions"] if i["op"] == op]
+    assert (pool["name"].endswith("_2d")) == rewritten, pool
