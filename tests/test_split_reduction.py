@@ -53,8 +53,9 @@ CASES = {
     "1x1_kept": ((2048, 16, 16, 1, True, False, 1), (1, 1, 1)),
     # stride-1 1x1s whose packed micro-panel (C x NR floats) passes 64 KiB: chunks that fit it
     # (pointwise_packed.channel_chunk; SSE2's panel holds 2048 channels), each packed, the
-    # 7x7 plane's last position in the tail with lanes over channels, a residual in the last
-    "1x1_packed_chunks_7x7": ((1100, 20, 7, 1, True, True, 1), (1, 2, 3)),
+    # 7x7 plane's last position in the tail with lanes over channels, a residual in the last;
+    # AVX-512's tiles for 20 outputs are 5 x 4 (NR = 64 positions, 256 channels a panel)
+    "1x1_packed_chunks_7x7": ((1100, 20, 7, 1, True, True, 1), (1, 2, 5)),
     "1x1_packed_chunks_deep": ((2048, 24, 7, 1, False, False, 1), (1, 2, 4)),
     "winograd_kept": ((512, 24, 8, 3, True, False, 1), (1, 1, 1)),  # its own blocks stream U
 }

@@ -51,7 +51,7 @@ def emit_softmax(k):
                     k.store(b.fmul(k.load(k.out(), at(j), x.dtype), inv), k.out(), at(j))
 
 
-def _reduce_steps(op, b, dtype, f, caps):
+def reduce_steps(op, b, dtype, f, caps):
     """(initial value, update(acc, v), finish(acc, count)) of a reduction on a target with
     TargetCaps `caps`."""
     floaty = cg.is_float(dtype)
@@ -114,7 +114,7 @@ def emit_reduce(k):
                 lambda acc, v: b.fadd(acc, mathfn.exp(b, b.fsub(v, shift)))
             finish = lambda r, n: b.fadd(mathfn.log(b, r), shift)  # noqa: E731
         else:
-            init, update, finish = _reduce_steps(op, b, x.dtype, f, k.caps)
+            init, update, finish = reduce_steps(op, b, x.dtype, f, k.caps)
         b.store(init, acc_p)
         with k.strided_loop(red_shape, [red_st], [xo], name="r") as (xi,):
             b.store(update(b.load(acc_p), k.load(k.inp(0), xi, x.dtype)), acc_p)

@@ -12,7 +12,7 @@ of the inner dimension masked. Each IR vector spans up to four registers (Simd.w
 four independent running results hide the add's or the compare's latency where the scalar
 kernel waits on one: PointNet's ReduceMax over (1, 1024, 2048) took 4.57 M cycles scalar
 (2.2 a float; Zen 4, AVX2 code, -instrument-profile). The reductions' steps are the scalar
-kernel's (_reduce_steps), on vectors."""
+kernel's (reduce_steps), on vectors."""
 from __future__ import annotations
 
 import math
@@ -21,7 +21,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.elementwise.arith import fmax, fmin
-from glowpy.codegen.kernels.reduce.reductions import _reduce_steps
+from glowpy.codegen.kernels.reduce.reductions import reduce_steps
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 
@@ -53,8 +53,8 @@ def plan(k):
 def _rows(k, vec, outer, r):
     """inner = 1: `outer` contiguous rows of r, each combined across the lanes at its end."""
     b, op = k.b, k.instr.op
-    init, update, _ = _reduce_steps(op, b, np.float32, vec.ty, k.caps)
-    _, _, finish = _reduce_steps(op, b, np.float32, cg.F32, k.caps)
+    init, update, _ = reduce_steps(op, b, np.float32, vec.ty, k.caps)
+    _, _, finish = reduce_steps(op, b, np.float32, cg.F32, k.caps)
     fill = IDENTITY.get(op, 0.0)
     combine = {"ReduceMax": lambda p, q: fmax(b, p, q), "ReduceMin": lambda p, q: fmin(b, p, q),
                "ReduceProd": b.fmul}.get(op, b.fadd)
@@ -70,7 +70,7 @@ def _rows(k, vec, outer, r):
 def _columns(k, vec, outer, r, inner):
     """inner > 1: every lane its own reduction of r elements `inner` apart."""
     b, w, op = k.b, vec.w, k.instr.op
-    init, update, finish = _reduce_steps(op, b, np.float32, vec.ty, k.caps)
+    init, update, finish = reduce_steps(op, b, np.float32, vec.ty, k.caps)
     fill = IDENTITY.get(op, 0.0)
     full, rem = divmod(inner, w)
 
