@@ -1,6 +1,6 @@
 """Two-operand float Einsum as the matrix product it is: each operand transposed to (batch
-labels, its own labels, contracted labels) and reshaped to 3-D (2-D for an operand without
-batch labels, the weights of most exported layers), one MatMul, the result reshaped to the
+labels, its own labels, contracted labels) and reshaped to 3-D (2-D where no label is in both
+operands and the output: a layer's weights), one MatMul, the result reshaped to the
 batch, first-operand and second-operand labels and transposed to the equation's output order.
 
 Why: the Einsum kernel (codegen/kernels/gemm/einsum.py) is one scalar loop nest for any
@@ -18,11 +18,12 @@ import math
 import numpy as np
 
 from glowpy.ir.graph import Graph
-from glowpy.ir.passes.util import make_node
+from glowpy.ir.passes.util import make_node, take_output
 
 
 def _labels(n):
-    """(labels of A, labels of B, output labels), or None where this pass does not apply."""
+    """(labels of A, labels of B, output labels, size per label), or None where this pass does
+    not apply."""
     eq = n.attrs.get("equation", "").replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
@@ -88,9 +89,7 @@ def einsum_as_matmul(graph: Graph) -> Graph:
         if perm != sorted(perm):
             last = make_node(graph, "Transpose", [y], {"perm": perm}, f"{n.name}_t")
             tail.append(last)
-        # the chain's last node writes the Einsum's own output value (it may be a graph output)
-        last.outputs = [n.outputs[0]]
-        n.outputs[0].producer = last
+        take_output(last, n)  # the Einsum's own output value (it may be a graph output)
         nodes += na + nb + [mm] + tail
     graph.nodes = nodes
     return graph
