@@ -22,10 +22,11 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
-from glowpy.codegen.kernels.tiles import LINE, PREFETCH, Shape, _blocks, _pack, kh_range, shape_of, tiles_outermost
+from glowpy.codegen.kernels.tiles import (LINE, PREFETCH, Shape, _blocks, _pack, kh_range, shape_of,
+                                         step_cycles, tiles_outermost)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
-from glowpy.codegen.kernels.conv import pointwise_packed
+from glowpy.codegen.kernels.conv import channel_chunks, pointwise_packed
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.turn import row_start, store_rows
@@ -65,10 +66,11 @@ def choose(simd, s: Shape, accumulate: bool):
             if npx * nvo > min(MAX_CHAN_ACC, regs - nvo - 2):
                 break
 
-            def cost(px, nv):
-                step = max(px * nv / 2, (1.2 * px + nv) / 2, 4.5) + 1.0
+            def cost(px, nv):  # (tiles.step_cycles: the model every register tile is
+                # chosen by; its own here ranked 3 x 3 above 6 x 2 on AVX2, which measured
+                # 90% against 98% of the peak: AlexNet's 5x5 64 -> 192 on 27x27, Zen 4)
                 store = px * nv * SCATTER_CYCLES * (2 if accumulate else 1) / taps
-                return step + store
+                return step_cycles(px, nv) + store
             pfull, prem = divmod(s.wo, npx)
             row = pfull * cost(npx, nvo) + (cost(prem, nvo) if prem else 0)
             if tail:
@@ -84,7 +86,8 @@ def choose(simd, s: Shape, accumulate: bool):
 
 
 class ChanEmitter:
-    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False, nhwc: bool = False):
+    def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False, nhwc: bool = False,
+                 kc: int = 0):
         self.k, self.s, self.b = k, s, k.b
         # nhwc: the row tiles read a channels-last copy of each image (channel_last.py)
         self.nhwc = nhwc and not flat
@@ -115,6 +118,11 @@ class ChanEmitter:
             self.transposed = (tv, tfin)
         self.store_fns, self.tile_buf = {}, None
         self.next_block = 0  # floats to the next block's weights when they are prefetched
+        # kc: input channels per reduction chunk (channel_chunks.py); row tiles that turn
+        # their result around only
+        self.kc = kc if not flat and self.transposed is not None else 0
+        self.chunk_buf = None
+        self.prefetching = True  # (channel_chunks: only a segment's first tile prefetches)
 
     def emit(self):
         k, s = self.k, self.s
@@ -194,7 +202,9 @@ class ChanEmitter:
                 blocks(lambda o0, nch: [flat(q0, o0, nch) for q0 in range(0, plane, self.npx)])
             return
 
-        if outer:
+        if self.kc:
+            channel_chunks.emit(self, n, gi, blocks, outer)
+        elif outer:
             rows(lambda oh: tiles(oh, lambda oh_, ow0, sig: blocks(
                 lambda o0, nch: kernel(o0, nch, oh_, ow0, sig))))
         else:  # stream the weights once, re-read the (smaller) input per block
@@ -237,6 +247,14 @@ class ChanEmitter:
         nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
         acc = Acc(self.vec, npx, nvo)
         self.prefetch_rows(n, gi, o0, nch, oh, ow0)
+        self.reduce(acc, xb, wb, nch, chmask, oh, ow0, valid)
+        self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+
+    def reduce(self, acc, xb, wb, nch, chmask, oh, ow0, valid, ic=None):
+        """acc += the tile's products over its valid kernel rows and columns and the input
+        channels ic = (first, end) (IR values; default: all of the group's)."""
+        k, b, s = self.k, self.b, self.s
+        npx = acc.mr
         lo, hi = self.kh_range(oh)
         with acc.loop(k, hi, lo, name="kh") as a:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
@@ -251,8 +269,7 @@ class ChanEmitter:
                     wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
                     self.channels(acc, wcol, row0, nch, chmask,
                                   [p * s.sw + c * s.dw - s.pl if valid[c][p] else None
-                                   for p in range(npx)])
-        self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
+                                   for p in range(npx)], ic=ic)
 
     def prefetch_rows(self, n, gi, o0, nch: int, oh, ow0):
         """The row runs the tile will store (and read as residual), prefetched before its
@@ -278,7 +295,7 @@ class ChanEmitter:
         wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
         return nvo, chmask, xb, wb
 
-    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),)):
+    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),), ic=None):
         """The reduction over the input channels: per channel the block's weight vectors and
         the tile's pixels (constant offsets from xbase; None: padding), for each tap of
         `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
@@ -288,7 +305,8 @@ class ChanEmitter:
         # the number of channels further on
         x, ic_step, col = (k.out(1), 1, self.pitch[0]) if self.nhwc else \
             (k.inp(0), self.s.hin * self.s.win, 1)
-        with acc.loop(k, self.s.cg, name="ic") as ic:
+        first, end = ic if ic is not None else (0, self.s.cg)
+        with acc.loop(k, end, first, name="ic") as ic:
             # base pointers, then constant offsets: less IR for LLVM to chew on
             wptr = cg.gep(b, self.wp, b.add(wcol, b.mul(ic, k.c(nch))), cg.F32)
             xptr = cg.gep(b, x, b.add(xbase, b.mul(ic, k.c(ic_step))), cg.F32)
@@ -296,7 +314,7 @@ class ChanEmitter:
                 bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
                 # the weight stream, 4 KiB ahead (measured: -15% time on a cold cache), and
                 # the next block's into L2 (see group): each line of the step's weights once
-                for line in range(0, len(chmask) * w, LINE // 4):
+                for line in range(0, len(chmask) * w if self.prefetching else 0, LINE // 4):
                     vec.prefetch(wptr, wo + PREFETCH + line)
                     if self.next_block:
                         vec.prefetch(wptr, wo + self.next_block + line, 2)
@@ -417,7 +435,10 @@ def plan(k):
         fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
         if fl is not None and fl[0] > FLAT_GAIN * chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
             return {"npx": fl[1], "nvo": fl[2], "flat": True}
-    return {"npx": chan[1], "nvo": chan[2]} | ({"nhwc": True} if scratch_of(k) is not None else {})
+    nhwc = scratch_of(k) is not None
+    kc = channel_chunks.chunk_channels(k.caps, s, chan[2] * simd.width, chan[1], nhwc) \
+        if chan[1] > 1 else None
+    return {"npx": chan[1], "nvo": chan[2]} | ({"nhwc": True} if nhwc else {}) | ({"kc": kc} if kc else {})
 
 
 def _pixel_fill(s, simd) -> float:
@@ -435,7 +456,8 @@ RANK = 30
 
 @variant("Conv", "channel_vectorized", rank=RANK, plan=plan)
 def emit(k, p):
-    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False), p.get("nhwc", False)).emit()
+    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False), p.get("nhwc", False),
+                p.get("kc", 0)).emit()
 
 
 def flat_shape(s: Shape) -> Shape:
