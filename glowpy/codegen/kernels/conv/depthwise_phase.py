@@ -113,7 +113,11 @@ class PhaseEmitter(DepthwiseEmitter):
         super().emit()
 
     def row_plane(self):
-        self.copy_plane()
+        """Each block of output rows copies the input rows it is the first to read, just
+        before its tiles read them: the copy and its reads meet in L1 even where the whole
+        buffer does not fit there (a 112x112 plane's is 59 KiB). Copied whole before the tiles
+        (AVX2 code, Zen 4, -instrument-profile, min of 8 alternating rounds), MobileNetV1's
+        3x3/2 on 64 channels of 112x112 took 135 us against onnxruntime's 93."""
         k, b, s, w = self.k, self.b, self.s, self.vec.w
         _, r, nv = self.choice
         nr = nv * w
@@ -124,21 +128,31 @@ class PhaseEmitter(DepthwiseEmitter):
             cols.append((full, full + 1, tuple(tuple(j * w + l < last for l in range(w))
                                                for j in range(nvl))))
         nblk, rest = divmod(s.ho, r)
+        reach = (s.kh - 1) * s.dh + 1  # padded rows a block reads past its last row's start
+
         for r0, r1, nrows in ([(0, nblk, r)] if nblk else []) + ([(nblk, nblk + 1, rest)] if rest else []):
             def block(oh0, nrows=nrows):
+                # the rows up to the last one this block reads, from the first the block before
+                # it did not (the first block: from row 0)
+                hi = b.add(b.mul(b.add(oh0, k.c(nrows - 1)), k.c(s.sh)), k.c(reach))
+                lo = b.sub(hi, k.c(nrows * s.sh))
+                self.copy_rows(b.select(b.icmp_signed("==", oh0, k.c(0)), k.c(0), lo), hi)
                 for crun in cols:
                     self.each(crun, lambda ow0, crun=crun: self.phase_tile(oh0, ow0, nrows, crun[2]), nr)
             self.each((r0, r1), block, r)
 
-    def copy_plane(self):
-        """The channel's input rows into the buffer: phase p of padded row r at r*stride*len +
-        p*len, element i = x[r - pt][i*stride + p - pl] (0 outside the row)."""
+    def copy_rows(self, lo, hi):
+        """Padded rows lo .. hi (IR values; clipped to the rows input rows fill) of the
+        channel into the buffer: phase p of padded row r at r*stride*len + p*len, element i =
+        x[r - pt][i*stride + p - pl]."""
         if self.filled is None:
             return
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w, L = vec.w, self.len
         f0, f1 = self.filled
-        with k.for_range(f1, start=f0, name="pr") as r:
+        lo = b.select(b.icmp_signed("<", lo, k.c(f0)), k.c(f0), lo)
+        hi = b.select(b.icmp_signed(">", hi, k.c(f1)), k.c(f1), hi)
+        with k.for_range(hi, start=lo, name="pr") as r:
             src = b.add(self.xb, b.mul(b.sub(r, k.c(s.pt)), k.c(s.win)))
             dst = b.mul(r, k.c(s.sw * L))
             for j in range(math.ceil(L / w)):
