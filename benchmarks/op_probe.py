@@ -213,6 +213,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "dw3s2_256x56": depthwise(256, 56, 3, 2), "dw7s1_96x56": depthwise(96, 56, 7, 1),
           "dw7s1_384x14": depthwise(384, 14, 7, 1),
           "maxpool3s2_64x112": maxpool(64, 112, 3, 2), "maxpool2s2_128x56": maxpool(128, 56, 2, 2),
+          "maxpool2s2_16x416": maxpool(16, 416, 2, 2),
           "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28),
           "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
           "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
