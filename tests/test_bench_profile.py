@@ -92,3 +92,22 @@ def test_ort_avx2_loads_the_avx2_kernels():
     assert int(patched.stdout) == 8
     avx512 = "avx512f" in open("/proc/cpuinfo").read().split()
     assert int(block(False).stdout) == (16 if avx512 else 8)
+
+
+@pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.cpu == "x86-64"]))
+def test_layer_profile_matches_layers(level, tmp_path):
+    """benchmarks/layer_profile.py on ResNet-8 (SSE2 code, runs on every x86-64 host): its 9
+    convolutions and the Linear layer are matched one to one with onnxruntime's nodes in order,
+    every one with a time on both sides, the convolutions' variants named."""
+    from util import SHARED
+    model = os.path.join(SHARED, "models", "mlperf_tiny_resnet8.onnx")
+    out = tmp_path / "layers.json"
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "layer_profile.py"), model,
+                        "--mcpu", level.cpu, "--rounds", "1", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(out.read_text())["layers"]
+    assert len(rows) == 10
+    assert [row["op"].split("+")[0] for row in rows] == ["Conv"] * 9 + ["Gemm"]
+    assert all(row["bundle_us"] > 0 and row["ort_us"] > 0 and row["ort_node"] for row in rows)
+    assert all(row["variant"] for row in rows)

@@ -1,0 +1,130 @@
+"""Layer by layer inside one model: the bundle's convolutions and matrix products against
+onnxruntime's (one thread), both profiled in the same process, alternating.
+
+    python benchmarks/layer_profile.py model.onnx                          # this host's code
+    python benchmarks/layer_profile.py model.onnx --mcpu znver3 --ort-avx2  # AVX2 against AVX2
+
+A single-op probe (op_probe.py) times a layer alone, where onnxruntime reorders its input
+into NCHWc blocks and back; inside a model it does not, and the caches hold what the layers
+before left. This is where a layer loses inside the model: the bundle compiled with
+-instrument-profile (cycle counters around every instruction), onnxruntime with its session
+profiler; each layer's minimum over the rounds. The two sides' convolution and matrix-product
+layers (op_families.py) are matched in order, which holds for chains and may pair the
+branches of a block (Inception, a downsampling shortcut) across; the other ops are summed."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HEAVY = ("convolution", "matrix product")
+
+
+def feeds_for(model) -> dict:
+    """Random inputs of the model's declared shapes (dynamic dims as 1)."""
+    inits = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    out = {}
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        t = i.type.tensor_type
+        shape = [d.dim_value or 1 for d in t.shape.dim]
+        out[i.name] = rng.standard_normal(shape).astype(np.float32) if t.elem_type == 1 else \
+            np.zeros(shape, np.int64)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--mcpu", help="compile the bundle for this LLVM CPU (znver3: AVX2 code)")
+    ap.add_argument("--ort-avx2", action="store_true",
+                    help="onnxruntime with its AVX-512 kernels off (ort_avx2.py)")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--json", help="also write the matched rows to this file")
+    a = ap.parse_args()
+    if a.ort_avx2:
+        import ort_avx2
+        print(f"onnxruntime without AVX-512 kernels: {ort_avx2.use()}", file=sys.stderr)
+    import onnx
+    import onnxruntime as ort
+
+    import glowpy
+    from glowpy.runtime import Bundle
+    from op_families import family
+
+    model = onnx.load(a.model, load_external_data=False)
+    feeds = feeds_for(model)
+    work = tempfile.mkdtemp(prefix="layer_profile_")
+    out, report = os.path.join(work, "bundle"), os.path.join(work, "memory.json")
+    glowpy.compile(a.model, out, instrument_profile=True, mcpu=a.mcpu, dump_memory_report=report)
+    with open(report) as f:
+        info = {i["name"]: i for i in json.load(f)["instructions"]}
+    bundle = Bundle(out)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(work, "ort")
+    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess.run(None, feeds)
+    mine: dict = {}
+    for _ in range(a.rounds):
+        for row in bundle.profile(feeds, repeat=3)["programs"]:
+            mine[row["node"]] = min(mine.get(row["node"], float("inf")), row["cycles"])
+        for _ in range(3):
+            sess.run(None, feeds)
+    with open(sess.end_profiling()) as f:
+        trace = json.load(f)
+    theirs: dict = {}
+    op_of: dict = {}
+    for e in trace:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            n = e["name"][:-len("_kernel_time")]
+            theirs[n] = min(theirs.get(n, float("inf")), e["dur"])
+            op_of[n] = e["args"].get("op_name", "")
+    hz = _tsc_hz()
+    us = {n: c / hz * 1e6 for n, c in mine.items()}
+    op_mine = {n: info.get(n, {}).get("op", "").split("+")[0] for n in us}
+    ml = [n for n in us if family(op_mine[n]) in HEAVY]
+    tl = [n for n in theirs if family(op_of[n]) in HEAVY]
+    print(f"{os.path.basename(a.model)}: bundle {sum(us.values()):.0f} us, onnxruntime "
+          f"{sum(theirs.values()):.0f} us (sums of per-layer minima over {a.rounds} rounds)")
+    rows = []
+    print(f"{'bundle layer':24s} {'op':18s} {'variant':20s} {'us':>8s} {'ort us':>8s} ratio  onnxruntime node")
+    for i in range(max(len(ml), len(tl))):
+        x = ml[i] if i < len(ml) else None
+        y = tl[i] if i < len(tl) else None
+        ux, uy = (us[x] if x else 0.0), (theirs[y] if y else 0.0)
+        var = ((info.get(x, {}).get("variant") or {}).get("name", "")) if x else ""
+        ratio = f"{ux / uy:5.2f}" if x and y else "     "
+        print(f"{x or '':24.24s} {info.get(x, {}).get('op', '')[:18]:18s} {var:20.20s} "
+              f"{ux:8.0f} {uy:8.0f} {ratio}  {y or ''}")
+        rows.append({"bundle": x, "op": info.get(x, {}).get("op"), "variant": var or None,
+                     "bundle_us": ux if x else None, "ort_node": y, "ort_us": uy if y else None})
+    rest_m = sum(v for n, v in us.items() if n not in ml)
+    rest_t = sum(v for n, v in theirs.items() if n not in tl)
+    print(f"other ops: bundle {rest_m:.0f} us, onnxruntime {rest_t:.0f} us")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"layers": rows, "other_bundle_us": rest_m, "other_ort_us": rest_t}, f, indent=1)
+
+
+def _tsc_hz() -> float:
+    """The cycle counter's rate: -instrument-profile counts rdtsc ticks on x86 (the nominal
+    clock, /proc/cpuinfo's 'cpu MHz' on a constant_tsc machine)."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return float(line.split(":")[1]) * 1e6
+    raise SystemExit("error: no cpu MHz in /proc/cpuinfo to convert cycles to time")
+
+
+if __name__ == "__main__":
+    main()
