@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def main() -> None:
             n = e["name"][:-len("_kernel_time")]
             theirs[n] = min(theirs.get(n, float("inf")), e["dur"])
             op_of[n] = e["args"].get("op_name", "")
-    hz = _tsc_hz()
+    hz = ticks_per_second(bundle, feeds)
     us = {n: c / hz * 1e6 for n, c in mine.items()}
     op_mine = {n: info.get(n, {}).get("op", "").split("+")[0] for n in us}
     ml = [n for n in us if family(op_mine[n]) in HEAVY]
@@ -116,14 +117,17 @@ def main() -> None:
             json.dump({"layers": rows, "other_bundle_us": rest_m, "other_ort_us": rest_t}, f, indent=1)
 
 
-def _tsc_hz() -> float:
-    """The cycle counter's rate: -instrument-profile counts rdtsc ticks on x86 (the nominal
-    clock, /proc/cpuinfo's 'cpu MHz' on a constant_tsc machine)."""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("cpu MHz"):
-                return float(line.split(":")[1]) * 1e6
-    raise SystemExit("error: no cpu MHz in /proc/cpuinfo to convert cycles to time")
+def ticks_per_second(bundle, feeds) -> float:
+    """The profile counter's rate (rdtsc on x86, cntvct_el0 on AArch64), measured: its ticks
+    over the whole calls of a profiled batch of at least 0.2 s against the wall clock."""
+    repeat = 1
+    while True:
+        t = time.perf_counter()
+        p = bundle.profile(feeds, repeat=repeat)
+        elapsed = time.perf_counter() - t
+        if elapsed >= 0.2:
+            return p["total"]["whole_call"] * p["runs"] / elapsed
+        repeat *= 4
 
 
 if __name__ == "__main__":

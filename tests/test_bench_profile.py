@@ -13,6 +13,7 @@ BENCH = os.path.join(os.path.dirname(HERE), "benchmarks")
 sys.path.insert(0, BENCH)
 
 import op_families  # noqa: E402
+from util import SHARED  # noqa: E402
 from vector_levels import RUNNABLE, params  # noqa: E402
 
 
@@ -99,7 +100,6 @@ def test_layer_profile_matches_layers(level, tmp_path):
     """benchmarks/layer_profile.py on ResNet-8 (SSE2 code, runs on every x86-64 host): its 9
     convolutions and the Linear layer are matched one to one with onnxruntime's nodes in order,
     every one with a time on both sides, the convolutions' variants named."""
-    from util import SHARED
     model = os.path.join(SHARED, "models", "mlperf_tiny_resnet8.onnx")
     out = tmp_path / "layers.json"
     r = subprocess.run([sys.executable, os.path.join(BENCH, "layer_profile.py"), model,

@@ -121,8 +121,6 @@ class ChanEmitter:
         # kc: input channels per reduction chunk (channel_chunks.py); row tiles that turn
         # their result around only
         self.kc = kc if not flat and self.transposed is not None else 0
-        self.chunk_buf = None
-        self.prefetching = True  # (channel_chunks: only a segment's first tile prefetches)
 
     def emit(self):
         k, s = self.k, self.s
@@ -250,9 +248,10 @@ class ChanEmitter:
         self.reduce(acc, xb, wb, nch, chmask, oh, ow0, valid)
         self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
 
-    def reduce(self, acc, xb, wb, nch, chmask, oh, ow0, valid, ic=None):
+    def reduce(self, acc, xb, wb, nch, chmask, oh, ow0, valid, ic=None, prefetch=True):
         """acc += the tile's products over its valid kernel rows and columns and the input
-        channels ic = (first, end) (IR values; default: all of the group's)."""
+        channels ic = (first, end) (IR values; default: all of the group's); prefetch: the
+        weights ahead (channel_chunks: only a segment's first tile)."""
         k, b, s = self.k, self.b, self.s
         npx = acc.mr
         lo, hi = self.kh_range(oh)
@@ -269,7 +268,7 @@ class ChanEmitter:
                     wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), k.c(c)), k.c(s.cg * nch)))
                     self.channels(acc, wcol, row0, nch, chmask,
                                   [p * s.sw + c * s.dw - s.pl if valid[c][p] else None
-                                   for p in range(npx)], ic=ic)
+                                   for p in range(npx)], ic=ic, prefetch=prefetch)
 
     def prefetch_rows(self, n, gi, o0, nch: int, oh, ow0):
         """The row runs the tile will store (and read as residual), prefetched before its
@@ -295,7 +294,8 @@ class ChanEmitter:
         wb = b.mul(b.add(b.mul(gi, k.c(s.mg)), o0), k.c(s.ktot))
         return nvo, chmask, xb, wb
 
-    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),), ic=None):
+    def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),), ic=None,
+                 prefetch=True):
         """The reduction over the input channels: per channel the block's weight vectors and
         the tile's pixels (constant offsets from xbase; None: padding), for each tap of
         `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
@@ -314,7 +314,7 @@ class ChanEmitter:
                 bv = [vec.load(wptr, wo + v * w, chmask[v]) for v in range(len(chmask))]
                 # the weight stream, 4 KiB ahead (measured: -15% time on a cold cache), and
                 # the next block's into L2 (see group): each line of the step's weights once
-                for line in range(0, len(chmask) * w if self.prefetching else 0, LINE // 4):
+                for line in range(0, len(chmask) * w if prefetch else 0, LINE // 4):
                     vec.prefetch(wptr, wo + PREFETCH + line)
                     if self.next_block:
                         vec.prefetch(wptr, wo + self.next_block + line, 2)

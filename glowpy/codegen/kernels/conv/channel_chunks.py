@@ -69,9 +69,8 @@ def emit(em, n, gi, blocks, outer: bool):
     slot = em.npx * math.ceil(em.ob / w) * w  # floats of partial sums per tile
     sigs = [sig for t0, t1, sig in em.runs() for _ in range(t0, t1)]
     per_seg = max(1, SEG_BYTES // (4 * slot))
-    buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, max(per_seg, len(sigs)) * slot), "partial")
+    buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, per_seg * slot), "partial")
     buf.type = cg.PTR  # an untyped pointer, as the store routines take it
-    em.chunk_buf = buf
     if len(sigs) >= per_seg or s.ho == 1:
         nrows = 1
         pieces = []  # consecutive segments with the same tiles (the interior ones) share a loop
@@ -87,10 +86,10 @@ def emit(em, n, gi, blocks, outer: bool):
     def segments(o0, nch, oh0, rows):
         for a, count, rel in pieces:
             if count == 1:
-                _segment(em, n, gi, o0, nch, oh0, rows, k.c(a), rel)
+                _segment(em, buf, n, gi, o0, nch, oh0, rows, k.c(a), rel)
             else:
                 with k.for_range(count, name="sg") as si:
-                    _segment(em, n, gi, o0, nch, oh0, rows,
+                    _segment(em, buf, n, gi, o0, nch, oh0, rows,
                              b.add(k.c(a), b.mul(si, k.c(len(rel)))), rel)
 
     def row_groups(body):
@@ -110,9 +109,9 @@ def emit(em, n, gi, blocks, outer: bool):
 
 
 def _tiles(k, b, rows: int, rel, oh0, body):
-    """body(oh, slot index, tile index in the row, sig, first) over `rows` rows from oh0 and
+    """body(oh, slot index, tile index in the row, sig, lead) over `rows` rows from oh0 and
     the tiles `rel` of each: a loop over each run of equal tiles; the segment's first tile on
-    its own (it alone prefetches the weights ahead: the others find them in L1)."""
+    its own (lead: it alone prefetches the weights ahead, the others find them in L1)."""
     runs = []
     for i, sig in enumerate(rel):
         if runs and runs[-1][2] == sig and runs[-1][0] > 0:
@@ -134,10 +133,10 @@ def _tiles(k, b, rows: int, rel, oh0, body):
             row(r, False)
 
 
-def _segment(em, n, gi, o0, nch, oh0, rows: int, t0, rel):
-    """Tiles t0 .. t0 + len(rel) of rows oh0 .. oh0 + rows: partial sums zeroed, every chunk
-    of input channels added in turn, then the tiles stored."""
-    k, b, s, vec, buf = em.k, em.b, em.s, em.vec, em.chunk_buf
+def _segment(em, buf, n, gi, o0, nch, oh0, rows: int, t0, rel):
+    """Tiles t0 .. t0 + len(rel) of rows oh0 .. oh0 + rows: partial sums zeroed (in buf),
+    every chunk of input channels added in turn, then the tiles stored."""
+    k, b, s, vec = em.k, em.b, em.s, em.vec
     w = vec.w
     nvo = math.ceil(nch / w)
     slot = em.npx * nvo * w
@@ -158,9 +157,7 @@ def _segment(em, n, gi, o0, nch, oh0, rows: int, t0, rel):
             acc.set_flat([vec.load(buf, b.add(base, k.c((p * nvo + v) * w)))
                           for p in range(npx) for v in range(nvo)])
             ow0 = b.mul(b.add(t0, i), k.c(em.npx))
-            em.prefetching = lead
-            em.reduce(acc, xb, wb, nch, chmask, oh, ow0, valid, ic=(first, end))
-            em.prefetching = True
+            em.reduce(acc, xb, wb, nch, chmask, oh, ow0, valid, ic=(first, end), prefetch=lead)
             for p in range(npx):
                 for v in range(nvo):
                     vec.store(acc.value(p, v), buf, b.add(base, k.c((p * nvo + v) * w)))
