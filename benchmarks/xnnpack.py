@@ -6,6 +6,8 @@ thread) in one run on this machine.
     python benchmarks/xnnpack.py                  # perf.py's models; rewrites its table
     python benchmarks/xnnpack.py --models resnet18,mnist8 --no-docs
     python benchmarks/xnnpack.py --zoo --no-docs  # and every zoo model onnx2tf converts
+    python benchmarks/xnnpack.py --mcpu znver3 --ort-avx2 --xnnpack-avx2
+                                  # all three on AVX2 code; rewrites the AVX2 table
 
 XNNPACK is the ceiling users cite for float CPU inference on mobile and edge, and it has no
 ONNX front end: each model is converted to a float32 .tflite by onnx2tf (NCHW -> NHWC, its own
@@ -45,6 +47,8 @@ import perf  # noqa: E402  (puts the checkout and tests/ on the path)
 import glowpy  # noqa: E402
 
 BEGIN, END = "<!-- xnnpack benchmark: begin -->", "<!-- xnnpack benchmark: end -->"
+AVX2_BEGIN = "<!-- xnnpack avx2 benchmark: begin -->"
+AVX2_END = "<!-- xnnpack avx2 benchmark: end -->"
 VENV = os.path.join(perf.ROOT, "build", "xnnpack-venv")
 CACHE = os.path.join(perf.ROOT, "build", "xnnpack")
 # onnx2tf's dummy inference of a 3-channel image input reads this file from its working
@@ -239,7 +243,7 @@ def measure(name: str, path: str, feeds: dict, work: str, a) -> dict:
     except ConvertError as e:
         return row | {"error": f"onnx2tf: {e}"}
     d = os.path.join(work, name.replace(":", "_"))
-    info = glowpy.compile(path, d)
+    info = glowpy.compile(path, d, mcpu=a.mcpu)
     h = perf.Harness(d, info, d)
     ort = perf.OrtTimer(path, feeds)
     try:
@@ -297,9 +301,16 @@ def main(argv=None) -> int:
                         "(only rewritten when every model is measured)")
     ap.add_argument("--zoo", action="store_true", help="also measure the zoo's models "
                     "(benchmarks/zoo, their perf sizes)")
+    ap.add_argument("--xnnpack-avx2", action="store_true", help="time XNNPACK with its AVX-512 "
+                    "kernels off, as on an AVX2 machine (cpuinfo's flags cleared in LiteRT before "
+                    "XNNPACK reads them, benchmarks/litert_avx2.py); with --mcpu znver3 "
+                    "--ort-avx2 all three run AVX2 code; the table in the docs is then left alone")
     a = ap.parse_args(argv)
     if a.profile:
         ap.error("--profile is benchmarks/perf.py's and zoo_perf.py's")
+    if a.xnnpack_avx2:
+        import litert_avx2
+        print(f"XNNPACK without AVX-512 kernels: {litert_avx2.use()}", file=sys.stderr)
     models = {n: os.path.join(perf.SHARED_MODELS, n + ".onnx") for n in perf.shared_models()}
     models.update(perf.build_models.build())
     zoo = {}
@@ -320,16 +331,30 @@ def main(argv=None) -> int:
 
     rows, _, said = perf.measure_all(ap, a, models, one, "xnnpack.py")
     import ai_edge_litert
+    if a.xnnpack_avx2:
+        said = said.replace("benchmarks/xnnpack.py", "benchmarks/xnnpack.py --xnnpack-avx2", 1)
     text = (said.replace("bundle and onnxruntime alternating",
                          f"bundle, onnxruntime and XNNPACK (LiteRT {ai_edge_litert.__version__}, "
-                         "num_threads=1, models converted by onnx2tf 1.29.24) alternating")
+                         "num_threads=1, models converted by onnx2tf 1.29.24"
+                         + ("; XNNPACK with its AVX-512 kernels off (benchmarks/litert_avx2.py: "
+                            "its AVX2/FMA3 kernels, as on an AVX2 machine)" if a.xnnpack_avx2
+                            else "") + ") alternating")
             + ". " + summary(rows) + "\n\n" + table(rows))
     print(text)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if not a.no_docs and not a.models and not a.zoo:
+    avx2 = (a.ort_avx2 and a.xnnpack_avx2 and a.mcpu
+            and perf.target_simd(a.mcpu) == (32, 16))
+    if not (a.no_docs or a.models or a.zoo or a.mcpu or a.ort_avx2 or a.xnnpack_avx2):
         perf.write_between(perf.DOC, text, BEGIN, END)
+    elif not (a.no_docs or a.models or a.zoo) and avx2:
+        # all three on AVX2 code: the figures for XNNPACK, on whatever machine ran it
+        perf.write_between(perf.DOC, text, AVX2_BEGIN, AVX2_END)
+    elif not a.no_docs and not a.models and not a.zoo:
+        print("xnnpack.py: docs/performance.md is only rewritten for the host's CPU with both "
+              "peers as installed, or for an AVX2 CPU (--mcpu znver3) with --ort-avx2 and "
+              "--xnnpack-avx2", file=sys.stderr)
     measured = [r for r in rows if "error" not in r]
     return 0 if all(r["bundle_agrees"] and r["xnnpack_agrees"] for r in measured) else 1
 
