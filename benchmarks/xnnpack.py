@@ -304,7 +304,8 @@ def main(argv=None) -> int:
     ap.add_argument("--xnnpack-avx2", action="store_true", help="time XNNPACK with its AVX-512 "
                     "kernels off, as on an AVX2 machine (cpuinfo's flags cleared in LiteRT before "
                     "XNNPACK reads them, benchmarks/litert_avx2.py); with --mcpu znver3 "
-                    "--ort-avx2 all three run AVX2 code; the table in the docs is then left alone")
+                    "--ort-avx2 all three run AVX2 code, and the AVX2 table in the docs is "
+                    "rewritten instead of the host's")
     a = ap.parse_args(argv)
     if a.profile:
         ap.error("--profile is benchmarks/perf.py's and zoo_perf.py's")
