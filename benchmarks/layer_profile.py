@@ -50,30 +50,31 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--json", help="also write the matched rows to this file")
     a = ap.parse_args()
+    if not os.path.isfile(a.model):
+        ap.error(f"{a.model}: no such model file")
     if a.ort_avx2:
         import ort_avx2
         print(f"onnxruntime without AVX-512 kernels: {ort_avx2.use()}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="layer_profile_") as work:
+        compare(a, work)
+
+
+def compare(a, work: str) -> None:
+    """Profile both sides in `work`, print the matched layers (and write --json)."""
     import onnx
-    import onnxruntime as ort
 
     import glowpy
     from glowpy.runtime import Bundle
-    from op_families import family
+    from op_families import family, ort_kernel_events, ort_session
 
     model = onnx.load(a.model, load_external_data=False)
     feeds = feeds_for(model)
-    work = tempfile.mkdtemp(prefix="layer_profile_")
     out, report = os.path.join(work, "bundle"), os.path.join(work, "memory.json")
     glowpy.compile(a.model, out, instrument_profile=True, mcpu=a.mcpu, dump_memory_report=report)
     with open(report) as f:
         info = {i["name"]: i for i in json.load(f)["instructions"]}
     bundle = Bundle(out)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    so.enable_profiling = True
-    so.profile_file_prefix = os.path.join(work, "ort")
-    sess = ort.InferenceSession(a.model, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(a.model, work)
     sess.run(None, feeds)
     mine: dict = {}
     for _ in range(a.rounds):
@@ -81,15 +82,11 @@ def main() -> None:
             mine[row["node"]] = min(mine.get(row["node"], float("inf")), row["cycles"])
         for _ in range(3):
             sess.run(None, feeds)
-    with open(sess.end_profiling()) as f:
-        trace = json.load(f)
     theirs: dict = {}
     op_of: dict = {}
-    for e in trace:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            n = e["name"][:-len("_kernel_time")]
-            theirs[n] = min(theirs.get(n, float("inf")), e["dur"])
-            op_of[n] = e["args"].get("op_name", "")
+    for n, op, dur in ort_kernel_events(sess):
+        theirs[n] = min(theirs.get(n, float("inf")), dur)
+        op_of[n] = op
     hz = ticks_per_second(bundle, feeds)
     us = {n: c / hz * 1e6 for n, c in mine.items()}
     op_mine = {n: info.get(n, {}).get("op", "").split("+")[0] for n in us}

@@ -71,9 +71,10 @@ def addresses(lib: str, names) -> dict[str, int]:
     are in this process: the symbol table's values plus the address the library was loaded
     at (its mapping of file offset 0)."""
     maps = [line.split() for line in open("/proc/self/maps") if line.rstrip().endswith("/" + lib)]
-    if not maps:
+    starts = [int(m[0].split("-")[0], 16) for m in maps if int(m[2], 16) == 0]
+    if not starts:
         sys.exit(f"error: --xnnpack-avx2: {lib} is not loaded")
-    base = min(int(m[0].split("-")[0], 16) for m in maps if int(m[2], 16) == 0)
+    base = min(starts)
     return {k: base + v for k, v in _symbols(maps[0][-1], names).items()}
 
 

@@ -65,25 +65,36 @@ def bundle_times(path: str, feeds: dict, work: str, repeat: int = 5,
     return {op: o["cycles"] for op, o in Bundle(out).profile(feeds, repeat)["ops"].items()}
 
 
-def ort_times(path: str, feeds: dict, work: str, runs: int = 6) -> dict:
-    """{onnxruntime node op type: microseconds per run} from its session profiler."""
+def ort_session(path: str, work: str):
+    """An onnxruntime session on one thread with its profiler on, writing under `work`."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     so.log_severity_level = 3
     so.enable_profiling = True
     so.profile_file_prefix = os.path.join(work, "ort_profile")
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    for _ in range(runs + 1):  # the first run warms up and is counted out below
-        sess.run(None, feeds)
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def ort_kernel_events(sess) -> list[tuple[str, str, float]]:
+    """(node name, op type, microseconds) of every node run the session's profiler saw, in
+    order; the profile ends here (its file is removed)."""
     trace = sess.end_profiling()
     with open(trace) as f:
         events = json.load(f)
     os.remove(trace)
+    return [(e["name"][:-len("_kernel_time")], e["args"].get("op_name", ""), e["dur"])
+            for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
+
+
+def ort_times(path: str, feeds: dict, work: str, runs: int = 6) -> dict:
+    """{onnxruntime node op type: microseconds per run} from its session profiler."""
+    sess = ort_session(path, work)
+    for _ in range(runs + 1):  # the first run warms up and is counted out below
+        sess.run(None, feeds)
     per_op: dict = collections.defaultdict(list)
-    for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
-            per_op[e["args"]["op_name"]].append(e["dur"])
+    for _, op, dur in ort_kernel_events(sess):
+        per_op[op].append(dur)
     # each node reports once a run: drop every op's first 1/(runs+1) events (the warm-up)
     return {op: sum(d[len(d) // (runs + 1):]) / runs for op, d in per_op.items()}
 

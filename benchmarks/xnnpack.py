@@ -330,10 +330,9 @@ def main(argv=None) -> int:
             feeds, _ = perf.inputs_for(name, path)
         return measure(name, path, feeds, work, a)
 
-    rows, _, said = perf.measure_all(ap, a, models, one, "xnnpack.py")
+    rows, _, said = perf.measure_all(ap, a, models, one, "xnnpack.py"
+                                     + (" --xnnpack-avx2" if a.xnnpack_avx2 else ""))
     import ai_edge_litert
-    if a.xnnpack_avx2:
-        said = said.replace("benchmarks/xnnpack.py", "benchmarks/xnnpack.py --xnnpack-avx2", 1)
     text = (said.replace("bundle and onnxruntime alternating",
                          f"bundle, onnxruntime and XNNPACK (LiteRT {ai_edge_litert.__version__}, "
                          "num_threads=1, models converted by onnx2tf 1.29.24"
