@@ -4,7 +4,13 @@ produces their input, so the activation costs no buffer and no extra pass over m
 
 An activation separated from its producer by a reshape-like view (Conv -> Reshape -> Sigmoid,
 common in detection heads) is first moved above the view (activation of a view = view of the
-activation), then fused."""
+activation), then fused.
+
+SiLU, x * Sigmoid(x), is left to fuse_elementwise (one loop of its own over the producer's
+result): its rational sigmoid is bound by its operations, not by memory, and as a Swish step
+of the producer it ran slower there than the loop does. Zen 4, AVX2 code, EfficientNet-B0,
+-instrument-profile, min of 8 alternating rounds: the model 1.088x the time, its depthwise
+Conv + SiLU layers 1.26-1.32x, the 1x1 ones 1.13-1.18x."""
 from __future__ import annotations
 
 from glowpy.ir import epilogue

@@ -9,8 +9,7 @@ the padded tile slots, the transforms' operations from winograd_transforms.ops, 
 stores) for each m from the target's vector width and register tiles and the layer's shape,
 and takes the cheaper. Measured on the AVX2 Zen 3 (zoo ResNet-18, one thread, same run): every
 candidate layer F2 44.3 ms, F4 wherever it fits 40.4, the model's choice (F4 at 56x56 and
-28x28, F2 at 14x14 where 4 tiles per row half-fill a vector, U of 256x256 over MAX_U for F4)
-38.9."""
+28x28, F2 at 14x14 where 4 tiles per row half-fill a vector) 38.9."""
 from __future__ import annotations
 
 import math
@@ -23,7 +22,7 @@ MAX_TILES = 256  # F(2x2) tiles per block (F(4x4): the same bytes of V, 16/36 as
 MIN_TILES = 16  # F(2x2) tiles per block at least
 BLOCK_TILES = 64  # F(2x2) tiles per block enough when U stays in cache
 U_CACHED = 1 << 20  # bytes of U that stay in cache between blocks
-MAX_U = 4 << 20  # bytes of transformed weights at most (more: streaming U costs more than it saves)
+MAX_U = 16 << 20  # bytes of transformed weights at most (u_fits)
 
 
 def scratch_max(caps) -> int:
@@ -151,8 +150,19 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
 
 
 def u_fits(c: int, kk: int) -> bool:
-    """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may
-    take the layer; it streams U in its own blocks)."""
+    """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may take
+    the layer; it streams U in its own blocks). U is streamed from memory once per block, and a
+    plane of MIN_PLANE outputs or more (winograd.py) gives each of its floats 36 or more tiles'
+    multiply-adds, which the prefetched stream keeps up with. 4 MiB (the first plan's bound,
+    before U was prefetched) kept the direct kernels on every layer of 192 -> 384 channels and
+    up. Raised to 16 MiB, AVX2 code, zoo and held-out models, -instrument-profile, min of 8
+    alternating rounds: tiny-YOLOv2's 13x13 layers (256 -> 512, 512 -> 1024 in channel chunks)
+    0.70-0.73 of their time, the model 0.77 (AVX-512: 0.88); FCN-ResNet50 0.92 (its dilated
+    256-channel phases F4, 0.67 of their time); AlexNet's 192 -> 384 layer 0.65; the YOLO-style
+    detector's 256 -> 256 on 20x20 0.75, the model 0.95; CRNN 0.85; ResNet-18, ResNet-50,
+    DenseNet, Inception, U-Net and VGG unchanged (their layers under 4 MiB or under MIN_PLANE).
+    Past 16 MiB untried: 7x7 planes are under MIN_PLANE, and larger layers come in channel
+    chunks (catalog.split_reduction)."""
     return any(4 * tf.alpha(m) ** 2 * c * kk <= MAX_U for m in tf.SIZES)
 
 
