@@ -13,7 +13,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen import registry
+from glowpy.codegen import registry, reuse
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
 from glowpy.codegen.kernels.epilogue import epilogue_sweep
@@ -110,6 +110,7 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         a.attributes.align = 64
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
     shared: dict = {}  # kernel text (its name blanked) -> the function first emitted with it
+    reused = reuse.Reuse()
     inst = instrument(mod, entry, eb, intp) if instrument else None
     prog.kernels.clear()
     for idx, ins in enumerate(prog.instrs):
@@ -139,16 +140,29 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
         kern = Kernel(kb, ins, [fn.args[i] for i in index], intp, mod, prog, cbase,
                       target=target)
-        known = len(mod.globals)
-        registry.emit(kern)
-        if ins.node is not None and ins.node.attrs.get("_epilogue") and not kern.epilogue_done:
-            epilogue_sweep(kern)  # a host kernel without its own epilogue hook
-        kb.ret_void()
-        # what the kernel added to the module comes last in its (ordered) globals
-        added = list(itertools.islice(reversed(mod.globals.items()), len(mod.globals) - known))
-        helpers = [g for n, g in reversed(added)
-                   if n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
-        fn = _share(mod, fn, helpers, shared)
+        rkey = reuse.key(ins, index, slots, overlapping)
+        kept = rkey and reused.find(kern, rkey)
+        if kept:  # an equal kernel, not emitted again (reuse.py)
+            del mod.globals[fn.name]
+            fn = kept
+        else:
+            trace = reused.tracing(kern) if rkey else []
+            before = (len(prog.constants), prog.sizes.get("constant"))
+            known = len(mod.globals)
+            registry.emit(kern)
+            if ins.node is not None and ins.node.attrs.get("_epilogue") and \
+                    not kern.epilogue_done:
+                epilogue_sweep(kern)  # a host kernel without its own epilogue hook
+            kb.ret_void()
+            # what the kernel added to the module comes last in its (ordered) globals
+            added = list(itertools.islice(reversed(mod.globals.items()),
+                                          len(mod.globals) - known))
+            helpers = [g for n, g in reversed(added)
+                       if n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
+            fn = _share(mod, fn, helpers, shared)
+            wrote = bool(helpers) or kern.tables["base"] is not None or \
+                before != (len(prog.constants), prog.sizes.get("constant"))
+            reused.add(kern, rkey, trace, fn, wrote)
         prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]

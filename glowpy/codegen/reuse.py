@@ -1,0 +1,73 @@
+"""Kernels taken over from an equal instruction without being emitted again.
+
+module._share merges kernels whose emitted text is identical, so LLVM compiles each once; but
+each is still emitted and formatted first, and a Winograd kernel's transforms take some
+0.1-0.15 s of Python to emit. FCN-ResNet50's 3x3 head, split over 32 chunks of input channels,
+emitted 32 equal Winograd kernels: about 5 of its 26 s of compile on an AVX-512 Zen 4.
+
+An instruction of an op in PURE whose emission inputs equal an earlier one's (`key`: its op,
+attributes, fused epilogue, operand shapes and types, the small constants kernels make
+immediates of, which operands share an address, their alignments and aliasing) calls that
+kernel's function instead. What else an emitter may ask -- whether the region has room around
+an operand for whole-vector loads (Kernel.readable), which depends on where the planner put
+it -- is recorded with the first emission (`trace`) and asked again of the new instruction;
+only equal answers reuse. PURE lists ops whose emitters write nothing outside their function:
+no tables, no packed constants (emission is checked for that, and a kernel that wrote any is
+never reused), no helper functions."""
+from __future__ import annotations
+
+import numpy as np
+
+PURE = frozenset({"ConvWinograd"})  # weights transformed and packed before emission (select)
+SMALL = 1  # constant operands this small go into the key by value (epilogues make immediates of them)
+
+
+def key(ins, index: list, slots: list, overlapping: list):
+    """What an emitter of `ins` can read, or None when `ins` is not of a PURE op."""
+    if ins.op not in PURE:
+        return None
+    n = ins.node
+    node = None if n is None else (n.op, repr(sorted(n.attrs.items())))
+    operands = []
+    for b in ins.inputs + list(ins.outputs):
+        if b is None:
+            operands.append(None)
+            continue
+        c = b.value.const if b.value is not None else None
+        small = np.asarray(c).tobytes() if c is not None and np.size(c) <= SMALL else None
+        operands.append((b.dtype.str, tuple(b.shape), b.region, small))
+    return (ins.op, repr(sorted(ins.attrs.items())), node, tuple(operands), tuple(index),
+            tuple(s[3] for s in slots), tuple(overlapping))
+
+
+class Reuse:
+    """The kernels emitted so far, by key, with the placement questions each one asked."""
+
+    def __init__(self):
+        self.seen: dict = {}  # key -> [(trace, function)]
+
+    def find(self, k, kk):
+        """An earlier function for kernel `k` (Kernel) with key `kk`, or None."""
+        for trace, fn in self.seen.get(kk, ()):
+            if all(k.readable(k.operands[pos], floats) == answer
+                   for (pos, floats), answer in trace):
+                return fn
+        return None
+
+    def tracing(self, k) -> list:
+        """Records k's placement questions from now on: (operand position, floats) -> answer."""
+        trace, asked = [], k.readable
+
+        def readable(buf, floats):
+            answer = asked(buf, floats)
+            pos = [i for i, b in enumerate(k.operands) if b is buf]
+            trace.append(((pos[0], floats), answer) if pos else None)
+            return answer
+        k.readable = readable
+        return trace
+
+    def add(self, k, kk, trace: list, fn, wrote: bool):
+        """Keeps `fn` for key kk, unless its emission wrote outside it or asked about memory
+        that is not an operand."""
+        if kk is not None and not wrote and None not in trace:
+            self.seen.setdefault(kk, []).append((trace, fn))
