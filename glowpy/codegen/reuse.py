@@ -24,9 +24,9 @@ SMALL = 1  # constant operands this small go into the key by value (epilogues ma
 
 def key(ins, index: list, slots: list, overlapping: list):
     """What an emitter of `ins` can read, or None when `ins` is not of a PURE op."""
-    if ins.op not in PURE:
-        return None
     n = ins.node
+    if ins.op not in PURE or (n is not None and n.attrs.get("_band_of")):
+        return None  # patch-based bands: Kernel.inp marks what each reads for the others
     node = None if n is None else (n.op, repr(sorted(n.attrs.items())))
     operands = []
     for b in ins.inputs + list(ins.outputs):
