@@ -60,8 +60,14 @@ def test_equal_winograd_layers_share_one_emission(level, tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "emit", counting)
     model = chain_model(4)
     feeds = {"x": rand(1, C, 4 * H, 4 * H)}
-    check_against_onnxruntime(model, feeds, tmp_path / "a", rtol=1e-4, atol=1e-4, **level.options)
+    report = str(tmp_path / "memory.json")
+    check_against_onnxruntime(model, feeds, tmp_path / "a", rtol=1e-4, atol=1e-4,
+                              dump_memory_report=report, **level.options)
     names = winograd_kernels(tmp_path / "a" / "bundle")
+    with open(report) as f:  # a reused kernel's instruction still names its variant
+        variants = [i.get("variant", {}).get("name") for i in json.load(f)["instructions"]
+                    if i["kernel"] == "ConvWinograd"]
+    assert variants == ["winograd"] * 4
     # the last layer writes the graph's output (another region), and on AVX2 the first one's
     # input has no room before it for whole-vector loads (Kernel.readable answers otherwise):
     # the two middle layers are equal in all, and the third is not emitted again (AVX2: 3
@@ -101,15 +107,16 @@ def test_reuse_only_with_equal_placement_answers():
     first = _Kernel({"x": True, "w": True, "y": True})
     trace = r.tracing(first)
     assert first.readable("x", 40) == (True, True)  # the emitter asks
-    r.add(first, "key", trace, "k1_ConvWinograd", wrote=False)
+    r.add("key", trace, "k1_ConvWinograd", {"variant": "winograd"}, wrote=False)
     assert trace == [((0, 40), (True, True))]
-    assert r.find(_Kernel({"x": True, "w": False, "y": False}), "key") == "k1_ConvWinograd"
+    assert r.find(_Kernel({"x": True, "w": False, "y": False}), "key") == \
+        ("k1_ConvWinograd", {"variant": "winograd"})
     assert r.find(_Kernel({"x": False, "w": True, "y": True}), "key") is None
     assert r.find(first, "another key") is None
     # an emission that wrote a table (or asked about memory that is no operand) is not kept
-    r.add(first, "table", [], "k2_ConvWinograd", wrote=True)
+    r.add("table", [], "k2_ConvWinograd", {}, wrote=True)
     assert r.find(first, "table") is None
     unknown = r.tracing(_Kernel({"x": True, "w": True, "y": True, "scratch": True}))
     unknown.append(None)
-    r.add(first, "asked", unknown, "k3_ConvWinograd", wrote=False)
+    r.add("asked", unknown, "k3_ConvWinograd", {}, wrote=False)
     assert r.find(first, "asked") is None

@@ -144,10 +144,12 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         kept = rkey and reused.find(kern, rkey)
         if kept:  # an equal kernel, not emitted again (reuse.py)
             del mod.globals[fn.name]
-            fn = kept
+            fn, noted = kept
+            ins.attrs.update(noted)  # what its emission noted on the instruction (the variant)
         else:
             trace = reused.tracing(kern) if rkey else []
             before = (len(prog.constants), prog.sizes.get("constant"))
+            attrs = dict(ins.attrs)
             known = len(mod.globals)
             registry.emit(kern)
             if ins.node is not None and ins.node.attrs.get("_epilogue") and \
@@ -162,7 +164,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
             fn = _share(mod, fn, helpers, shared)
             wrote = bool(helpers) or kern.tables["base"] is not None or \
                 before != (len(prog.constants), prog.sizes.get("constant"))
-            reused.add(kern, rkey, trace, fn, wrote)
+            noted = {a: v for a, v in ins.attrs.items() if attrs.get(a) is not v}
+            reused.add(rkey, trace, fn, noted, wrote)
         prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]

@@ -44,14 +44,15 @@ class Reuse:
     """The kernels emitted so far, by key, with the placement questions each one asked."""
 
     def __init__(self):
-        self.seen: dict = {}  # key -> [(trace, function)]
+        self.seen: dict = {}  # key -> [(trace, (function, attributes its emission noted))]
 
     def find(self, k, kk):
-        """An earlier function for kernel `k` (Kernel) with key `kk`, or None."""
-        for trace, fn in self.seen.get(kk, ()):
+        """(an earlier function for kernel `k` (Kernel) with key `kk`, the instruction
+        attributes its emission noted: the variant chosen), or None."""
+        for trace, kept in self.seen.get(kk, ()):
             if all(k.readable(k.operands[pos], floats) == answer
                    for (pos, floats), answer in trace):
-                return fn
+                return kept
         return None
 
     def tracing(self, k) -> list:
@@ -66,8 +67,9 @@ class Reuse:
         k.readable = readable
         return trace
 
-    def add(self, k, kk, trace: list, fn, wrote: bool):
-        """Keeps `fn` for key kk, unless its emission wrote outside it or asked about memory
-        that is not an operand."""
+    def add(self, kk, trace: list, fn, noted: dict, wrote: bool):
+        """Keeps `fn` for key kk with the attributes its emission noted on the instruction,
+        unless the emission wrote outside the function or asked about memory that is not an
+        operand."""
         if kk is not None and not wrote and None not in trace:
-            self.seen.setdefault(kk, []).append((trace, fn))
+            self.seen.setdefault(kk, []).append((trace, (fn, noted)))
