@@ -43,10 +43,12 @@ def conv_count(m, tmp_path, **options):
 # instructions expected at SSE2 / AVX2 / AVX-512 (a block = two vectors of output channels:
 # 8 / 16 / 32 channels of weights per input channel; a split when they pass 256 KiB, into
 # chunks whose input plus block weights take 3/4 of 512 KiB, of 64 channels at least; 3x3
-# layers Winograd may take are left to it)
+# layers Winograd may take -- 8+ lanes, 144+ outputs, U within its MAX_U -- are left to it)
 CASES = {
     "two_chunks_5x5": ((512, 24, 8, 5, True, False, 1), (2, 3, 5)),
-    "residual_epilogue": ((1024, 256, 9, 3, True, True, 1), (2, 3, 4)),  # U past Winograd's
+    # U within winograd_plan.MAX_U (F2: 16 MiB), but 81 outputs are too few for Winograd
+    # (winograd.MIN_PLANE): split like any direct convolution
+    "residual_epilogue": ((1024, 256, 9, 3, True, True, 1), (2, 3, 4)),
     "no_bias_dilated": ((640, 16, 10, 3, False, False, 2), (1, 2, 3)),  # 5x5 phases: dilated
     "many_chunks": ((1536, 8, 12, 5, True, False, 1), (6, 9, 15)),
     "small_plane_kept": ((1024, 16, 7, 5, True, False, 1), (1, 1, 1)),  # 49 positions
@@ -57,7 +59,9 @@ CASES = {
     # AVX-512's tiles for 20 outputs are 5 x 4 (NR = 64 positions, 256 channels a panel)
     "1x1_packed_chunks_7x7": ((1100, 20, 7, 1, True, True, 1), (1, 2, 5)),
     "1x1_packed_chunks_deep": ((2048, 24, 7, 1, False, False, 1), (1, 2, 4)),
-    "winograd_kept": ((512, 24, 8, 3, True, False, 1), (1, 1, 1)),  # its own blocks stream U
+    # 64 outputs, under Winograd's MIN_PLANE: a direct convolution, split where its block
+    # weights pass 256 KiB (AVX2 and up); it was left whole for Winograd when U fitted MAX_U
+    "small_plane_not_winograd": ((512, 24, 8, 3, True, False, 1), (1, 2, 2)),
 }
 
 
