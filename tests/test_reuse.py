@@ -9,6 +9,7 @@ import json
 import os
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -81,7 +82,6 @@ def test_equal_winograd_layers_share_one_emission(level, tmp_path, monkeypatch):
 def test_reuse_gives_the_same_object(level, tmp_path, monkeypatch):
     """Compiles only (every host, both levels): reused or emitted again, the same bytes."""
     path = str(tmp_path / "m.onnx")
-    import onnx
     onnx.save(chain_model(4), path)
     glowpy.compile(path, str(tmp_path / "a"), **level.options)
     monkeypatch.setattr(reuse, "PURE", frozenset())

@@ -42,7 +42,7 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.split_reduction import split_reduction
-    from glowpy.codegen.kernels.conv import pointwise_packed, winograd as wg, winograd_plan
+    from glowpy.codegen.kernels.conv import pointwise_packed, winograd as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
     if memory_first or width == 1 or not caps.l2_bytes:  # both add activation bytes
@@ -56,9 +56,8 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
         c, taps = w.shape[1], math.prod(w.shape[2:])
         win = node.opdef.window(node)
         if winograd and tuple(win.kernel) == (3, 3) and tuple(win.strides) == (1, 1) and \
-                tuple(win.dilations) == (1, 1) and width >= wg.MIN_LANES and \
-                math.prod(y.shape[2:]) >= wg.MIN_PLANE and \
-                min(c, w.shape[0]) >= wg.MIN_CHANNELS and winograd_plan.u_fits(c, w.shape[0]):
+                tuple(win.dilations) == (1, 1) and \
+                wg.may_take(width, c, w.shape[0], math.prod(y.shape[2:])):
             return None  # Winograd's own blocks stream its transformed weights
         block = 2 * width * taps * 4  # one block's weight bytes per input channel
         if block * c <= caps.l2_bytes // 2 or math.prod(y.shape[2:]) < MIN_PLANE:

@@ -41,7 +41,7 @@ from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, lone_tiles, plan,
-                                                       plane, scratch_max, tpad)
+                                                       plane, scratch_max, tpad, u_fits)
 from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -74,6 +74,15 @@ def _shape(ins):
     pt, pl = win.pads_begin
     pb, pr = win.pads_end
     return (*x.shape, w.shape[0], (pt, pl, pb, pr))
+
+
+def may_take(lanes: int, c: int, kk: int, outputs: int) -> bool:
+    """Whether Winograd may take a 3x3 stride-1 convolution of C -> K channels and `outputs`
+    output positions on a target of `lanes` float lanes, before its scratch budget is known:
+    what `select` asks first, and what catalog.late_rewrites asks before it leaves a deep layer
+    unsplit for Winograd's own blocks."""
+    return lanes >= MIN_LANES and min(c, kk) >= MIN_CHANNELS and outputs >= MIN_PLANE and \
+        u_fits(c, kk)
 
 
 def _live_bytes(prog) -> list[int]:
@@ -113,7 +122,7 @@ def select(prog, caps):
             continue
         n, c, h, w, kk, pads = s
         ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
-        if c < MIN_CHANNELS or kk < MIN_CHANNELS or ho * wo < MIN_PLANE:
+        if not may_take(simd.width, c, kk, ho * wo):
             continue
         budget = min(scratch_max(caps), int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
         chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"))
