@@ -6,7 +6,9 @@ tile cap of tiles.choose_tile.
   before the tile's reduction: one write and one read prefetch per accumulator vector;
 - channel.py's row tiles prefetch each output channel's run (and residual) the same way, and
   with the channel blocks outermost every reduction step also prefetches the next block's
-  weights into L2 (locality 2).
+  weights into L2 (locality 2);
+- gemm/vector.py's tiles over a packed B with more than one row block prefetch each step's
+  row of the next column panel into L2, a line per 16 columns (none with one row block).
 
 Each case is compiled for each x86 vector level the host runs, checked against onnxruntime
 under guard pages (a prefetch never faults, but the code around it must stay right), and its
@@ -83,6 +85,24 @@ def test_channel_tiles_prefetch_rows_and_next_block(level, tmp_path):
     writes = counts.get((1, 3), 0)
     assert writes > 0 and counts.get((0, 3), 0) >= writes  # the residual's, the weights'
     assert counts.get((0, 2), 0) > 0
+
+
+@pytest.mark.parametrize("level", params())
+def test_matmul_prefetches_the_next_panel(level, tmp_path):
+    """MatMul by a constant 64 x 40 B: with 24 rows (more than any level's MR) every step
+    prefetches a line of the next 16 columns' panel into L2, also past B's last panel (under
+    guard pages: a prefetch never faults); with one row (a single row block) none."""
+    counts = {}
+    for m in (24, 1):
+        g = GraphBuilder(x=f32(m, 64))
+        g.node("MatMul", ["x", f32(64, 40, scale=0.1)])
+        d = tmp_path / f"m{m}"
+        d.mkdir()
+        ir_path = d / "m.ll"
+        check_guarded(g.model(opset=13), g.feeds, d, level, dump_llvm_ir=str(ir_path))
+        counts[m] = sum(1 for rw, loc in PREFETCH.findall(ir_path.read_text())
+                        if (rw, loc) == ("0", "2"))
+    assert counts[24] > 0 and counts[1] == 0
 
 
 def test_choose_tile_leaves_llvm_room():
