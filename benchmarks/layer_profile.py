@@ -48,6 +48,8 @@ def main() -> None:
     ap.add_argument("--ort-avx2", action="store_true",
                     help="onnxruntime with its AVX-512 kernels off (ort_avx2.py)")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--no-winograd", action="store_true",
+                    help="compile with -winograd=false (every convolution direct)")
     ap.add_argument("--json", help="also write the matched rows to this file")
     a = ap.parse_args()
     if not os.path.isfile(a.model):
@@ -70,7 +72,8 @@ def compare(a, work: str) -> None:
     model = onnx.load(a.model, load_external_data=False)
     feeds = feeds_for(model)
     out, report = os.path.join(work, "bundle"), os.path.join(work, "memory.json")
-    glowpy.compile(a.model, out, instrument_profile=True, mcpu=a.mcpu, dump_memory_report=report)
+    glowpy.compile(a.model, out, instrument_profile=True, mcpu=a.mcpu, dump_memory_report=report,
+                   winograd=not a.no_winograd)
     with open(report) as f:
         info = {i["name"]: i for i in json.load(f)["instructions"]}
     bundle = Bundle(out)

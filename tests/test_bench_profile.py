@@ -111,3 +111,28 @@ def test_layer_profile_matches_layers(level, tmp_path):
     assert [row["op"].split("+")[0] for row in rows] == ["Conv"] * 9 + ["Gemm"]
     assert all(row["bundle_us"] > 0 and row["ort_us"] > 0 and row["ort_node"] for row in rows)
     assert all(row["variant"] for row in rows)
+
+
+@pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.lanes >= 8]))
+def test_layer_profile_without_winograd(level, tmp_path):
+    """layer_profile.py --no-winograd compiles every convolution direct (-winograd=false): the
+    3x3 layers Winograd takes by default (test_reuse.chain_model: room made for the scratch)
+    are profiled with a direct variant instead, every layer timed on both sides."""
+    import onnx
+    from test_reuse import chain_model
+    model = str(tmp_path / "chain.onnx")
+    onnx.save(chain_model(), model)
+
+    def variants(*extra):
+        out = tmp_path / "layers.json"
+        r = subprocess.run([sys.executable, os.path.join(BENCH, "layer_profile.py"), model,
+                            "--mcpu", level.cpu, "--rounds", "1", "--json", str(out), *extra],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows = json.loads(out.read_text())["layers"]
+        assert all(row["bundle_us"] > 0 and row["ort_us"] > 0 for row in rows)
+        return [row["variant"] for row in rows]
+    default, direct = variants(), variants("--no-winograd")
+    assert len(default) == len(direct) == 4  # the 1x1 and three 3x3 layers
+    assert default[1:] == ["winograd"] * 3
+    assert direct[0] == default[0] and all(v and v != "winograd" for v in direct)
