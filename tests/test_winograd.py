@@ -307,6 +307,32 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
 
 
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
+def test_large_v_prefetches_its_next_plane(level, tmp_path):
+    """winograd_plan.prefetch_v: a 256 -> 256 layer on 14x14 (V about 0.9 MB, over half of
+    any L2 the targets name) prefetches each GEMM step's row of V's next plane into L2, the
+    last plane's past V (a prefetch never faults); a 16-channel one (V 16 KB) does not. The
+    bundles agree with onnxruntime where the host runs them."""
+    counts = {}
+    for c, h in ((256, 14), (16, 16)):
+        m = conv_model(1, c, h, h, c, [1, 1, 1, 1], relu=True)
+        d, ll = tmp_path / f"c{c}", tmp_path / f"c{c}.ll"
+        opts = dict(dump_memory_report=str(tmp_path / f"c{c}.json"), dump_llvm_ir=str(ll),
+                    **level.options)
+        if plan_only(level):
+            import onnx
+            onnx.save(m, str(tmp_path / f"c{c}.onnx"))
+            glowpy.compile(str(tmp_path / f"c{c}.onnx"), str(d), **opts)
+        else:
+            check_against_onnxruntime(m, {"x": rand(1, c, 4 * h, 4 * h)}, d, rtol=1e-4,
+                                      atol=2e-4, **opts)
+        assert "ConvWinograd" in kernels(tmp_path / f"c{c}.json")
+        body = re.split(r'define internal void @"k\d+_ConvWinograd"\(', ll.read_text())[1]
+        body = body.split("\n}\n")[0]
+        counts[c] = len(re.findall(r"llvm\.prefetch\.p0\"?\(ptr [^,]+, i32 0, i32 2, i32 1\)", body))
+    assert counts[256] > 0 and counts[16] == 0
+
+
+@pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
 def test_winograd_off_plans_without_scratch(level, tmp_path):
     """Compiles only (for AVX2 and AVX-512 on every host): the planner's growth limit."""
     from glowpy.ir import planner
