@@ -10,6 +10,7 @@ import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import const_input
+from glowpy.codegen.kernels.vectors import LINE  # cache line bytes
 
 
 @dataclass
@@ -131,7 +132,6 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
     return ntile * reread_cost(caps, w_bytes) <= nblk * reread_cost(caps, x_bytes)
 
 
-LINE = 64  # cache line bytes (x86, Arm A-profile)
 # floats ahead in a packed weight stream to prefetch (4 KiB): in a whole model a deep layer's
 # weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17), not L3 as in
 # a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 / 14.78 -> 14.24 /

@@ -21,6 +21,8 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 
+LINE = 64  # cache line bytes (x86, Arm A-profile)
+
 F32 = cg.F32
 
 
@@ -371,6 +373,13 @@ class Vec:
                       ir.FunctionType(ir.VoidType(), [cg.PTR, cg.I32, cg.I32, cg.I32]))
         self.b.call(fn, [self._ptr(ptr, off), ir.Constant(cg.I32, int(write)), ir.Constant(cg.I32, locality),
                          ir.Constant(cg.I32, 1)])
+
+    def prefetch_run(self, ptr, off, floats: int, locality: int = 3):
+        """`prefetch` of each cache line of the `floats` floats from ptr[off] (a run a step of
+        a register tile reads: one line on AVX2's two vectors, two on AVX-512's)."""
+        for line in range(0, floats, LINE // 4):
+            self.prefetch(ptr, off + line if isinstance(off, int) else
+                          self.b.add(off, self.k.c(line)), locality)
 
     def sweep(self, base, count: int, init, step):
         """acc = step(offset, mask, acc) over the vectors of the `count` elements from offset

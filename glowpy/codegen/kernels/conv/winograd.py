@@ -43,7 +43,7 @@ from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, lone_tiles, plan,
                                                        plane, prefetch_v, scratch_max, tpad,
                                                        u_fits)
-from glowpy.codegen.kernels.tiles import LINE, PREFETCH
+from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.ir import planner
@@ -308,8 +308,7 @@ class _Emitter:
                     vec.prefetch(k.inp(1), b.add(up, k.c(PREFETCH)))
                     vp = b.add(b.add(vbase, b.mul(c, k.c(self.tpad))), v0)
                     if self.prefetch_v:  # this row of V's next plane, into L2 (prefetch_v)
-                        for line in range(0, nv * vec.w, LINE // 4):
-                            vec.prefetch(self.vp, b.add(vp, k.c(self.vplane + line)), locality=2)
+                        vec.prefetch_run(self.vp, b.add(vp, k.c(self.vplane)), nv * vec.w, 2)
                     acc.fma([vec.load_splat(k.inp(1), b.add(up, k.c(i))) for i in range(mr)],
                             [vec.load(self.vp, b.add(vp, k.c(j * vec.w))) for j in range(nv)])
                 acc.reduce(k, self.c, step, unroll=self.c if self.c <= UNROLLED_C else 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.tiles import LINE, choose_tile, reread_cost
+from glowpy.codegen.kernels.tiles import choose_tile, reread_cost
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant, pack_panels
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -100,8 +100,7 @@ class GemmEmitter:
             brow = b.add(bbase, b.mul(kidx, k.c(bstride)))
             if kind == "packed" and self.m > self.mr:
                 # the same row of the next panel, into L2 (see the class docstring)
-                for line in range(0, nb, LINE // 4):
-                    vec.prefetch(bptr, b.add(brow, k.c(self.kk * nb + line)), locality=2)
+                vec.prefetch_run(bptr, b.add(brow, k.c(self.kk * nb)), nb, locality=2)
             bv = [vec.load(bptr, b.add(brow, k.c(j * w)), masks[j]) for j in range(nvp)]
             acc.fma(av, bv)
 
