@@ -47,7 +47,7 @@ def conv_count(m, tmp_path, **options):
 CASES = {
     "two_chunks_5x5": ((512, 24, 8, 5, True, False, 1), (2, 3, 5)),
     # U within winograd_plan.MAX_U (F2: 16 MiB), but 81 outputs are too few for Winograd
-    # (winograd.MIN_PLANE): split like any direct convolution
+    # (winograd_select.MIN_PLANE): split like any direct convolution
     "residual_epilogue": ((1024, 256, 9, 3, True, True, 1), (2, 3, 4)),
     "no_bias_dilated": ((640, 16, 10, 3, False, False, 2), (1, 2, 3)),  # 5x5 phases: dilated
     "many_chunks": ((1536, 8, 12, 5, True, False, 1), (6, 9, 15)),

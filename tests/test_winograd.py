@@ -128,7 +128,7 @@ def test_winograd_matches_onnxruntime(mm, case, level, tmp_path):
                                          **(dict(kernel_variants=forced(mm)) if mm else {}),
                                          **level.options)
     assert np.abs(got[0] - ref[0]).max() <= 2e-5 * np.abs(ref[0]).max()
-    # 4-lane SSE keeps the direct kernels (winograd.MIN_LANES)
+    # 4-lane SSE keeps the direct kernels (winograd_select.MIN_LANES)
     attrs = winograd_attrs(report)
     assert len(attrs) == (level.lanes >= 8)
     if mm:
@@ -220,7 +220,7 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
     a tile of MR >= K channels, so M[xi] overwrites V[xi] and the scratch is V alone; AVX2's 16
     hold at most 13 accumulators (conv_tiling.choose_tile), so M follows V. Both plans are
     checked on every host; the bundle runs against onnxruntime where the host executes it."""
-    from glowpy.codegen.kernels.conv import winograd, winograd_plan
+    from glowpy.codegen.kernels.conv import winograd_plan, winograd_select
     n, c, h, w, k, pads, extra = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
@@ -240,7 +240,7 @@ def test_winograd_scratch_without_m_matches_onnxruntime(mm, case, level, tmp_pat
         r = json.load(f)
     [ins] = [i for i in r["instructions"] if i["kernel"] == "ConvWinograd"]
     a = ins["in_place"]["winograd"]
-    [size] = [b["size"] for b in r["buffers"] if b["name"] == ins["name"] + winograd.SCRATCH]
+    [size] = [b["size"] for b in r["buffers"] if b["name"] == ins["name"] + winograd_select.SCRATCH]
     assert a["rows"] == 1 and a["m"] == mm
     a2 = (mm + 2) ** 2
     v = winograd_plan.plane(c * a["tpad"], a2)  # V's planes (16 x 16 x 16 tiles: 1 KiB each)
@@ -267,19 +267,22 @@ LONE_CASES = [  # m, rows per block, n, c, h, w, k, pads, epilogue, lone tiles p
 ]
 
 
+@pytest.mark.parametrize("outer", [False, True], ids=["blocks-outer", "points-outer"])
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
 @pytest.mark.parametrize("case", LONE_CASES, ids=[f"F{c[0]}-rows{c[1]}-{c[3]}to{c[6]}" for c in LONE_CASES])
-def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
+def test_lone_tiles_match_onnxruntime(case, level, outer, tmp_path):
     """Tiles alone in a block's last vector of slots run with the output channels in the lanes
     (winograd_plan.lone_tiles): the plan has the lone tiles each case expects at each level,
-    and the bundle agrees with onnxruntime where the host runs it."""
+    and the bundle agrees with onnxruntime where the host runs it, in either order of the GEMM
+    (winograd_plan.points_outer, forced through the registry: K over C, K not a multiple of MR,
+    batch 2 and blocks of two sizes run both ways)."""
     from glowpy.codegen.kernels.conv.winograd_plan import in_place, lone_tiles
     from glowpy.codegen.kernels.vectors import Simd
     mm, rows, n, c, h, w, k, pads, extra, want = case
     m = conv_model(n, c, h, w, k, pads, **extra)
     feeds = {"x": rand(n, c, 4 * h, 4 * w)}
     report, ll = tmp_path / "memory.json", tmp_path / "m.ll"
-    opts = dict(dump_memory_report=str(report), kernel_variants=forced(mm, rows=rows),
+    opts = dict(dump_memory_report=str(report), kernel_variants=forced(mm, rows=rows, outer=outer),
                 dump_llvm_ir=str(ll), **level.options)
     if plan_only(level):
         path = str(tmp_path / "m.onnx")
@@ -294,10 +297,11 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
     th, tw = -(-h // mm), -(-w // mm)
     blocks = [a["rows"]] * (th // a["rows"]) + ([th % a["rows"]] if th % a["rows"] else [])
     lone = [lone_tiles(Simd(level.lanes, 32, False), a["mr"], r * tw) for r in blocks]
-    assert (a["m"], a["rows"]) == (mm, rows) and lone == want[level.lanes], (a, lone)
+    assert (a["m"], a["rows"], a["points_outer"]) == (mm, rows, outer) and \
+        lone == want[level.lanes], (a, lone)
     if c == 42:
         assert a["mr"] == {16: 8, 8: 6}[level.lanes]
-    if c == k == 16:
+    if c == k == 16 and not outer:
         assert in_place(a["mr"], c, k) == (level.lanes == 16)
     # the GEMM's register tiles prefetch U's stream (tiles.PREFETCH floats ahead): a read
     # prefetch into L1 in each copy of the tile's reduction step (the lone tiles' loop where
@@ -307,17 +311,18 @@ def test_lone_tiles_match_onnxruntime(case, level, tmp_path):
 
 
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
-def test_large_v_prefetches_its_next_plane(level, tmp_path):
-    """winograd_plan.prefetch_v: a 256 -> 256 layer on 14x14 (V about 0.9 MB, over half of
-    any L2 the targets name) prefetches each GEMM step's row of V's next plane into L2, the
-    last plane's past V (a prefetch never faults); a 16-channel one (V 16 KB) does not. The
-    bundles agree with onnxruntime where the host runs them."""
-    counts = {}
+def test_large_v_takes_the_points_outermost(level, tmp_path):
+    """winograd_plan.points_outer: a 256 -> 256 layer on 14x14 (V about 0.9 MB, over half of
+    any L2 the targets name) runs its GEMM with the points outermost, U packed [16][K/MR][C][MR]
+    and the scratch alpha^2 + 1 planes of K rows (M written over V, one plane behind); a
+    16-channel one (V 16 KB) keeps the channel blocks outermost. The bundles agree with
+    onnxruntime where the host runs them."""
+    from glowpy.codegen.kernels.conv import winograd_plan, winograd_select
+    got = {}
     for c, h in ((256, 14), (16, 16)):
         m = conv_model(1, c, h, h, c, [1, 1, 1, 1], relu=True)
-        d, ll = tmp_path / f"c{c}", tmp_path / f"c{c}.ll"
-        opts = dict(dump_memory_report=str(tmp_path / f"c{c}.json"), dump_llvm_ir=str(ll),
-                    **level.options)
+        d, report = tmp_path / f"c{c}", tmp_path / f"c{c}.json"
+        opts = dict(dump_memory_report=str(report), **level.options)
         if plan_only(level):
             import onnx
             onnx.save(m, str(tmp_path / f"c{c}.onnx"))
@@ -325,11 +330,23 @@ def test_large_v_prefetches_its_next_plane(level, tmp_path):
         else:
             check_against_onnxruntime(m, {"x": rand(1, c, 4 * h, 4 * h)}, d, rtol=1e-4,
                                       atol=2e-4, **opts)
-        assert "ConvWinograd" in kernels(tmp_path / f"c{c}.json")
-        body = re.split(r'define internal void @"k\d+_ConvWinograd"\(', ll.read_text())[1]
-        body = body.split("\n}\n")[0]
-        counts[c] = len(re.findall(r"llvm\.prefetch\.p0\"?\(ptr [^,]+, i32 0, i32 2, i32 1\)", body))
-    assert counts[256] > 0 and counts[16] == 0
+        with open(report) as f:
+            r = json.load(f)
+        [ins] = [i for i in r["instructions"] if i["kernel"] == "ConvWinograd"]
+        a = ins["in_place"]["winograd"]
+        [size] = [b["size"] for b in r["buffers"]
+                  if b["name"] == ins["name"] + winograd_select.SCRATCH]
+        from glowpy.bundle_info import describe
+        bundle = d / "bundle" if (d / "bundle").is_dir() else d  # (check_against_onnxruntime's)
+        [u] = [x["layout"] for x in describe(str(bundle))["constants"]
+               if x["layout"].startswith("winograd")]
+        got[c] = (a, size, u)
+    a, size, u = got[256]
+    a2, kp = (a["m"] + 2) ** 2, -(-256 // a["mr"]) * a["mr"]
+    assert a["points_outer"] and u.endswith(f"[{a2}][K/{a['mr']}][C][{a['mr']}]")
+    assert size == (a2 + 1) * winograd_plan.plane(kp * a["tpad"], a2 + 1) * 4
+    a, size, u = got[16]
+    assert not a["points_outer"] and "[K/" in u.split("]")[0]
 
 
 @pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])

@@ -11,7 +11,7 @@ import jinja2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from glowpy.codegen.kernels.conv import winograd
+from glowpy.codegen.kernels.conv import winograd_select
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.program import ALIGN
@@ -158,7 +158,7 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
                    # kernel scratch (Winograd convolutions' transformed tiles) within the
                    # activations: memory spent for speed, none with -winograd=false
                    "activations_scratch": sum(b.nbytes for b in prog.activations
-                                              if b.name.endswith(winograd.SCRATCH)),
+                                              if b.name.endswith(winograd_select.SCRATCH)),
                    "alignment": ALIGN},
         "target": target.describe(),
         "options": options,

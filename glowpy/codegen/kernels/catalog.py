@@ -3,7 +3,7 @@ the driver (codegen/module.py) and the tools that list what has a kernel import 
 Order does not matter: variants of one op are ranked, not ordered by import."""
 from glowpy.codegen.kernels.conv import channel, channel_last, col2im, depthwise, depthwise_phase, direct  # noqa: F401,E501
 from glowpy.codegen.kernels.conv import im2col, pixel  # noqa: F401
-from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd  # noqa: F401,E501
+from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd, winograd_select  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
@@ -42,7 +42,7 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.split_reduction import split_reduction
-    from glowpy.codegen.kernels.conv import pointwise_packed, winograd as wg
+    from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
     if memory_first or width == 1 or not caps.l2_bytes:  # both add activation bytes
@@ -103,4 +103,4 @@ def post_planning(target):
 def post_lowering(target):
     """The backend's step between lowering and planning (lower.lower's `transform`): the
     convolution algorithm the target runs best."""
-    return lambda prog: winograd.select(prog, target.caps)
+    return lambda prog: winograd_select.select(prog, target.caps)

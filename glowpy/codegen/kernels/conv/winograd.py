@@ -10,27 +10,37 @@ block of tile rows:
 
   1. input transform: V[xi][c][tau] = (B^T d B)[xi] for the block's tiles tau (tiles of one
      row are consecutive in tau); vectorized over the tiles of a row (stride-m loads);
-  2. per block of MR output channels, alpha^2 GEMMs M[xi][i][tau] = sum_c U[xi][kb+i][c]
-     V[xi][c][tau] on register tiles of MR channels x NV vectors of tiles (gemm_micro), U's
-     stream prefetched; a few tiles alone in the block's last vector run with the MR
-     channels in the lanes instead (`lone`: no multiply-adds on empty slots);
-  3. output transform of those MR channels: A^T M A, the bias, lanes interleaved back into
-     output rows, the node's fused epilogue (vec_epilogue), stored.
+  2. alpha^2 GEMMs M[xi][k][tau] = sum_c U[xi][k][c] V[xi][c][tau] on register tiles of MR
+     channels x NV vectors of tiles (gemm_micro), U's stream prefetched; a few tiles alone in
+     the block's last vector run with the MR channels in the lanes instead (`lone`: no
+     multiply-adds on empty slots);
+  3. output transform: A^T M A, the bias, lanes interleaved back into output rows, the
+     node's fused epilogue (vec_epilogue), stored.
+
+The GEMMs run in one of two orders (winograd_plan.points_outer). Where a block's V fits in
+half the L2, the blocks of MR output channels are outermost: each sweeps all of V (from L2)
+for its MR channels, whose M (MR rows a point) stays in L1 for their output transform
+right after. Where V is larger, that sweep would stream V from L3 once per channel block;
+the points are outermost instead: for each xi and register tile's columns of V (in L1),
+every channel block in turn while U[xi] streams past, M[xi] for all K written over the
+plane V[xi - 1] has left (V[xi] is plane xi + 1 of alpha^2 + 1), then the output transform
+of all K.
 
 V and M live in a scratch buffer the planner places like any activation (an extra output of
-the instruction, live only there), sized by `select` to a fraction of the output and at most
-twice the target's L2 (winograd_plan.scratch_max), so the arithmetic stays near the core.
-When one block of MR channels covers all K, M[xi] is written over V[xi] and the scratch is V
-alone (ResNet-8's 16-channel layers: half the scratch). Chosen by
-`select`, the backend's post-lowering step, on targets with 8 or more float lanes: the
-transforms cost vector shuffles that only wide vectors repay, and U is alpha^2/9 the
-weights' size. Other targets and other convolutions keep the direct kernels.
+the instruction, live only there), sized by `select` (winograd_select.py) to a fraction of
+the output and at most twice the target's L2 (winograd_plan.scratch_max), so the arithmetic
+stays near the core.
+With the channel blocks outermost and one block of MR channels covering all K, M[xi] is
+written over V[xi] and the scratch is V alone (ResNet-8's 16-channel layers: half the
+scratch). Chosen by `select` (winograd_select.py), the backend's post-lowering step, on
+targets with 8 or more float lanes: the transforms cost vector shuffles that only wide
+vectors repay, and U is alpha^2/9 the weights' size. Other targets and other convolutions
+keep the direct kernels.
 
 m per layer: winograd_plan.py (the cost model), with the blocking."""
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -40,118 +50,14 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, lone_tiles, plan,
-                                                       plane, prefetch_v, scratch_max, tpad,
-                                                       u_fits)
+from glowpy.codegen.kernels.conv.winograd_plan import CHAINS, layout, lone_tiles, plane, tpad
 from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
-from glowpy.ir import planner
-from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
 
-SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifest counts them)
-MIN_LANES = 8  # float lanes a target needs for the transforms to pay
-MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies they save
-MIN_PLANE = 144  # output pixels at least (smaller planes: too few tiles per weight)
 UNROLLED_C = 16  # reductions this short run unrolled: zeroing and storing the accumulators of
 # every tile, and the loop itself, weigh on 16 steps (measured: ResNet-8's 16-channel layers
 # 10% faster)
-
-
-def _shape(ins):
-    """(N, C, H, W, K, pads t/l/b/r) of a Conv instruction Winograd F(m x m, 3x3) computes
-    exactly, or None."""
-    n = ins.node
-    if ins.op != "Conv" or n is None or len(ins.inputs) < 2:
-        return None
-    x, w, y = ins.inputs[0], ins.inputs[1], ins.outputs[0]
-    if len(x.shape) != 4 or x.dtype != np.float32 or y.dtype != np.float32 or \
-            w.region != CONSTANT or w.value is None or w.value.const is None:
-        return None
-    win = n.opdef.window(n)
-    if tuple(win.kernel) != (3, 3) or tuple(win.strides) != (1, 1) or \
-            tuple(win.dilations) != (1, 1) or n.attrs.get("group", 1) != 1:
-        return None
-    pt, pl = win.pads_begin
-    pb, pr = win.pads_end
-    return (*x.shape, w.shape[0], (pt, pl, pb, pr))
-
-
-def may_take(lanes: int, c: int, kk: int, outputs: int) -> bool:
-    """Whether Winograd may take a 3x3 stride-1 convolution of C -> K channels and `outputs`
-    output positions on a target of `lanes` float lanes, before its scratch budget is known:
-    what `select` asks first, and what catalog.late_rewrites asks before it leaves a deep layer
-    unsplit for Winograd's own blocks."""
-    return lanes >= MIN_LANES and min(c, kk) >= MIN_CHANNELS and outputs >= MIN_PLANE and \
-        u_fits(c, kk)
-
-
-def _live_bytes(prog) -> list[int]:
-    """Activation bytes live at each instruction: the planner's own profile, before placement."""
-    groups, _, _, pairs = planner.members(prog)
-    return planner.live_profile(groups, pairs, len(prog.instrs))
-
-
-_PACKED: dict = {}  # id(weights array) -> {(m, MR): U}, while the array lives (the schedule search re-lowers)
-
-
-def _weights(const: np.ndarray, m: int, mr: int) -> np.ndarray:
-    """U packed for F(m x m) and register tiles of MR channels (winograd_transforms.weights)."""
-    if id(const) not in _PACKED:
-        _PACKED[id(const)] = {}
-        weakref.finalize(const, _PACKED.pop, id(const), None)
-    cache = _PACKED[id(const)]
-    if (m, mr) not in cache:
-        cache[m, mr] = tf.weights(np.asarray(const, np.float32), m, mr)
-    return cache[m, mr]
-
-
-def select(prog, caps):
-    """The backend's post-lowering step: Conv instructions Winograd serves better become
-    ConvWinograd, with the transformed weights as a constant of their own (replacing the
-    original when nothing else reads it) and the scratch buffer as a second output."""
-    simd = Simd.of(caps)
-    if simd.width < MIN_LANES:
-        return prog
-    # scratch up to what another instruction needs anyway costs no memory; beyond that, the
-    # region may grow by the share planner.build accepts (-winograd=false: not at all)
-    live = _live_bytes(prog)
-    bound = max(live, default=0)
-    for idx, ins in enumerate(prog.instrs):
-        s = _shape(ins)
-        if s is None:
-            continue
-        n, c, h, w, kk, pads = s
-        ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
-        if not may_take(simd.width, c, kk, ho * wo):
-            continue
-        budget = min(scratch_max(caps), int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
-        chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"))
-        if chosen is None:
-            continue
-        m, (rows, tp, mr, nv, nbytes) = chosen
-        wbuf = ins.inputs[1]
-        u = _weights(wbuf.value.const, m, mr)
-        a2 = tf.alpha(m) ** 2
-        ubuf = Buffer(f"{ins.name}_winograd_weights", np.dtype(np.float32), u.shape, CONSTANT,
-                      data=u, layout={"layout": f"winograd F({m}x{m},3x3) [K/{mr}][{a2}][C][{mr}]",
-                                      "for": ins.name})
-        readers = sum(1 for i in prog.instrs for x in i.inputs if x is wbuf)
-        if readers == 1 and wbuf in prog.constants and \
-                not any(b.base is wbuf for b in prog.constants):
-            prog.constants[prog.constants.index(wbuf)] = ubuf
-        else:
-            prog.constants.append(ubuf)
-        ins.inputs[1] = ubuf
-        ins.op = "ConvWinograd"
-        prog.transformed = True
-        # executed multiply-adds: alpha^2 per tile and channel pair (the transforms' adds not
-        # counted), for the report's "executed_macs"
-        macs = n * math.ceil(ho / m) * math.ceil(wo / m) * a2 * c * kk
-        ins.attrs["winograd"] = dict(m=m, rows=rows, tpad=tp, mr=mr, nv=nv, macs=macs)
-        ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
-                                              (nbytes // 4,), ACTIVATION)]
-    return prog
 
 
 class _Emitter:
@@ -167,34 +73,43 @@ class _Emitter:
         self.a2 = self.alpha ** 2
         self.vec = Vec(k, Simd.of(k.caps))
         self.th, self.tw = math.ceil(self.ho / self.m), math.ceil(self.wo / self.m)
-        self.vp = k.out(1)  # V: [alpha^2][C][tpad], its planes `plane` apart (winograd_plan.plane)
-        # M: [alpha^2][MR][tpad] after V, or in V's place with V's row and plane strides
-        self.vplane = plane(self.c * self.tpad, self.a2)
-        if in_place(self.mr, self.c, self.kk):
-            self.mp, self.mrows, self.mplane = self.vp, self.c, self.vplane
+        self.nkb = math.ceil(self.kk / self.mr)
+        self.outer = a["points_outer"]
+        self.vplane = layout(self.a2, self.c, self.kk, self.mr, self.tpad, self.outer)[0]
+        if self.outer:
+            # points outermost (winograd_plan.layout): V[xi] is plane xi + 1, M[xi] (all K)
+            # is written to plane xi, which V[xi - 1] has left
+            self.mp = k.out(1)
+            self.vp = cg.gep(self.b, self.mp, k.c(self.vplane), cg.F32)
+            self.mplane, self.vrows = self.vplane, max(self.c, self.nkb * self.mr)
         else:
-            self.mp = cg.gep(self.b, self.vp, k.c(self.a2 * self.vplane), cg.F32)
-            self.mrows = self.mr
-            self.mplane = plane(self.mr * self.tpad, self.a2)
+            # V: [alpha^2][C][tpad]; M: [alpha^2][MR][tpad] after it, or in V's place with V's
+            # row and plane strides where one block of MR channels covers K
+            self.vp, self.vrows = k.out(1), self.c
+            if self.kk <= self.mr and self.kk <= self.c:
+                self.mp, self.mplane = self.vp, self.vplane
+            else:
+                self.mp = cg.gep(self.b, self.vp, k.c(self.a2 * self.vplane), cg.F32)
+                self.mplane = plane(self.mr * self.tpad, self.a2)
         self.fin = Finisher(k, self.vec, (self.wo,))
         self.n = n_
-        self.prefetch_v = prefetch_v(k.caps, self.a2 * self.vplane * 4)
 
     def emit(self):
         k, vec = self.k, self.vec
         # tile slots past the last row's tiles are read by the GEMM and never written: zero
         # them once, so no stale bits (NaNs, denormals) slow the multiply-adds
         used = self.rows * self.tw
-        if used < self.tpad:
-            with k.for_range(self.a2, name="vzx") as xi, k.for_range(self.c, name="vzc") as c:
+        if used < self.tpad:  # (points outermost: every plane, M's rows too)
+            planes, start = (self.a2 + 1, k.out(1)) if self.outer else (self.a2, self.vp)
+            with k.for_range(planes, name="vzx") as xi, k.for_range(self.vrows, name="vzc") as c:
                 base = self.b.add(self.b.mul(xi, k.c(self.vplane)), self.b.mul(c, k.c(self.tpad)))
                 for t in range(used, self.tpad, vec.w):
-                    vec.store(vec.zero(), self.vp, self.b.add(base, k.c(t)),
+                    vec.store(vec.zero(), start, self.b.add(base, k.c(t)),
                               tuple(t + l < self.tpad for l in range(vec.w)))
         full, tail = divmod(self.th, self.rows)
         # M's slots past a block's lone tiles (lone_tiles) are read by the output transform
         # and never written: zero them once too (in place, they are V's)
-        if self.mp is not self.vp and any(
+        if not self.outer and self.mp is not self.vp and any(
                 lone_tiles(vec.simd, self.mr, r * self.tw) for r in {self.rows, tail} if r):
             with k.for_range(self.a2 * self.mplane // vec.w, name="mz") as r:
                 vec.store(vec.zero(), self.mp, self.b.mul(r, k.c(vec.w)))
@@ -210,9 +125,16 @@ class _Emitter:
         with k.for_range(rows, name="ri") as rr:
             with k.for_range(self.c, name="c") as c:
                 self.input_tiles(n, b.add(r0, rr), rr, c)
-        nkb = math.ceil(self.kk / self.mr)
+        if self.outer:
+            with k.for_range(self.a2, name="xi") as xi:
+                self.gemm(xi, rows)
+            with k.for_range(self.kk, name="oc") as oc, k.for_range(rows, name="ro") as rr:
+                self.output_tiles(n, b.add(r0, rr), rr, oc, oc)
+            return
+        nkb = self.nkb
         with k.for_range(nkb, name="kb") as kb:
-            self.gemm(kb, rows)
+            with k.for_range(self.a2, name="xi") as xi:
+                self.gemm(xi, rows, kb)
             last = self.kk - (nkb - 1) * self.mr
             count = k.c(self.mr) if last == self.mr else b.select(
                 b.icmp_signed("<", kb, k.c(nkb - 1)), k.c(self.mr), k.c(last))
@@ -285,19 +207,30 @@ class _Emitter:
                                 ir.Constant(ir.VectorType(cg.I32, w), [0] * w))
 
     # -- 2. the alpha^2 GEMMs ----------------------------------------------------------------------
-    def gemm(self, kb, rows):
+    def gemm(self, xi, rows, kb=None):
+        """M[xi] = U[xi] V[xi]: for output-channel block kb (channel blocks outermost), or for
+        every block inside each register tile's columns of V (points outermost: that panel
+        of V stays in L1 while U[xi] streams past)."""
         k, b, vec, mr = self.k, self.b, self.vec, self.mr
         nvec = tpad(vec.simd, self.tw, rows) // vec.w
         lone = lone_tiles(vec.simd, mr, rows * self.tw)
         if lone:
             nvec -= 1
-        with k.for_range(self.a2, name="xi") as xi:
-            ubase = b.mul(b.add(b.mul(kb, k.c(self.a2)), xi), k.c(self.c * mr))
-            vbase = b.mul(xi, k.c(self.vplane))
-            mbase = b.mul(xi, k.c(self.mplane))
-            full, tail = divmod(nvec, self.nv)
+        vbase = b.mul(xi, k.c(self.vplane))
+        full, tail = divmod(nvec, self.nv)
 
-            def tile(v0, nv):
+        def blocks(body):
+            """body(U's panel, M[xi]'s rows) per block of MR output channels"""
+            if kb is not None:  # U [K/MR][alpha^2][C][MR]; M[xi] MR rows
+                body(b.mul(b.add(b.mul(kb, k.c(self.a2)), xi), k.c(self.c * mr)),
+                     b.mul(xi, k.c(self.mplane)))
+                return
+            with k.for_range(self.nkb, name="kb") as kbi:  # U [alpha^2][K/MR][C][MR]; M[xi] K
+                body(b.mul(b.add(b.mul(xi, k.c(self.nkb)), kbi), k.c(self.c * mr)),
+                     b.add(b.mul(xi, k.c(self.mplane)), b.mul(kbi, k.c(mr * self.tpad))))
+
+        def tile(v0, nv):
+            def body(ubase, mbase):
                 acc = Acc(vec, mr, nv)
 
                 def step(c):
@@ -307,8 +240,6 @@ class _Emitter:
                     # profile, min of 8 rounds either order: its 11 Winograd layers 8-26% faster
                     vec.prefetch(k.inp(1), b.add(up, k.c(PREFETCH)))
                     vp = b.add(b.add(vbase, b.mul(c, k.c(self.tpad))), v0)
-                    if self.prefetch_v:  # this row of V's next plane, into L2 (prefetch_v)
-                        vec.prefetch_run(self.vp, b.add(vp, k.c(self.vplane)), nv * vec.w, 2)
                     acc.fma([vec.load_splat(k.inp(1), b.add(up, k.c(i))) for i in range(mr)],
                             [vec.load(self.vp, b.add(vp, k.c(j * vec.w))) for j in range(nv)])
                 acc.reduce(k, self.c, step, unroll=self.c if self.c <= UNROLLED_C else 1)
@@ -316,15 +247,17 @@ class _Emitter:
                     for j in range(nv):
                         vec.store(acc.value(i, j), self.mp,
                                   b.add(b.add(mbase, k.c(i * self.tpad + j * vec.w)), v0))
-            if full == 1:
-                tile(k.c(0), self.nv)
-            elif full > 1:
-                with k.for_range(full, name="tv") as tv:
-                    tile(b.mul(tv, k.c(self.nv * vec.w)), self.nv)
-            if tail:
-                tile(k.c(full * self.nv * vec.w), tail)
-            if lone:
-                self.lone(ubase, vbase, mbase, nvec * vec.w, lone, first=nvec == 0)
+            blocks(body)
+        if full == 1:
+            tile(k.c(0), self.nv)
+        elif full > 1:
+            with k.for_range(full, name="tv") as tv:
+                tile(b.mul(tv, k.c(self.nv * vec.w)), self.nv)
+        if tail:
+            tile(k.c(full * self.nv * vec.w), tail)
+        if lone:
+            blocks(lambda ubase, mbase: self.lone(ubase, vbase, mbase, nvec * vec.w, lone,
+                                                  first=nvec == 0))
 
     def lone(self, ubase, vbase, mbase, t0, count, first: bool):
         """Tiles t0 .. t0 + count, alone in the block's last vector of tile slots, with the

@@ -43,17 +43,24 @@ def in_place(mr, c, kk):
     return kk <= mr and kk <= c
 
 
-def prefetch_v(caps, v_bytes: int) -> bool:
-    """Whether the GEMM's steps prefetch their row of V's next plane into L2: where a block's V
-    is over half the L2 (without cache figures: half of U_CACHED). Each block of MR output
-    channels sweeps all of V while U streams past, so such a V is back in L3 by the next
-    block, and its planes are read one after the other. AVX2 code (Zen 3's caches) on the Zen 4,
-    -instrument-profile, min of 8 alternating rounds, the time summed over the layers:
-    ResNet-18 0.986 (its 28x28 and 14x14 layers, V 0.6 and 0.9 MB, 4-10% faster; the 56x56
-    ones, 0.3 MB, level), CRNN 0.949, VGG 0.964, U-Net 0.972; before the bound (every layer):
-    super-resolution 0.992, ResNet-50 0.998, and ResNet-8's 16-channel layers, whose V fits,
-    4% slower. AVX-512 code (1 MiB L2): level, ResNet-18 1.004, U-Net 1.008."""
-    return v_bytes > (caps.l2_bytes or U_CACHED) // 2
+def points_outer(l2_bytes: int, v_bytes: int) -> bool:
+    """Whether the GEMM takes the alpha^2 points outermost, all K output channels for each
+    (each register tile's columns of V[xi] held in L1 while every channel block passes, M for
+    all K written over V's planes one plane behind), rather than the channel blocks outermost
+    (all of V swept once per block of MR channels, M only MR channels deep, in L1): where a
+    block's V is over half the L2 (without cache figures: half of U_CACHED), so that the
+    sweeps, one per channel block, would stream it from L3. The previous rule at the same
+    bound only prefetched V's next plane into L2 (ResNet-18 0.986 of its time then).
+    -instrument-profile, min of 6-8 alternating rounds, the time summed over the layers,
+    against that: AVX2 code (Zen 3's caches) on the Zen 4: ResNet-18 0.955 (its 56x56
+    layers, V 0.3 MB, 0.94-0.97; 28x28 0.94; 14x14, V 0.9 MB, 0.79-0.82), ResNet-50 0.978,
+    YOLO-style detector 0.958, CRNN 0.974, VGG 0.944 (its 14x14 layer 0.84), U-Net 0.988,
+    super-resolution 1.016 (its 64 -> 64 on 224x224, V 0.5 MB and M 0.5 MB, 1.09: on this
+    1 MiB L2 the sweeps V fits in cost less than M's round trip to L3). AVX-512 code (1 MiB
+    L2): VGG 0.923 (128 -> 128 on 28x28, V 1.2 MB, 0.67), ResNet-50 0.990, ResNet-18,
+    U-Net and super-resolution level. Every layer this way: ResNet-8's 16-channel layers,
+    whose V fits, 1.3x slower (M to L2 and back, where the channel blocks keep it in L1)."""
+    return v_bytes > (l2_bytes or U_CACHED) // 2
 
 
 CHAINS = 4  # independent sums the lone tiles keep (lone_tiles): an FMA's latency in issues
@@ -95,18 +102,34 @@ def tpad(simd, tw, r):
     return math.ceil(((r - 1) * tw + math.ceil(tw / w) * w) / w) * w
 
 
-def _blocking(simd, m, c, kk, ho, wo, budget, rows_wanted=None):
-    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes), or None when the
-    budget holds too few tiles to repay streaming U once per block. Blocks are as few as the
-    budget allows, and even. `rows_wanted` (forced through the registry, e.g.
+def layout(a2, c, kk, mr, tp, outer):
+    """(floats a plane of the scratch, scratch bytes) for alpha^2 points, C -> K channels,
+    register tiles of MR channels, tp tile slots a block and the GEMM's order (`outer`: the
+    points outermost, points_outer). Channel blocks outermost:
+    alpha^2 planes of V (C rows) then alpha^2 of M (MR rows), or V's alone where one block of
+    MR channels covers K (in_place). Points outermost: alpha^2 + 1 planes of max(C, K padded
+    to MR) rows, V[xi] in plane xi + 1 and M[xi] written to plane xi."""
+    if outer:
+        p = plane(max(c, math.ceil(kk / mr) * mr) * tp, a2 + 1)
+        return p, (a2 + 1) * p * 4
+    p = plane(c * tp, a2)
+    return p, a2 * (p + (0 if in_place(mr, c, kk) else plane(mr * tp, a2))) * 4
+
+
+def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
+    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes, points outermost),
+    or None when the budget holds too few tiles to repay streaming U once per block. Blocks are
+    as few as the budget allows, and even. forced["rows"] (through the registry, e.g.
     `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fixes the tile rows per block."""
     a2 = tf.alpha(m) ** 2
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
 
+    def outer(tp):
+        return forced.get("outer", points_outer(l2_bytes, a2 * plane(c * tp, a2) * 4))
+
     def scratch(r, mr):
-        # one block of MR channels covering all K: M[xi] overwrites V[xi] (see _Emitter.gemm)
         tp = tpad(simd, tw, r)
-        return a2 * (plane(c * tp, a2) + (0 if in_place(mr, c, kk) else plane(mr * tp, a2))) * 4
+        return layout(a2, c, kk, mr, tp, outer(tp))[1]
 
     # tile counts are F(2x2)'s: F(4x4) tiles hold 36/16 the scratch each
     def tiles(t):
@@ -119,8 +142,8 @@ def _blocking(simd, m, c, kk, ho, wo, budget, rows_wanted=None):
     # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
     # since every block streams all of U once
     want = tiles(BLOCK_TILES if 4 * a2 * c * kk <= U_CACHED else MAX_TILES)
-    if rows_wanted is not None:
-        rows = min(rows_wanted, th)
+    if "rows" in forced:
+        rows = min(forced["rows"], th)
         if not fits(rows):
             return None
     else:
@@ -132,7 +155,7 @@ def _blocking(simd, m, c, kk, ho, wo, budget, rows_wanted=None):
     rows = math.ceil(th / math.ceil(th / rows))
     tp = tpad(simd, tw, rows)
     mr, nv, _ = choose_tile(simd, kk, tp, 1)
-    return rows, tp, mr, nv, scratch(rows, mr)
+    return rows, tp, mr, nv, scratch(rows, mr), outer(tp)
 
 
 def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
@@ -144,7 +167,7 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     (m registers and their shuffles) and stores, the transform's operations. Output
     transform, per output channel: alpha^2 loads, the transform, and per output vector its
     bias, interleave and store."""
-    rows, tp, mr, _, _ = blocking
+    rows, tp, mr = blocking[:3]
     a2, w = tf.alpha(m) ** 2, simd.width
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
     full, tail = divmod(th, rows)
@@ -165,7 +188,7 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
 def u_fits(c: int, kk: int) -> bool:
     """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may take
     the layer; it streams U in its own blocks). U is streamed from memory once per block, and a
-    plane of MIN_PLANE outputs or more (winograd.py) gives each of its floats 36 or more tiles'
+    plane of MIN_PLANE outputs or more (winograd_select.py) gives each of its floats 36 or more tiles'
     multiply-adds, which the prefetched stream keeps up with. 4 MiB (the first plan's bound,
     before U was prefetched) kept the direct kernels on every layer of 192 -> 384 channels and
     up. Raised to 16 MiB, AVX2 code, zoo and held-out models, -instrument-profile, min of 8
@@ -179,9 +202,10 @@ def u_fits(c: int, kk: int) -> bool:
     return any(4 * tf.alpha(m) ** 2 * c * kk <= MAX_U for m in tf.SIZES)
 
 
-def plan(simd, s, budget, forced=None):
+def plan(simd, s, budget, forced=None, l2_bytes=0):
     """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
-    scratch fit, or None. `forced` (registry params): {"m": 2 or 4} and/or {"rows": r}."""
+    scratch fit, or None. `forced` (registry params): {"m": 2 or 4}, {"rows": r} and/or
+    {"outer": bool} (the GEMM's order, points_outer); l2_bytes: the target's L2 (0: no figures)."""
     n, c, h, w, kk, pads = s
     ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
     forced = forced or {}
@@ -189,7 +213,7 @@ def plan(simd, s, budget, forced=None):
     for m in ([forced["m"]] if "m" in forced else tf.SIZES):
         if 4 * tf.alpha(m) ** 2 * c * kk > MAX_U:
             continue
-        blocking = _blocking(simd, m, c, kk, ho, wo, budget, forced.get("rows"))
+        blocking = _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes)
         if blocking is None:
             continue
         cost = _cost(simd, m, n, c, kk, ho, wo, blocking)

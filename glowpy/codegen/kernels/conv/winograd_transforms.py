@@ -131,12 +131,14 @@ class Ir:
         return self.b.call(self.fmuladd, [cg.const(self.vec.ty, float(c)), x, y])
 
 
-def weights(w: np.ndarray, m: int, mr: int) -> np.ndarray:
-    """U = G g G^T per (k, c), packed [K/MR][alpha^2][C][MR] (K padded with zeros to MR)."""
+def weights(w: np.ndarray, m: int, mr: int, points_outer: bool = False) -> np.ndarray:
+    """U = G g G^T per (k, c), packed [K/MR][alpha^2][C][MR] (K padded with zeros to MR), in the
+    GEMM's read order; `points_outer`: [alpha^2][K/MR][C][MR] (winograd_plan.points_outer)."""
     kk, c = w.shape[:2]
     a2 = alpha(m) ** 2
     u = np.einsum("ai,kcij,bj->kcab", G[m], w.astype(np.float64), G[m]).reshape(kk, c, a2)
     nkb = math.ceil(kk / mr)
     p = np.zeros((nkb * mr, c, a2))
     p[:kk] = u
-    return p.reshape(nkb, mr, c, a2).transpose(0, 3, 2, 1).astype(np.float32)
+    return p.reshape(nkb, mr, c, a2).transpose((3, 0, 2, 1) if points_outer else (0, 3, 2, 1)
+                                               ).astype(np.float32)
