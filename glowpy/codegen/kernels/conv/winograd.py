@@ -50,7 +50,8 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.accumulators import Acc
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
-from glowpy.codegen.kernels.conv.winograd_plan import CHAINS, layout, lone_tiles, plane, tpad
+from glowpy.codegen.kernels.conv.winograd_plan import (CHAINS, in_place, layout, lone_tiles,
+                                                       plane, tpad)
 from glowpy.codegen.kernels.tiles import PREFETCH
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -86,7 +87,7 @@ class _Emitter:
             # V: [alpha^2][C][tpad]; M: [alpha^2][MR][tpad] after it, or in V's place with V's
             # row and plane strides where one block of MR channels covers K
             self.vp, self.vrows = k.out(1), self.c
-            if self.kk <= self.mr and self.kk <= self.c:
+            if in_place(self.mr, self.c, self.kk):
                 self.mp, self.mplane = self.vp, self.vplane
             else:
                 self.mp = cg.gep(self.b, self.vp, k.c(self.a2 * self.vplane), cg.F32)
