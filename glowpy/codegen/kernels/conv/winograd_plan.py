@@ -67,7 +67,8 @@ CHAINS = 4  # independent sums the lone tiles keep (lone_tiles): an FMA's latenc
 
 
 def plane(floats: int, planes: int) -> int:
-    """Floats each of the scratch's `planes` (alpha^2) planes V[xi] or M[xi] takes. An input
+    """Floats each of the scratch's `planes` (alpha^2; alpha^2 + 1 with the points outermost,
+    layout) planes V[xi] or M[xi] takes. An input
     tile's alpha^2 values are stored one to a plane, at the same offset in each: planes a
     multiple of 2 KiB apart put those stores in one or two L1 sets, whose 8 ways cannot hold
     36 half-written lines, and V's lines went back and forth to L2. Where the planes' sets
@@ -188,8 +189,8 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
 def u_fits(c: int, kk: int) -> bool:
     """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may take
     the layer; it streams U in its own blocks). U is streamed from memory once per block, and a
-    plane of MIN_PLANE outputs or more (winograd_select.py) gives each of its floats 36 or more tiles'
-    multiply-adds, which the prefetched stream keeps up with. 4 MiB (the first plan's bound,
+    plane of MIN_PLANE outputs or more (winograd_select.py) gives each of its floats 36 or more
+    tiles' multiply-adds, which the prefetched stream keeps up with. 4 MiB (the first plan's bound,
     before U was prefetched) kept the direct kernels on every layer of 192 -> 384 channels and
     up. Raised to 16 MiB, AVX2 code, zoo and held-out models, -instrument-profile, min of 8
     alternating rounds: tiny-YOLOv2's 13x13 layers (256 -> 512, 512 -> 1024 in channel chunks)

@@ -20,6 +20,8 @@ SCRATCH = "_winograd_scratch"  # name suffix of the scratch buffers (the manifes
 MIN_LANES = 8  # float lanes a target needs for the transforms to pay
 MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies they save
 MIN_PLANE = 144  # output pixels at least (smaller planes: too few tiles per weight)
+
+
 def _shape(ins):
     """(N, C, H, W, K, pads t/l/b/r) of a Conv instruction Winograd F(m x m, 3x3) computes
     exactly, or None."""
@@ -54,7 +56,9 @@ def _live_bytes(prog) -> list[int]:
     return planner.live_profile(groups, pairs, len(prog.instrs))
 
 
-_PACKED: dict = {}  # id(weights array) -> {(m, MR): U}, while the array lives (the schedule search re-lowers)
+# id(weights array) -> {(m, MR, points outermost): U}, while the array lives (the schedule
+# search re-lowers)
+_PACKED: dict = {}
 
 
 def _weights(const: np.ndarray, m: int, mr: int, outer: bool) -> np.ndarray:
