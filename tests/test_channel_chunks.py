@@ -1,8 +1,9 @@
 """Channel-vectorized row tiles with the reduction in chunks of input channels (conv/
 channel_chunks.py, params "kc"): deep strided 3x3s and long Conv1ds, whose block of weights
-does not fit L1. Checked against onnxruntime on every vector level this host runs, with the
-plan each width takes, and with chunking forced on every level, so that the
-partial sums' segments (part of a row, whole short rows, a last chunk of fewer channels, a
+does not fit L1, and convolutions whose input planes collide in L1's sets (4 KiB apart).
+Checked against onnxruntime on every vector level this host runs, with the plan each width
+takes, and with chunking forced on every level, so that the partial sums' segments (part of
+a row, whole short rows, a last chunk of fewer channels, a
 last block of fewer channels, a residual and Relu after them) run wherever the suite runs."""
 from __future__ import annotations
 
@@ -27,30 +28,36 @@ RNG = np.random.default_rng(12)
 CASES = {"3x3_s2_56": (128, 32, (56, 56), 3, 2, 1), "3x3_s2_28": (256, 40, (28, 28), 3, 2, 1),
          "conv1d_k3_s2": (512, 24, (1200,), 3, 2, 0), "3x3_200ch": (200, 16, (40, 40), 3, 2, 1)}
 # where chunking pays: past L1 on a 32 KiB L1 (the family's figure for a named x86-64 level),
-# at least MIN_STEPS per chunk (AVX-512's 32- and 48-channel blocks of a 3x3/2 would get 90 and 63)
-CHUNKED = {4: {"3x3_s2_28", "conv1d_k3_s2", "3x3_200ch"}, 8: {"3x3_s2_56", "3x3_s2_28", "3x3_200ch"},
-           16: {"3x3_200ch"}}
+# at least MIN_STEPS per chunk (AVX-512's 32- and 48-channel blocks of a 3x3/2 would get 90 and
+# 63); and where the planes collide in L1 (collision_chunk): 56x56 planes (12,544 bytes) put
+# 128 channels' lines in 16 of the 64 sets, chunks of 64 on the levels the size rule leaves
+CHUNKED = {4: {"3x3_s2_56", "3x3_s2_28", "conv1d_k3_s2", "3x3_200ch"},
+           8: {"3x3_s2_56", "3x3_s2_28", "3x3_200ch"}, 16: {"3x3_s2_56", "3x3_200ch"}}
 
 
-def _model(c, m, spatial, k, s, p):
-    """Relu(Conv(Relu(x)) + Exp(r)): the Conv accumulates onto the residual's buffer."""
+def _model(c, m, spatial, k, s, p, d=1, residual=True):
+    """Relu(Conv(Relu(x)) + Exp(r)): the Conv accumulates onto the residual's buffer; without
+    the residual, LeakyRelu(Conv(x)) (dilation d)."""
     nd = len(spatial)
     wt = (RNG.standard_normal((m, c) + (k,) * nd) / np.sqrt(c * k ** nd)).astype(np.float32)
     b = RNG.standard_normal(m).astype(np.float32)
-    out = tuple((d + 2 * p - k) // s + 1 for d in spatial)
-    nodes = [helper.make_node("Relu", ["x"], ["xr"]), helper.make_node("Exp", ["r"], ["e"]),
-             helper.make_node("Conv", ["xr", "w", "b"], ["c"], kernel_shape=[k] * nd,
-                              strides=[s] * nd, pads=[p] * 2 * nd),
-             helper.make_node("Add", ["c", "e"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
-    g = helper.make_graph(nodes, "chunks",
-                          [helper.make_tensor_value_info("x", 1, [1, c, *spatial]),
-                           helper.make_tensor_value_info("r", 1, [1, m, *out])],
-                          [helper.make_empty_tensor_value_info("y")],
+    out = tuple((q + 2 * p - d * (k - 1) - 1) // s + 1 for q in spatial)
+    conv = dict(kernel_shape=[k] * nd, strides=[s] * nd, dilations=[d] * nd, pads=[p] * 2 * nd)
+    ins = [helper.make_tensor_value_info("x", 1, [1, c, *spatial])]
+    feeds = {"x": RNG.standard_normal((1, c, *spatial)).astype(np.float32)}
+    if residual:
+        nodes = [helper.make_node("Relu", ["x"], ["xr"]), helper.make_node("Exp", ["r"], ["e"]),
+                 helper.make_node("Conv", ["xr", "w", "b"], ["c"], **conv),
+                 helper.make_node("Add", ["c", "e"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+        ins.append(helper.make_tensor_value_info("r", 1, [1, m, *out]))
+        feeds["r"] = RNG.standard_normal((1, m, *out)).astype(np.float32) * 0.5
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **conv),
+                 helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1)]
+    g = helper.make_graph(nodes, "chunks", ins, [helper.make_empty_tensor_value_info("y")],
                           [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    feeds = {"x": RNG.standard_normal((1, c, *spatial)).astype(np.float32),
-             "r": RNG.standard_normal((1, m, *out)).astype(np.float32) * 0.5}
     return model, feeds
 
 
@@ -60,14 +67,19 @@ def _convs(report):
         return [i["variant"] for i in json.load(f)["instructions"] if i["kernel"] == "Conv"]
 
 
-@pytest.mark.parametrize("level", RUNNABLE, ids=str)
-@pytest.mark.parametrize("case", list(CASES))
-def test_chunked_channel_tiles_match_onnxruntime(case, level, tmp_path):
-    model, feeds = _model(*CASES[case])
+def _checked_plans(model, feeds, level, tmp_path):
+    """The Conv variants of the model compiled for `level`, its outputs checked against
+    onnxruntime on the way."""
     report = tmp_path / "mem.json"
     check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4,
                               dump_memory_report=str(report), **level.options)
-    for variant in _convs(report):
+    return _convs(report)
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("case", list(CASES))
+def test_chunked_channel_tiles_match_onnxruntime(case, level, tmp_path):
+    for variant in _checked_plans(*_model(*CASES[case]), level, tmp_path):
         assert variant["name"] == "channel_vectorized"
         assert ("kc" in variant["params"]) == (case in CHUNKED[level.lanes])
         if "kc" in variant["params"]:
@@ -92,3 +104,23 @@ def test_forced_chunks_match_onnxruntime(case, level, tmp_path):
                               kernel_variants={"Conv": ("channel_vectorized", params)},
                               **level.options)
     assert all(v["params"]["kc"] == 7 for v in _convs(report2))
+
+
+# planes a multiple of 4 KiB apart (channel_chunks.collision_chunk), Conv + LeakyRelu:
+# name: (C, M, input spatial dims, kernel, dilation, pad). Each channel's plane lies in one L1
+# set at every offset, so every level takes 4 channels a chunk (half the 8 ways), however few
+# steps that leaves a chunk (k3: 12); the k3 layer would be pixel-vectorized otherwise. The
+# Conv1ds and the 256-wide rows run their edge tiles unchunked and the interior in segments
+# (the last one shorter); the 64-wide rows go in segments of whole rows
+COLLIDING = {"conv1d_16ch_4096_k11_d5": (16, 16, (4096,), 11, 5, 25),
+             "conv1d_32ch_2048_k3": (32, 24, (2048,), 3, 1, 1),
+             "5x5_16ch_64x64": (16, 20, (64, 64), 5, 1, 2),
+             "5x5_16ch_32x256": (16, 16, (32, 256), 5, 1, 2)}
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("case", list(COLLIDING))
+def test_colliding_planes_are_chunked_and_match_onnxruntime(case, level, tmp_path):
+    c, m, spatial, k, d, p = COLLIDING[case]
+    (variant,) = _checked_plans(*_model(c, m, spatial, k, 1, p, d, residual=False), level, tmp_path)
+    assert variant["name"] == "channel_vectorized" and variant["params"]["kc"] == 4, variant

@@ -8,7 +8,7 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 """
 from __future__ import annotations
 
-from . import classic, dense, mobile, points, recurrent, text_tf, video, vision_tf
+from . import audio, classic, dense, mobile, points, recurrent, text_tf, video, vision_tf
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -43,6 +43,8 @@ ZOO = {
     "lstm_classifier": recurrent.lstm_classifier,
     "gru_tagger": recurrent.gru_tagger,
     "crnn_lstm": recurrent.crnn_lstm,
+    "tdnn": audio.tdnn,
+    "hifigan": audio.hifigan,
 }
 
 
