@@ -1,9 +1,10 @@
 """Speech and audio nets as PyTorch exports them, the class of Conv1d over long sequences:
 an x-vector TDNN (dilated Conv1d over 512 channels on hundreds of frames, statistics pooling)
 and a HiFi-GAN generator (ConvTranspose1d upsampling, multi-receptive-field blocks of dilated
-Conv1d with LeakyRelu, over thousands of samples). Their wide layers read inputs of 0.3-2 MB
-a call, past a Zen 3's L2: the unstrided channel-vectorized tiles then take the reduction in
-chunks of input channels (conv/channel_chunks.chunk_channels)."""
+Conv1d with LeakyRelu, over thousands of samples). The TDNN's wide layers read inputs of
+0.6 MB, past half a Zen 3's L2; HiFi-GAN's planes of 256 to 8,192 samples lie a multiple of
+1 KiB apart and collide in L1's sets. The channel-vectorized tiles take the reduction of
+both in chunks of input channels (conv/channel_chunks.chunk_channels, collision_chunk)."""
 from __future__ import annotations
 
 from .net import Net

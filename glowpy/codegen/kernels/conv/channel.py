@@ -424,7 +424,7 @@ def plan(k):
     small_plane = (plane < 64 and s.cg >= 64
                    and (not (pointwise and flat) or filled < 0.8 or not past_l1)) or \
         (wasteful and not pointwise)
-    clash = not pointwise and channel_chunks.takes_colliding(k, s)
+    clash = channel_chunks.takes_colliding(k, s)  # (never a 1x1)
     if chan is None or not ((not pointwise and taps >= CHAN_TAPS[s.sh > 1 or s.sw > 1])
                             or small_plane or clash):
         return None

@@ -51,8 +51,8 @@ def chunk_channels(caps, s, ob: int, npx: int, nhwc: bool):
     Unstrided tiles share their input lines with the next tile, and the planes stay in L2
     where they fit: three 3x3s whose input did measured +5%, +5% and -5% chunked (128 on
     28x28, 384 -> 256 on 13x13, 256 on 14x14, AVX2), so those are chunked only where the
-    input is past half the L2 (`_past_l2`; not 1x1 windows, whose tiles share no lines across
-    taps: ResNeXt's 1024 -> 2048 on 10x10 3-6% slower chunked) or where the planes collide
+    input is past half the L2 (`_past_l2`; not windows one column wide, whose taps share no
+    lines: ResNeXt's 1x1 1024 -> 2048 on 10x10 3-6% slower chunked) or where the planes collide
     (`collision_chunk`)."""
     if not caps.l1d_bytes or nhwc:
         return None
@@ -114,9 +114,12 @@ def takes_colliding(k, s) -> bool:
     and only these take the reduction in chunks (Conv1d k3 over 16 or 32 channels of 4,096 or
     2,048 samples 0.68 of the pixel tiles' time). Not with a residual to read: the turned-
     around stores and the residual's reads then collide too (HiFi-GAN's first residual k3 of a
-    stage 1.4-1.7x slower this way, AVX2 code)."""
-    return collision_chunk(s) is not None and k.instr.attrs.get("accumulate") is None and \
-        len(k.node.inputs) <= epilogue.base_count(k.node)
+    stage 1.4-1.7x slower this way, AVX2 code); per-channel operands (a BatchNormalization
+    after the activation) are a vector each and do not."""
+    out = k.out_buf().nbytes
+    residual = k.instr.attrs.get("accumulate") is not None or any(
+        x is not None and x.nbytes >= out for x in k.instr.inputs[epilogue.base_count(k.node):])
+    return collision_chunk(s) is not None and not residual
 
 
 def emit(em, n, gi, blocks, outer: bool):
