@@ -8,7 +8,8 @@
 
 The probes are the ops between the matrix products that issue 19 measured (Softmax, Pow by a
 small constant, LayerNormalization, the Erf GELU chain as exported), at the transformers'
-shapes, batch-1 Linear layers (weights streamed from memory), and the convolutions of the mobile and ResNet-style nets (strided and large-kernel
+shapes, multi-head attention's products (a B computed at run time), batch-1 Linear layers
+(weights streamed from memory), and the convolutions of the mobile and ResNet-style nets (strided and large-kernel
 depthwise layers, strided 1x1 shortcuts). Each is timed the way benchmarks/perf.py times a
 model (its C harness and onnxruntime timer, alternating for --rounds, best batch, CPU time of
 the calling thread) and its output is checked against onnxruntime's (max |error| / max
@@ -203,6 +204,26 @@ def dilated(c, hw, d, layers=2, m=None):
     return build
 
 
+def attention(heads, tokens, d=64, part="all"):
+    """Multi-head attention's products over a packed qkv input, as exporters split it:
+    Q x K^T / sqrt(d) ("qk"), then Softmax ("qk_softmax"), then x V ("all"); Whisper's
+    encoder is 6 heads of 64 over 1500 tokens, ViT-S at 384x384 6 over 577."""
+    def build():
+        x = _rand(1, heads, tokens, 3 * d)
+        inits = {"split": np.array([d, d, d], np.int64), "scale": np.array(np.sqrt(d), np.float32)}
+        nodes = [helper.make_node("Split", ["x", "split"], ["q", "k", "v"], axis=3),
+                 helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                 helper.make_node("Div", ["s", "scale"], ["y" if part == "qk" else "z"])]
+        if part != "qk":
+            nodes.append(helper.make_node("Softmax", ["z"], ["y" if part == "qk_softmax" else "p"],
+                                          axis=-1))
+        if part == "all":
+            nodes.append(helper.make_node("MatMul", ["p", "v"], ["y"]))
+        return _model(nodes, x, inits), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
@@ -228,7 +249,11 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "dil2_256x28": dilated(256, 28, 2), "dil4_512x28": dilated(512, 28, 4),
           "dil1_256x28": dilated(256, 28, 1), "dil2_256x65": dilated(256, 65, 2),
           "dil4_512x65": dilated(512, 65, 4), "fcn_head_2048x28": dilated(2048, 28, 1, 1, 512),
-          "fcn_head_2048x65": dilated(2048, 65, 1, 1, 512)}
+          "fcn_head_2048x65": dilated(2048, 65, 1, 1, 512),
+          "attention_qk_1500": attention(6, 1500, part="qk"),
+          "attention_qk_softmax_1500": attention(6, 1500, part="qk_softmax"),
+          "attention_1500": attention(6, 1500), "attention_577": attention(6, 577),
+          "attention_197": attention(3, 197)}
 
 
 def measure(name, work, a):

@@ -34,7 +34,18 @@ class GemmEmitter:
     GPT 0.966, MLP-Mixer level (its panels of K = 1024-2048 rows outgrow L1 and evict the
     current one); also with M = MR: the autoencoder 1.11x. AVX-512 code: GPT 0.989, ViT level,
     MLP-Mixer 0.982 (a 16-lane step does twice the multiply-adds per line of B; prefetching
-    one line of its two per row made it 1.02-1.03x slower)."""
+    one line of its two per row made it 1.02-1.03x slower).
+
+    A B computed at run time (attention's Q x K^T and P x V) is read in place, so nothing
+    favours its panels; there the row blocks go outermost within column chunks of B that fit
+    the L2 (`chunk_columns`), and each output row is written as one run per chunk instead of
+    a strip of a few lines per panel. With K = 64 (a head's width) a tile does 64 steps per
+    store, and the strips of an output larger than the L2 (1500 x 1500 scores: 9 MB a head,
+    a new page every row) cost more than the products: Whisper's 6-head Q x K^T at 1500
+    tokens 28.0 -> 18.1 ms, onnxruntime 18.0 (AVX2 code, benchmarks/op_probe.py's
+    attention_qk_1500); P x V level. Inside the zoo's Whisper encoder (-instrument-profile,
+    6 alternating rounds, the time summed over the layers) 0.899 on AVX2 code, 0.974 on
+    AVX-512; BERT, ViT, GPT, Swin, the Conformer and wav2vec 2.0 level (0.99-1.005)."""
 
     def __init__(self, k, m: int, kk: int, n: int, out_shape, rows_shape=None):
         self.k, self.b = k, k.b
@@ -50,17 +61,19 @@ class GemmEmitter:
         self.ku = 1 if self.vec.w == 1 else max(1, min(4, 8 // acc))
         self.fin = Finisher(k, self.vec, out_shape[-1:])
 
-    def panels(self, body):
-        """body(n0, nb) over column panels (full panels in a loop, then the narrower tail)."""
+    def panels(self, body, start=None, count=None):
+        """body(n0, nb) over the column panels of columns [start, start + count) (all by
+        default): full panels in a loop, then the narrower tail."""
         k, b = self.k, self.b
-        full, tail = divmod(self.n, self.nb)
+        start = k.c(0) if start is None else start
+        full, tail = divmod(self.n if count is None else count, self.nb)
         if full == 1:
-            body(k.c(0), self.nb)
+            body(start, self.nb)
         elif full > 1:
             with k.for_range(full, name="pn") as p:
-                body(b.mul(p, k.c(self.nb)), self.nb)
+                body(b.add(start, b.mul(p, k.c(self.nb))), self.nb)
         if tail:
-            body(k.c(full * self.nb), tail)
+            body(b.add(start, k.c(full * self.nb)), tail)
 
     def rows(self, body):
         k, b = self.k, self.b
@@ -77,8 +90,25 @@ class GemmEmitter:
         """Y[y_off + m*N + n] for all m, n. bsrc: ("packed", ptr, off) or ("rows", ptr, off).
         `lead`: IR indices of the output dims before the last two; finish(m, n0_lane, acc,
         mask) adds alpha / beta*C before the epilogue."""
-        self.panels(lambda n0, nb: self.rows(
-            lambda m0, mr: self.tile(a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb)))
+        def tile(m0, mr, n0, nb):
+            self.tile(a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb)
+
+        if bsrc[0] == "packed":
+            self.panels(lambda n0, nb: self.rows(lambda m0, mr: tile(m0, mr, n0, nb)))
+            return
+        k, b = self.k, self.b
+        nc = chunk_columns(self.k.caps, self.kk, self.n, self.nb)
+        full, tail = divmod(self.n, nc)
+
+        def chunk(c0, width):
+            self.rows(lambda m0, mr: self.panels(lambda n0, nb: tile(m0, mr, n0, nb), c0, width))
+        if full == 1:
+            chunk(k.c(0), nc)
+        elif full > 1:
+            with k.for_range(full, name="nc") as c:
+                chunk(b.mul(c, k.c(nc)), nc)
+        if tail:
+            chunk(k.c(full * nc), tail)
 
     def tile(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb):
         k, b, vec = self.k, self.b, self.vec
@@ -133,6 +163,19 @@ class GemmEmitter:
             idx.append(self.b.urem(m, self.k.c(d)))
             m = self.b.udiv(m, self.k.c(d))
         return idx[::-1]
+
+
+def chunk_columns(caps, kk: int, n: int, nb: int) -> int:
+    """Columns of a run-time B (K = kk rows, n columns, panels of nb) per chunk: the most whole
+    panels whose K rows fit three quarters of the target's L2 (every column without cache
+    figures), at least one panel. Between two reads of a chunk only MR rows of A and of the
+    output pass through, so the chunk can hold most of the L2; each further chunk reads all of
+    A again. P x V at 1500 tokens (B: 1500 x 64, 384 KB) in one chunk 17.5 ms, in two of 32
+    columns 22 ms; the 1500 x 1500 Q x K^T in one chunk or two of 1024 columns level (AVX2
+    code)."""
+    if not caps.l2_bytes:
+        return n
+    return min(n, max(nb, caps.l2_bytes * 3 // 4 // (4 * kk) // nb * nb))
 
 
 def fold_batch(caps, batch, m: int, kk: int, n: int) -> bool:

@@ -1,0 +1,66 @@
+"""Products whose B is computed at run time (attention's Q x K^T and P x V, a Gemm of two
+activations): gemm/vector.py takes the row blocks outermost within column chunks of B that
+fit three quarters of the L2 (chunk_columns). The chunk widths follow the target's L2, and
+bundles with one chunk, several, a narrower last chunk and a last panel narrower than a
+vector agree with onnxruntime at every vector level this host runs."""
+import numpy as np
+import pytest
+from onnx import helper
+from util import check_against_onnxruntime, make_graph_model
+from vector_levels import RUNNABLE
+
+from glowpy.codegen.kernels.gemm.vector import chunk_columns
+from glowpy.codegen.target import resolve_target
+
+F = np.float32
+RNG = np.random.default_rng(11)
+
+
+def test_chunks_follow_the_l2():
+    """Under the x86-64 family's 512 KiB L2 (any explicit CPU): B of 64 x 1500 (a head's keys
+    at 1500 tokens, 384 KB) is one chunk; 1000 rows take 96 columns a chunk (panels of 16);
+    with no cache figures (microcontrollers) every column is one chunk."""
+    caps = resolve_target(mcpu="x86-64-v3").caps
+    assert caps.l2_bytes == 512 << 10
+    assert chunk_columns(caps, 64, 1500, 16) == 1500
+    assert chunk_columns(caps, 1000, 250, 16) == 96
+    assert chunk_columns(caps, 100000, 250, 16) == 16  # at least one panel
+    mcu = resolve_target(target="thumbv7em-none-eabihf", mcpu="cortex-m7").caps
+    assert chunk_columns(mcu, 1000, 250, 4) == 250
+
+
+def attention(heads, tokens, d):
+    """Softmax(Q K^T / sqrt(d)) V over a packed qkv input, as exporters split it."""
+    nodes = [helper.make_node("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=3),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Div", ["s", "scale"], ["z"]),
+             helper.make_node("Softmax", ["z"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    inits = {"sizes": np.array([d, d, d], np.int64), "scale": np.array(np.sqrt(d), F)}
+    feeds = {"qkv": RNG.standard_normal((1, heads, tokens, 3 * d)).astype(F)}
+    return make_graph_model(nodes, feeds, ["y"], inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("heads, tokens, d", [(2, 77, 64), (1, 300, 40)])
+def test_attention_matches_onnxruntime(level, heads, tokens, d, tmp_path):
+    model, feeds = attention(heads, tokens, d)
+    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-5, **level.options)
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_chunked_product_matches_onnxruntime(level, op, tmp_path):
+    """K = 1000 rows of B: 96 columns a chunk under the family's L2, so 250 columns are two
+    chunks in the loop and a last one of 58 (three panels of 16 and one of 10 on AVX2)."""
+    k, n = 1000, 250
+    feeds = {"a": RNG.standard_normal((30, k)).astype(F), "b": RNG.standard_normal((k, n)).astype(F)}
+    if op == "Gemm":
+        node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=1.0)
+        inits = {"c": RNG.standard_normal(n).astype(F)}
+    else:
+        node = helper.make_node("MatMul", ["a", "b"], ["y"])
+        inits = {}
+    model = make_graph_model([node], feeds, ["y"], inits, opset=13)
+    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)
