@@ -233,6 +233,9 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "dw5s1_240x28": depthwise(240, 28, 5, 1), "dw3s1_32x112": depthwise(32, 112, 3, 1),
           "dw3s2_256x56": depthwise(256, 56, 3, 2), "dw7s1_96x56": depthwise(96, 56, 7, 1),
           "dw7s1_384x14": depthwise(384, 14, 7, 1),
+          # the same layers at 320x320 inputs (MnasNet, MobileNetV2): planes past 64 KiB of copy
+          "dw3s2_48x160": depthwise(48, 160, 3, 2), "dw5s2_144x80": depthwise(144, 80, 5, 2),
+          "dw3s2_32x320": depthwise(32, 320, 3, 2),
           "maxpool3s2_64x112": maxpool(64, 112, 3, 2), "maxpool2s2_128x56": maxpool(128, 56, 2, 2),
           "maxpool2s2_16x416": maxpool(16, 416, 2, 2),
           "pw_s2_256x56": strided_pointwise(256, 512, 56), "pw_s2_512x28": strided_pointwise(512, 1024, 28),

@@ -91,14 +91,35 @@ def test_plain_kernel_estimated_cheaper_on_avx512():
 
 @pytest.mark.parametrize("level", LEVELS, ids=str)
 def test_phase_plan_fits_registers_and_stack(level):
-    """Accumulators + one vector of taps per column + a weight fit the level's registers; a
-    plane whose buffer would pass SCRATCH_MAX is not taken (geometry gives the buffer)."""
+    """Accumulators + one vector of taps per column + a weight fit the level's registers; the
+    ring holds a power of two of rows, at least the padded rows one block reads, within
+    SCRATCH_MAX at any plane height (geometry gives the buffer): 8 rows of 3x3/2 blocks of
+    3 rows on a 320x320 plane instead of its 321 padded rows."""
     simd = Simd(level.lanes, 32 if level.lanes == 16 else 16, level.lanes == 16, True)
-    for c, hw, k, st in ((96, 112, 3, 2), (144, 56, 5, 2), (672, 14, 5, 2), (8, 9, 7, 3)):
+    for c, hw, k, st in ((96, 112, 3, 2), (144, 56, 5, 2), (672, 14, 5, 2), (8, 9, 7, 3),
+                         (48, 160, 3, 2), (32, 320, 3, 2), (144, 80, 5, 2)):
         ho = (hw + 2 * (k // 2) - k) // st + 1
         s = Shape(1, c, c, c, hw, hw, ho, ho, k, k, st, st, 1, 1, k // 2, k // 2, 2)
         _, r, nv = plan(s, simd)
         assert r * nv + nv + 1 <= simd.registers
-        rows, length, _ = geometry(s, simd.width)
-        assert rows * st * length * 4 <= SCRATCH_MAX
-    assert rows >= hw  # padded rows cover the plane
+        rows, length, _ = geometry(s, simd.width, r)
+        assert rows & (rows - 1) == 0 and rows >= (r - 1) * st + k
+        assert rows * st * length * 4 <= SCRATCH_MAX and length >= ho
+    assert geometry(Shape(1, 1, 1, 1, 8, 9000, 4, 4500, 3, 3, 2, 2, 1, 1, 1, 1, 2), 8, 2)[0] is None
+
+
+@pytest.mark.parametrize("level", params())
+def test_large_plane_rings_match_onnxruntime(level, tmp_path):
+    """Planes whose whole phase copy passes SCRATCH_MAX (3x3/2 on 160x160, 5x5/2 on 80x96),
+    forced through the registry at the tilings the plan gives them, under guard pages: every
+    row of the ring is rewritten many times, its padding rows too."""
+    g = GraphBuilder(x=f32(1, 3, 160, 160), z=f32(1, 2, 80, 96))
+    g.node("Conv", ["x", f32(3, 1, 3, 3, scale=0.3), f32(3)], group=3, pads=[1, 1, 1, 1],
+           strides=[2, 2])
+    g.node("Conv", ["z", f32(2, 1, 5, 5, scale=0.3)], group=2, pads=[2, 2, 2, 2], strides=[2, 2])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
+                  kernel_variants={"Conv": "depthwise_phase"})
+    got = [i["variant"]["name"] for i in json.loads(report.read_text())["instructions"]
+           if i["kernel"] == "Conv"]
+    assert got == ["depthwise_phase"] * 2

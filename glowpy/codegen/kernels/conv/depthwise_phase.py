@@ -4,15 +4,22 @@ conv/depthwise.py reads a strided tap as a wide load and a shuffle, and every ti
 edge as masked loads: on AVX2 (no mask registers, cross-lane shuffles on two ports) a 5x5
 stride-2 layer spends more issue slots on shuffles, masked loads and broadcast weights than on
 its FMAs (EfficientNet-B0's 144-channel 5x5/2 layer ran at 2.5x onnxruntime's in the model).
-Here each channel's input plane is first copied into a stack buffer, zero-padded and split by
+Here each channel's input rows are first copied into a stack buffer, zero-padded and split by
 column phase (column q of the padded row lands in phase q % stride at q // stride), so a tap
 of any kernel column is one plain unaligned vector load at a constant offset: no mask, no
 shuffle, and edge tiles are the interior's code. The copy costs a strided load per phase and
 input vector, a small part of the kh*kw FMAs per output vector.
 
 Tiles are R output rows x NV vectors as in conv/depthwise.py's rows (an input row loaded once
-per kernel column feeds every output row of the block that reads it); the padding rows of the
-buffer are zeroed once per call, the copied rows are rewritten per channel."""
+per kernel column feeds every output row of the block that reads it). The buffer is a ring of
+the few rows one block reads (`geometry`), rewritten block by block, padding rows included:
+it stays in L1 at any plane size. It held the whole padded plane until the twelfth session,
+which bounded the kernel to planes of 64 KiB of copy (112x112 inputs) and left 320x320 models'
+160x160 planes to conv/depthwise.py; AVX2 code (benchmarks/op_probe.py, against the same
+layer through conv/depthwise.py, then with the whole plane): 3x3/2 on 48 of 160x160 142 us
+against 173, 5x5/2 on 144 of 80x80 194 against 255, 3x3/2 on 32 of 320x320 396 against 614;
+3x3/2 on 96 of 112x112 129 against 159 with the whole plane, 5x5/2 on 144 of 56x56 and 3x3/2
+on 256 of 56x56 2-4% faster."""
 from __future__ import annotations
 
 import math
@@ -28,20 +35,20 @@ from glowpy.codegen.kernels.tiles import Shape, shape_of
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
 
-SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a 112x112 stride-2 plane: 59 KB)
+SCRATCH_MAX = 64 * 1024  # bytes of stack per call at most (a ring of 8 rows of 1000 columns)
 
 
-def geometry(s: Shape, w: int):
-    """(padded rows, phase-row length in floats, column offset per kernel column within its
-    phase): the buffer holds rows x stride phases x length floats; the length is a whole
-    number of vectors unless that would pass SCRATCH_MAX."""
-    rows = (s.ho - 1) * s.sh + (s.kh - 1) * s.dh + 1
+def geometry(s: Shape, w: int, r: int = 1):
+    """(buffer rows, phase-row length in floats, column offset per kernel column within its
+    phase) for blocks of r output rows. The buffer is a ring of rows x stride phases x length
+    floats, padded row p in row p % rows: rows is the power of two at or above the padded rows
+    one block reads (the copy of a block's new rows then never overwrites a row it reads), and
+    the length a whole number of vectors (5x5/2 on 56x56, AVX2: 181 -> 151 us). Where a ring
+    would pass SCRATCH_MAX, rows is None."""
+    rows = 1 << ((r - 1) * s.sh + (s.kh - 1) * s.dh).bit_length()
     offs = [(c * s.dw) // s.sw for c in range(s.kw)]
-    length = math.ceil(s.wo / w) * w + max(offs)  # tap loads of the last tile end here
-    aligned = math.ceil(length / w) * w  # rows on vector boundaries: fewer split loads
-    if rows * s.sw * aligned * 4 <= SCRATCH_MAX:  # (5x5/2 on 56x56, AVX2: 181 -> 151 us)
-        length = aligned
-    return rows, length, offs
+    length = math.ceil((math.ceil(s.wo / w) * w + max(offs)) / w) * w  # the last tile's taps
+    return (rows if rows * s.sw * length * 4 <= SCRATCH_MAX else None), length, offs
 
 
 # The copy's cost per plane: cycles per vector copied and a fixed part (the row loop, the
@@ -96,26 +103,28 @@ class PhaseEmitter(DepthwiseEmitter):
     def emit(self):
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w = vec.w
-        self.rows, self.len, self.offs = geometry(s, w)
+        self.rows, self.len, self.offs = geometry(s, w, self.choice[1])
         buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, self.rows * s.sw * self.len), "phases")
         buf.align = 64  # a cache line: aligned rows start on vector boundaries
         buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
         self.buf = buf
-        # rows of the buffer that no input row fills: zero once, no channel writes them
-        zero = vec.splat(ir.Constant(cg.F32, 0.0))
-        filled = [r for r in range(self.rows) if 0 <= r - s.pt < s.hin]
-        n = s.sw * self.len
-        for r in range(self.rows):
-            if r not in filled:
-                for j in range(math.ceil(n / w)):
-                    vec.store(zero, buf, r * n + j * w, self.tail(n, j))
-        self.filled = (filled[0], filled[-1] + 1) if filled else None
+        self.filled = (s.pt, s.pt + s.hin)  # the padded rows input rows fill
         super().emit()
+
+    def zero_row(self, dst):
+        n, w = self.s.sw * self.len, self.vec.w
+        zero = self.vec.splat(ir.Constant(cg.F32, 0.0))
+        for j in range(math.ceil(n / w)):
+            self.vec.store(zero, self.buf, self.b.add(dst, self.k.c(j * w)), self.tail(n, j))
+
+    def slot(self, r):
+        """The buffer's offset of padded row r (an IR value): row r % rows of the ring."""
+        b, k = self.b, self.k
+        return b.mul(b.and_(r, k.c(self.rows - 1)), k.c(self.s.sw * self.len))
 
     def row_plane(self):
         """Each block of output rows copies the input rows it is the first to read, just
-        before its tiles read them: the copy and its reads meet in L1 even where the whole
-        buffer does not fit there (a 112x112 plane's is 59 KiB). Copied whole before the tiles
+        before its tiles read them: the copy and its reads meet in L1. Copied whole before the tiles
         (AVX2 code, Zen 4, -instrument-profile, min of 8 alternating rounds), MobileNetV1's
         3x3/2 on 64 channels of 112x112 took 135 us against onnxruntime's 93."""
         k, b, s, w = self.k, self.b, self.s, self.vec.w
@@ -144,17 +153,22 @@ class PhaseEmitter(DepthwiseEmitter):
     def copy_rows(self, lo, hi):
         """Padded rows lo .. hi (IR values; clipped to the rows input rows fill) of the
         channel into the buffer: phase p of padded row r at r*stride*len + p*len, element i =
-        x[r - pt][i*stride + p - pl]."""
-        if self.filled is None:
-            return
+        x[r - pt][i*stride + p - pl]; the padding rows among lo .. hi are written with zeros
+        (the ring's rows are reused)."""
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w, L = vec.w, self.len
         f0, f1 = self.filled
-        lo = b.select(b.icmp_signed("<", lo, k.c(f0)), k.c(f0), lo)
-        hi = b.select(b.icmp_signed(">", hi, k.c(f1)), k.c(f1), hi)
+
+        def clip(v, low, high):
+            v = b.select(b.icmp_signed("<", v, low), low, v)
+            return b.select(b.icmp_signed(">", v, high), high, v)
+        for z0, z1 in ((lo, clip(hi, lo, k.c(f0))), (clip(lo, k.c(f1), hi), hi)):
+            with k.for_range(z1, start=z0, name="zr") as r:
+                self.zero_row(self.slot(r))
+        lo, hi = clip(lo, k.c(f0), k.c(f1)), clip(hi, k.c(f0), k.c(f1))
         with k.for_range(hi, start=lo, name="pr") as r:
             src = b.add(self.xb, b.mul(b.sub(r, k.c(s.pt)), k.c(s.win)))
-            dst = b.mul(r, k.c(s.sw * L))
+            dst = self.slot(r)
             for j in range(math.ceil(L / w)):
                 q0 = j * w * s.sw - s.pl  # input column of phase 0's lane 0
                 mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw + s.sw - 1))
@@ -181,9 +195,9 @@ class PhaseEmitter(DepthwiseEmitter):
         for i in range(nrows):
             for a in range(s.kh):
                 users.setdefault(i * s.sh + a * s.dh, []).append((i, a))
-        top = b.mul(oh0, k.c(s.sh * s.sw * L))
+        top = b.mul(oh0, k.c(s.sh))
         for rr in sorted(users):
-            row = b.add(b.add(top, k.c(rr * s.sw * L)), ow0)
+            row = b.add(self.slot(b.add(top, k.c(rr))), ow0)
             for c in range(s.kw):
                 base = (c * s.dw) % s.sw * L + self.offs[c]
                 vals = [vec.load(self.buf, b.add(row, k.c(base + j * w))) for j in range(nv)]
@@ -196,7 +210,7 @@ class PhaseEmitter(DepthwiseEmitter):
 
 
 def plan_kernel(k):
-    """The tiling (see `plan`) for strided depthwise layers on vector targets whose buffer
+    """The tiling (see `plan`) for strided depthwise layers on vector targets whose ring
     fits SCRATCH_MAX and whose estimate, copy included, is below conv/depthwise.py's: the
     large planes (on the AVX2 EPYC 3x3/2 on 96 of 112x112 1246 -> 1100 us, 5x5/2 on 144 of
     56x56 456 -> 397), not the small ones, where the copy outweighs the shuffles saved.
@@ -208,10 +222,9 @@ def plan_kernel(k):
     simd = Simd.of(k.caps)
     if simd.width == 1 or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1 or s.sw == 1:
         return None
-    rows, length, _ = geometry(s, simd.width)
-    if rows * s.sw * length * 4 > SCRATCH_MAX:
-        return None
     cost, choice = estimate(s, simd)
+    if geometry(s, simd.width, choice[1])[0] is None:
+        return None
     cheaper = cost < depthwise.estimate(s, simd)[0]
     return choice if cheaper or registry.is_forced("Conv", "depthwise_phase") else None
 
