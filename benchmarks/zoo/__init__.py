@@ -8,7 +8,8 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 """
 from __future__ import annotations
 
-from . import audio, classic, dense, mobile, points, recurrent, text_tf, video, vision_tf
+from . import (audio, classic, dense, generative, mobile, points, recurrent, text_tf, video,
+               vision_tf)
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -45,6 +46,14 @@ ZOO = {
     "crnn_lstm": recurrent.crnn_lstm,
     "tdnn": audio.tdnn,
     "hifigan": audio.hifigan,
+    "whisper_encoder": audio.whisper_encoder,
+    "conformer": audio.conformer,
+    "wav2vec2": audio.wav2vec2,
+    "efficientnet_v2": mobile.efficientnet_v2,
+    "ghostnet": mobile.ghostnet,
+    "pose": dense.pose,
+    "diffusion_unet": generative.diffusion_unet,
+    "esrgan": generative.esrgan,
 }
 
 

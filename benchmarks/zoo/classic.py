@@ -33,10 +33,9 @@ def _stem(net, hw, c):
     return net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 
 
-def resnet18(perf=False):
-    net = Net("resnet18", 18)
-    hw, widths = (224, (64, 128, 256, 512)) if perf else (32, (8, 16, 32, 64))
-    x = _stem(net, hw, widths[0])
+def basic_stages(net, x, widths):
+    """ResNet-18's four stages of two basic blocks (3x3, 3x3, residual; a strided 1x1
+    shortcut where the shape changes) on the stem's output of widths[0] channels."""
     cin = widths[0]
     for stage, c in enumerate(widths):
         for block in range(2):
@@ -45,7 +44,14 @@ def resnet18(perf=False):
             short = x if s == 1 and cin == c else net.conv_bn(x, cin, c, 1, s, act=None)
             x = net.node("Relu", [net.node("Add", [y, short])])
             cin = c
-    return net.model(net.classifier(x, cin, 1000 if perf else 10))
+    return x
+
+
+def resnet18(perf=False):
+    net = Net("resnet18", 18)
+    hw, widths = (224, (64, 128, 256, 512)) if perf else (32, (8, 16, 32, 64))
+    x = basic_stages(net, _stem(net, hw, widths[0]), widths)
+    return net.model(net.classifier(x, widths[-1], 1000 if perf else 10))
 
 
 def _bottlenecks(net, x, cin, widths, blocks, group=1, width_per_group=None, se=False):

@@ -3,11 +3,13 @@ bilinear Resize upsampling, skip Concat), FCN-ResNet50 (dilated stages, a 2048-c
 head, bilinear upsampling to the input), a YOLOv5-style detector (SiLU backbone, nearest
 Resize neck, heads decoded with Sigmoid, Slice, Mul/Add/Pow on constant grids), a dense
 autoencoder, a CRNN-style OCR net (conv front end, view/permute to a sequence, Linear,
-Softmax), a TCN (dilated causal Conv1d with Slice chomps) and a DS-CNN keyword spotter."""
+Softmax), a TCN (dilated causal Conv1d with Slice chomps), a DS-CNN keyword spotter and a
+SimpleBaseline pose estimator (three ConvTranspose2d 4x4 stride 2 over a ResNet-18)."""
 from __future__ import annotations
 
 import numpy as np
 
+from .classic import basic_stages
 from .net import Net
 
 
@@ -182,3 +184,20 @@ def ds_cnn(perf=False):
     x = net.node("AveragePool", [x], kernel_shape=[25, 5])
     x = net.node("Flatten", [x], axis=1)
     return net.model(net.linear(x, c, 12))
+
+
+def pose(perf=False):
+    """SimpleBaseline (Xiao et al., 2018) for 17 keypoints on 256x192: torchvision's ResNet-18
+    trunk (no pooling head), three ConvTranspose2d 4x4 stride 2 padding 1 to 256 channels
+    (no bias) + BatchNorm + Relu, a 1x1 Conv to the heatmaps."""
+    net = Net("pose", 23)
+    (h, w), widths, dc = ((256, 192), (64, 128, 256, 512), 256) if perf else ((64, 48), (8, 16, 32, 64), 32)
+    x = net.input("input", (1, 3, h, w))
+    x = net.node("MaxPool", [net.conv_bn(x, 3, widths[0], 7, 2)], kernel_shape=[3, 3],
+                 strides=[2, 2], pads=[1, 1, 1, 1])
+    x, cin = basic_stages(net, x, widths), widths[-1]
+    for _ in range(3):
+        wt = net.weight((cin, dc, 4, 4), fan_in=cin * 4)
+        x = net.node("ConvTranspose", [x, wt], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
+        x, cin = net.act(net.bn(x, dc), "relu"), dc
+    return net.model(net.convnd(x, cin, 17, 1))

@@ -1,5 +1,5 @@
-"""Efficient classifiers as torchvision exports them: MobileNetV1/V2/V3-small, EfficientNet-B0,
-MnasNet, ShuffleNetV2 and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
+"""Efficient classifiers as torchvision exports them: MobileNetV1/V2/V3-small, EfficientNet-B0
+and V2-S, MnasNet, ShuffleNetV2, GhostNet and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
 (opset 14), SiLU as x*Sigmoid(x), squeeze-and-excitation, channel shuffle with torch's
 Shape/Gather size arithmetic and Split, ConvNeXt's LayerNorm over channels via Transpose."""
 from __future__ import annotations
@@ -186,3 +186,69 @@ def convnext(perf=False):
     x = ln2d(net.node("GlobalAveragePool", [x]), cin)
     x = net.node("Flatten", [x], axis=1)
     return net.model(net.linear(x, cin, 1000 if perf else 10))
+
+
+def efficientnet_v2(perf=False):
+    """torchvision's efficientnet_v2_s: fused-MBConv stages (a 3x3 expanding conv and a 1x1
+    projection, or one 3x3 where the expansion is 1; residual where the shape is kept), then
+    MBConv stages with SE (squeeze = input channels / 4); SiLU throughout."""
+    net = Net("efficientnet_v2", 25)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+    x = net.input("input", (1, 3, hw, hw))
+    cin = _div(24 * a)
+    x = net.conv_bn(x, 3, cin, 3, 2, act="swish")
+    for fused, t, s, c, n in ((True, 1, 1, 24, 2), (True, 4, 2, 48, 4), (True, 4, 2, 64, 4),
+                              (False, 4, 2, 128, 6), (False, 6, 1, 160, 9), (False, 6, 2, 256, 15)):
+        c = _div(c * a)
+        for i in range(n if perf else 1):
+            st = s if i == 0 else 1
+            if fused:
+                y = net.conv_bn(x, cin, c if t == 1 else cin * t, 3, st, act="swish")
+                y = y if t == 1 else net.conv_bn(y, cin * t, c, 1, act=None)
+                x = net.node("Add", [x, y]) if st == 1 and cin == c else y
+            else:
+                squeeze = max(1, cin // 4)
+                x = net.inverted_residual(x, cin, cin * t, c, 3, st, "swish",
+                                          lambda y, h: net.se(y, h, squeeze, inner="swish"))
+            cin = c
+    last = 1280 if perf else 64
+    x = net.conv_bn(x, cin, last, 1, act="swish")
+    return net.model(net.classifier(x, last, 1000 if perf else 10))
+
+
+def ghostnet(perf=False):
+    """GhostNet 1.0 (Han et al., 2020): ghost modules (a 1x1 primary conv to half the width, a
+    3x3 depthwise "cheap operation" on it, Concat, Slice to the width where it is odd) in
+    bottlenecks with a strided depthwise between the two modules, SE with a HardSigmoid gate,
+    and a depthwise + 1x1 shortcut where the shape changes; the head's 1x1 Conv after pooling."""
+    net = Net("ghostnet", 31)
+    hw, a = (224, 1.0) if perf else (32, 0.25)
+
+    def ghost(x, cin, cout, act):
+        half = (cout + 1) // 2
+        p = net.conv_bn(x, cin, half, 1, act=act)
+        y = net.node("Concat", [p, net.conv_bn(p, half, half, 3, group=half, act=act)], axis=1)
+        return y if 2 * half == cout else net.node("Slice", [y, net.i64([0]), net.i64([cout]), net.i64([1])])
+    x = net.input("input", (1, 3, hw, hw))
+    cin = _div(16 * a, 4)
+    x = net.conv_bn(x, 3, cin, 3, 2)
+    cfg = ((3, 16, 16, 0, 1), (3, 48, 24, 0, 2), (3, 72, 24, 0, 1), (5, 72, 40, 1, 2),
+           (5, 120, 40, 1, 1), (3, 240, 80, 0, 2), (3, 200, 80, 0, 1), (3, 184, 80, 0, 1),
+           (3, 184, 80, 0, 1), (3, 480, 112, 1, 1), (3, 672, 112, 1, 1), (5, 672, 160, 1, 2),
+           (5, 960, 160, 0, 1), (5, 960, 160, 1, 1), (5, 960, 160, 0, 1), (5, 960, 160, 1, 1))
+    for k, exp, out, se, s in cfg if perf else cfg[:6]:
+        exp, out = _div(exp * a, 4), _div(out * a, 4)
+        y = ghost(x, cin, exp, "relu")
+        if s > 1:
+            y = net.conv_bn(y, exp, exp, k, s, group=exp, act=None)
+        if se:
+            y = net.se(y, exp, _div(exp / 4, 4), gate="hardsigmoid")
+        y = ghost(y, exp, out, None)
+        short = x if s == 1 and cin == out else net.conv_bn(
+            net.conv_bn(x, cin, cin, k, s, group=cin, act=None), cin, out, 1, act=None)
+        x = net.node("Add", [y, short])
+        cin = out
+    last, hidden = (960, 1280) if perf else (64, 64)
+    x = net.node("GlobalAveragePool", [net.conv_bn(x, cin, last, 1)])
+    x = net.node("Flatten", [net.act(net.convnd(x, last, hidden, 1), "relu")], axis=1)
+    return net.model(net.linear(x, hidden, 1000 if perf else 10))

@@ -151,6 +151,19 @@ class Net(_BaseNet):
         y = self.node("Div", [d, self.node("Sqrt", [self.node("Add", [var, self.f32(eps)])])])
         return self.node("Add", [self.node("Mul", [y, g]), b])
 
+    def groupnorm(self, x, c, groups, spatial, eps=1e-5) -> str:
+        """nn.GroupNorm as torch exports it below opset 18: Reshape (1, G, -1),
+        InstanceNormalization with unit scale and zero bias, Reshape back to (1, C, *spatial),
+        Mul by gamma and Add beta (per channel)."""
+        y = self.node("Reshape", [x, self.i64([1, groups, -1])])
+        y = self.node("InstanceNormalization", [y, self.init("ones", np.ones(groups)),
+                                                self.init("zeros", np.zeros(groups))], epsilon=eps)
+        y = self.node("Reshape", [y, self.i64([1, c] + list(spatial))])
+        per_channel = [c] + [1] * len(spatial)
+        g = self.init("gn_g", (1.0 + 0.1 * self.rng.standard_normal(c)).reshape(per_channel))
+        b = self.init("gn_b", (0.1 * self.rng.standard_normal(c)).reshape(per_channel))
+        return self.node("Add", [self.node("Mul", [y, g]), b])
+
     # -- torch's shape arithmetic ----------------------------------------------------------
     def dim(self, x, axis: int) -> str:
         """x.size(axis) as torch exports it: Shape -> Gather(scalar index) (a 0-D int64)."""

@@ -1,0 +1,83 @@
+"""Image generation and restoration nets as PyTorch exports them: a latent-diffusion UNet
+(GroupNorm as Reshape + InstanceNormalization, SiLU, a time embedding broadcast over the
+planes, self-attention over 8x8 latents, nearest upsampling and skip Concats) and a
+Real-ESRGAN-style x4 generator (residual-in-residual dense blocks: every 3x3 conv reads the
+Concat of all before it; LeakyRelu; nearest x2 upsampling twice)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import attention
+from .net import Net
+
+
+def _nearest2(net, x):
+    return net.node("Resize", [x, net.const(np.zeros(0, np.float32), "roi"),
+                               net.const(np.array([1, 1, 2, 2], np.float32), "scales")], mode="nearest")
+
+
+def diffusion_unet(perf=False):
+    """A DDPM/latent-diffusion UNet on 4-channel 32x32 latents: ResBlocks (GroupNorm(32) +
+    SiLU + 3x3 conv, the time embedding's SiLU + Linear added per channel, again, a 1x1
+    shortcut where the width changes) at widths 128, 256, 256 with strided 3x3 downsampling;
+    ResBlock, single-head self-attention, ResBlock at 4x4; nearest x2 upsampling, each with
+    the skip Concat and a ResBlock; GroupNorm, SiLU and a 3x3 conv back to 4 channels."""
+    net = Net("diffusion_unet", 24)
+    hw, ch, groups = (32, 128, 32) if perf else (16, 32, 8)
+    x = net.input("latent", (1, 4, hw, hw))
+    temb = net.act(net.input("temb", (1, 4 * ch)), "swish")
+
+    def res(x, cin, cout, s):
+        h = net.convnd(net.act(net.groupnorm(x, cin, groups, [s, s]), "swish"), cin, cout, 3)
+        h = net.node("Add", [h, net.node("Unsqueeze", [net.linear(temb, 4 * ch, cout), net.i64([2, 3])])])
+        h = net.convnd(net.act(net.groupnorm(h, cout, groups, [s, s]), "swish"), cout, cout, 3)
+        return net.node("Add", [x if cin == cout else net.convnd(x, cin, cout, 1), h])
+
+    def attend(x, c, s):
+        h = net.node("Reshape", [net.groupnorm(x, c, groups, [s, s]), net.i64([1, c, s * s])])
+        h = attention.hf(net, net.node("Transpose", [h], perm=[0, 2, 1]), c, 1)
+        h = net.node("Reshape", [net.node("Transpose", [h], perm=[0, 2, 1]), net.i64([1, c, s, s])])
+        return net.node("Add", [x, h])
+    x, c, s, skips = net.convnd(x, 4, ch, 3), ch, hw, []
+    for mult in (1, 2, 2):
+        x, c = res(x, c, ch * mult, s), ch * mult
+        skips.append((x, c))
+        x, s = net.convnd(x, c, c, 3, stride=2), s // 2
+    x = res(attend(res(x, c, c, s), c, s), c, c, s)
+    for skip, kc in reversed(skips):
+        x, s = _nearest2(net, x), s * 2
+        x, c = res(net.node("Concat", [x, skip], axis=1), c + kc, kc, s), kc
+    x = net.act(net.groupnorm(x, c, groups, [s, s]), "swish")
+    return net.model(net.convnd(x, c, 4, 3))
+
+
+def esrgan(perf=False):
+    """Real-ESRGAN's x4 generator (Wang et al., 2021) narrowed to 2 RRDBs on a 64x64 input:
+    3x3 conv to 64 channels; residual-in-residual dense blocks (three dense blocks of five
+    3x3 convs with growth 32, each on the Concat of the block's input and every output
+    before it, LeakyRelu(0.2); each dense block's output scaled by 0.2 and added); a trunk
+    conv added to the first features; nearest x2 + conv + LeakyRelu twice; two convs to RGB."""
+    net = Net("esrgan", 33)
+    hw, nf, gc, blocks = (64, 64, 32, 2) if perf else (16, 16, 8, 1)
+    x = net.input("lr", (1, 3, hw, hw))
+
+    def lrelu(t):
+        return net.node("LeakyRelu", [t], alpha=0.2)
+
+    def scaled_add(t, r):
+        return net.node("Add", [net.node("Mul", [t, net.f32(0.2)]), r])
+    fea = net.convnd(x, 3, nf, 3)
+    t = fea
+    for _ in range(blocks):
+        block_in = t
+        for _ in range(3):
+            feats = [t]
+            for i in range(4):
+                inp = t if i == 0 else net.node("Concat", feats, axis=1)
+                feats.append(lrelu(net.convnd(inp, nf + i * gc, gc, 3)))
+            t = scaled_add(net.convnd(net.node("Concat", feats, axis=1), nf + 4 * gc, nf, 3), t)
+        t = scaled_add(t, block_in)
+    t = net.node("Add", [fea, net.convnd(t, nf, nf, 3)])
+    for _ in range(2):
+        t = lrelu(net.convnd(_nearest2(net, t), nf, nf, 3))
+    return net.model(net.convnd(lrelu(net.convnd(t, nf, nf, 3)), nf, 3, 3))
