@@ -82,13 +82,21 @@ def efficientnet_b0(perf=False):
                           (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)):
         c = _div(c * a)
         for i in range(n if perf else 1):
-            squeeze = max(1, cin // 4)
-            x = net.inverted_residual(x, cin, cin * t, c, k, s if i == 0 else 1, "swish",
-                                      lambda y, h: net.se(y, h, squeeze, inner="swish"))
-            cin = c
+            x, cin = _mbconv(net, x, cin, t, k, s if i == 0 else 1, c), c
+    return net.model(_efficientnet_head(net, x, cin, perf))
+
+
+def _mbconv(net, x, cin, t, k, s, c):
+    """EfficientNet's MBConv: inverted residual with SiLU and SE (squeeze = input / 4)."""
+    squeeze = max(1, cin // 4)
+    return net.inverted_residual(x, cin, cin * t, c, k, s, "swish",
+                                 lambda y, h: net.se(y, h, squeeze, inner="swish"))
+
+
+def _efficientnet_head(net, x, cin, perf):
+    """1x1 Conv + BN + SiLU to 1280 channels, then torchvision's pooled Gemm classifier."""
     last = 1280 if perf else 64
-    x = net.conv_bn(x, cin, last, 1, act="swish")
-    return net.model(net.classifier(x, last, 1000 if perf else 10))
+    return net.classifier(net.conv_bn(x, cin, last, 1, act="swish"), last, 1000 if perf else 10)
 
 
 def mnasnet(perf=False):
@@ -207,13 +215,9 @@ def efficientnet_v2(perf=False):
                 y = y if t == 1 else net.conv_bn(y, cin * t, c, 1, act=None)
                 x = net.node("Add", [x, y]) if st == 1 and cin == c else y
             else:
-                squeeze = max(1, cin // 4)
-                x = net.inverted_residual(x, cin, cin * t, c, 3, st, "swish",
-                                          lambda y, h: net.se(y, h, squeeze, inner="swish"))
+                x = _mbconv(net, x, cin, t, 3, st, c)
             cin = c
-    last = 1280 if perf else 64
-    x = net.conv_bn(x, cin, last, 1, act="swish")
-    return net.model(net.classifier(x, last, 1000 if perf else 10))
+    return net.model(_efficientnet_head(net, x, cin, perf))
 
 
 def ghostnet(perf=False):

@@ -245,14 +245,18 @@ def alloca_in_entry(b: ir.IRBuilder, ty: ir.Type, name=""):
         return b.alloca(ty, name=name)
 
 
-def for_runs(b: ir.IRBuilder, count: int, nr: int, body, intp=I64, name="q"):
-    """body(start, n) over [0, count) in runs of nr: a loop over the full runs (none for a
-    single one), then the rest with its own n (the kernels' partial tiles)."""
+def for_runs(b: ir.IRBuilder, count: int, nr: int, body, intp=I64, name="q", start=None):
+    """body(first, n) over [start, start + count) in runs of nr (start: an IR value, 0 when
+    None): a loop over the full runs (none for a single one), then the rest with its own n
+    (the kernels' partial tiles)."""
     full, rest = divmod(count, nr)
+
+    def at(offset):
+        return offset if start is None else b.add(start, offset)
     if full == 1:
-        body(ir.Constant(intp, 0), nr)
+        body(at(ir.Constant(intp, 0)), nr)
     elif full > 1:
         with for_range(b, full, 0, 1, intp, name) as q:
-            body(b.mul(q, ir.Constant(intp, nr)), nr)
+            body(at(b.mul(q, ir.Constant(intp, nr))), nr)
     if rest:
-        body(ir.Constant(intp, full * nr), rest)
+        body(at(ir.Constant(intp, full * nr)), rest)

@@ -175,14 +175,7 @@ def emit(em, n, gi, blocks, outer: bool):
                              b.add(k.c(a), b.mul(si, k.c(len(rel)))), rel)
 
     def row_groups(body):
-        full, rest = divmod(s.ho, nrows)
-        if full == 1:
-            body(k.c(0), nrows)
-        elif full > 1:
-            with k.for_range(full, name="rg") as g:
-                body(b.mul(g, k.c(nrows)), nrows)
-        if rest:
-            body(k.c(full * nrows), rest)
+        cg.for_runs(b, s.ho, nrows, body, k.intp, "rg")
 
     if outer:
         row_groups(lambda oh0, rows: blocks(lambda o0, nch: segments(o0, nch, oh0, rows)))

@@ -64,27 +64,11 @@ class GemmEmitter:
     def panels(self, body, start=None, count=None):
         """body(n0, nb) over the column panels of columns [start, start + count) (all by
         default): full panels in a loop, then the narrower tail."""
-        k, b = self.k, self.b
-        start = k.c(0) if start is None else start
-        full, tail = divmod(self.n if count is None else count, self.nb)
-        if full == 1:
-            body(start, self.nb)
-        elif full > 1:
-            with k.for_range(full, name="pn") as p:
-                body(b.add(start, b.mul(p, k.c(self.nb))), self.nb)
-        if tail:
-            body(b.add(start, k.c(full * self.nb)), tail)
+        cg.for_runs(self.b, self.n if count is None else count, self.nb, body, self.k.intp,
+                    "pn", start)
 
     def rows(self, body):
-        k, b = self.k, self.b
-        full, tail = divmod(self.m, self.mr)
-        if full == 1:
-            body(k.c(0), self.mr)
-        elif full > 1:
-            with k.for_range(full, name="mb") as r:
-                body(b.mul(r, k.c(self.mr)), self.mr)
-        if tail:
-            body(k.c(full * self.mr), tail)
+        cg.for_runs(self.b, self.m, self.mr, body, self.k.intp, "mb")
 
     def matrix(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish=None):
         """Y[y_off + m*N + n] for all m, n. bsrc: ("packed", ptr, off) or ("rows", ptr, off).
@@ -96,19 +80,10 @@ class GemmEmitter:
         if bsrc[0] == "packed":
             self.panels(lambda n0, nb: self.rows(lambda m0, mr: tile(m0, mr, n0, nb)))
             return
-        k, b = self.k, self.b
-        nc = chunk_columns(self.k.caps, self.kk, self.n, self.nb)
-        full, tail = divmod(self.n, nc)
-
         def chunk(c0, width):
             self.rows(lambda m0, mr: self.panels(lambda n0, nb: tile(m0, mr, n0, nb), c0, width))
-        if full == 1:
-            chunk(k.c(0), nc)
-        elif full > 1:
-            with k.for_range(full, name="nc") as c:
-                chunk(b.mul(c, k.c(nc)), nc)
-        if tail:
-            chunk(k.c(full * nc), tail)
+        cg.for_runs(self.b, self.n, chunk_columns(self.k.caps, self.kk, self.n, self.nb), chunk,
+                    self.k.intp, "nc")
 
     def tile(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb):
         k, b, vec = self.k, self.b, self.vec
