@@ -4,7 +4,8 @@ head, bilinear upsampling to the input), a YOLOv5-style detector (SiLU backbone,
 Resize neck, heads decoded with Sigmoid, Slice, Mul/Add/Pow on constant grids), a dense
 autoencoder, a CRNN-style OCR net (conv front end, view/permute to a sequence, Linear,
 Softmax), a TCN (dilated causal Conv1d with Slice chomps), a DS-CNN keyword spotter and a
-SimpleBaseline pose estimator (three ConvTranspose2d 4x4 stride 2 over a ResNet-18)."""
+SimpleBaseline pose estimator (three ConvTranspose2d 4x4 stride 2 over a ResNet-18) and
+YOLOv8n (C2f blocks of Split and Concat, SPPF, DFL box decoding with Softmax and a 1x1 Conv)."""
 from __future__ import annotations
 
 import numpy as np
@@ -201,3 +202,60 @@ def pose(perf=False):
         x = net.node("ConvTranspose", [x, wt], kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1])
         x, cin = net.act(net.bn(x, dc), "relu"), dc
     return net.model(net.convnd(x, cin, 17, 1))
+
+
+def yolov8(perf=False):
+    """Ultralytics YOLOv8n at 640x640: Conv + BN + SiLU, C2f blocks (a 1x1 split in two halves,
+    n bottlenecks chained on the second, every output kept and concatenated, a 1x1), SPPF (three
+    chained 5x5 MaxPools, Concat), a PAN neck (nearest x2 Resize and Concat up, strided 3x3
+    convs down), decoupled box and class heads per level, the boxes decoded by DFL (Reshape to
+    4 x 16 bins, Softmax, a 1x1 Conv with arange weights), the classes by Sigmoid."""
+    net = Net("yolov8", 40)
+    hw, w = (640, (16, 32, 64, 128, 256)) if perf else (64, (8, 8, 16, 16, 32))
+    x = net.input("images", (1, 3, hw, hw))
+
+    def conv(x, cin, cout, k=1, s=1):
+        return net.conv_bn(x, cin, cout, k, s, act="swish")
+
+    def c2f(x, cin, cout, n, short=True):
+        h = cout // 2
+        y = conv(x, cin, 2 * h)
+        a, b = net.ops("Split", [y, net.i64([h, h])], 2, axis=1)
+        outs = [a, b]
+        for _ in range(n):
+            t = conv(conv(outs[-1], h, h, 3), h, h, 3)
+            outs.append(net.node("Add", [outs[-1], t]) if short else t)
+        return conv(net.node("Concat", outs, axis=1), (2 + n) * h, cout)
+
+    def up(t):
+        return net.node("Resize", [t, net.const(np.zeros(0, np.float32), "roi"),
+                                   net.const(np.array([1, 1, 2, 2], np.float32), "scales")],
+                        mode="nearest")
+    x = conv(x, 3, w[0], 3, 2)
+    x = c2f(conv(x, w[0], w[1], 3, 2), w[1], w[1], 1)
+    p3 = c2f(conv(x, w[1], w[2], 3, 2), w[2], w[2], 2)
+    p4 = c2f(conv(p3, w[2], w[3], 3, 2), w[3], w[3], 2)
+    x = c2f(conv(p4, w[3], w[4], 3, 2), w[4], w[4], 1)
+    y = conv(x, w[4], w[4] // 2)
+    pools = [y]
+    for _ in range(3):
+        pools.append(net.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], strides=[1, 1], pads=[2] * 4))
+    p5 = conv(net.node("Concat", pools, axis=1), 2 * w[4], w[4])
+    n4 = c2f(net.node("Concat", [up(p5), p4], axis=1), w[4] + w[3], w[3], 1, False)
+    n3 = c2f(net.node("Concat", [up(n4), p3], axis=1), w[3] + w[2], w[2], 1, False)
+    d4 = c2f(net.node("Concat", [conv(n3, w[2], w[2], 3, 2), n4], axis=1), w[2] + w[3], w[3], 1, False)
+    d5 = c2f(net.node("Concat", [conv(d4, w[3], w[3], 3, 2), p5], axis=1), w[3] + w[4], w[4], 1, False)
+    outs = []
+    # the heads' widths: box max(16, P3 / 4, 4 x 16 DFL bins), class max(P3, 80 classes)
+    c2, c3, nc = (max(16, w[2] // 4, 64), max(w[2], 80), 80) if perf else (16, 16, 80)
+    for f, c in ((n3, w[2]), (d4, w[3]), (d5, w[4])):
+        box = net.convnd(conv(conv(f, c, c2, 3), c2, c2, 3), c2, 64, 1)
+        cls = net.convnd(conv(conv(f, c, c3, 3), c3, c3, 3), c3, nc, 1)
+        outs.append(net.node("Reshape", [net.node("Concat", [box, cls], axis=1), net.i64([1, 64 + nc, -1])]))
+    x = net.node("Concat", outs, axis=2)
+    box, cls = net.ops("Split", [x, net.i64([64, nc])], 2, axis=1)
+    b = net.node("Transpose", [net.node("Reshape", [box, net.i64([1, 4, 16, -1])])], perm=[0, 2, 1, 3])
+    b = net.node("Softmax", [b], axis=1)
+    b = net.node("Conv", [b, net.init("dfl", np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1))])
+    b = net.node("Reshape", [b, net.i64([1, 4, -1])])
+    return net.model(net.node("Concat", [b, net.node("Sigmoid", [cls])], axis=1))

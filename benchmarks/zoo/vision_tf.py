@@ -1,6 +1,7 @@
-"""Vision transformers and MLP-Mixer as timm exports them (opset 17, LayerNormalization op):
-ViT-tiny, a Swin stage pair (padding with Mod, shifted windows, relative position bias,
-constant attention mask, patch merging) and MLP-Mixer."""
+"""Vision transformers and MLP-Mixer as timm and Hugging Face export them (opset 17,
+LayerNormalization op): ViT-tiny, a Swin stage pair (padding with Mod, shifted windows,
+relative position bias, constant attention mask, patch merging), MLP-Mixer and SegFormer-B0
+(attention with spatially reduced keys and values, tokens viewed as maps and back)."""
 from __future__ import annotations
 
 import numpy as np
@@ -148,3 +149,58 @@ def swin(perf=False):
             r, c, heads = (r + 1) // 2, 2 * c, 2 * heads
     x = net.node("ReduceMean", [net.layernorm(x, c)], axes=[1], keepdims=0)
     return net.model(net.linear(x, c, 1000 if perf else 10))
+
+
+def _tokens(net: Net, x: str, c: int) -> str:
+    """x.flatten(2).transpose(1, 2): a (1, C, H, W) map as (1, H*W, C) tokens."""
+    return net.node("Transpose", [net.node("Reshape", [x, net.i64([1, c, -1])])], perm=[0, 2, 1])
+
+
+def _map(net: Net, t: str, c: int, s: int) -> str:
+    """t.transpose(1, 2).reshape(1, C, s, s): (1, s*s, C) tokens as a map."""
+    return net.node("Reshape", [net.node("Transpose", [t], perm=[0, 2, 1]), net.i64([1, c, s, s])])
+
+
+def segformer(perf=False):
+    """SegFormer-B0 (Xie et al., 2021) at 512x512, 19 classes: four stages of overlapping patch
+    embeddings (Conv 7x7/4, then 3x3/2; LayerNorm on the tokens), efficient self-attention
+    whose keys and values come from a Conv k = stride = sr (8, 4, 2, 1) and a LayerNorm,
+    Mix-FFN (Linear, a depthwise 3x3 on the tokens viewed as a 2-D map, GELU, Linear), and the
+    all-MLP decoder (a Linear per stage, bilinear Resize to 1/4, Concat, 1x1 + BN + Relu, the
+    classifier)."""
+    net = Net("segformer", 41, opset=17)
+    hw, e = (512, 256) if perf else (64, 16)
+    dims, heads = ((32, 64, 160, 256), (1, 2, 5, 8)) if perf else ((8, 16, 16, 32), (1, 2, 2, 4))
+    x = net.input("pixel_values", (1, 3, hw, hw))
+    cin, s, feats = 3, hw, []
+    for i, (c, h, sr) in enumerate(zip(dims, heads, (8, 4, 2, 1))):
+        k, st = (7, 4) if i == 0 else (3, 2)
+        x, s = net.convnd(x, cin, c, k, st), s // st
+        t = net.layernorm(_tokens(net, x, c), c)
+        for _ in range(2 if perf else 1):
+            y = net.layernorm(t, c)
+            kv = y if sr == 1 else net.layernorm(
+                _tokens(net, net.convnd(_map(net, y, c, s), c, c, sr, sr, pads=[0, 0, 0, 0]), c), c)
+            q, kk, v = (attention.heads_first(net, net.linear(z, c, c, rank=3), h, c // h)
+                        for z in (y, kv, kv))
+            sc = net.node("MatMul", [q, net.node("Transpose", [kk], perm=[0, 1, 3, 2])])
+            sc = net.node("Div", [sc, net.f32(np.sqrt(c // h))])
+            o = attention.merge_heads(net, attention.softmax_attend(net, sc, v), c)
+            t = net.node("Add", [t, net.linear(o, c, c, rank=3)])
+            m = _map(net, net.linear(net.layernorm(t, c), c, 4 * c, rank=3), 4 * c, s)
+            m = net.act(_tokens(net, net.convnd(m, 4 * c, 4 * c, 3, group=4 * c), 4 * c), "gelu")
+            t = net.node("Add", [t, net.linear(m, 4 * c, c, rank=3)])
+        x = _map(net, net.layernorm(t, c), c, s)
+        feats.append((x, c, s))
+        cin = c
+    ups = []
+    for f, c, s in reversed(feats):
+        y = _map(net, net.linear(_tokens(net, f, c), c, e, rank=3), e, s)
+        if s != hw // 4:
+            y = net.node("Resize", [y, net.const(np.zeros(0, np.float32), "roi"),
+                                    net.const(np.zeros(0, np.float32), "scales"),
+                                    net.const(np.array([1, e, hw // 4, hw // 4], np.int64), "sizes")],
+                         mode="linear")
+        ups.append(y)
+    y = net.conv_bn(net.node("Concat", ups, axis=1), 4 * e, e, 1)
+    return net.model(net.convnd(y, e, 19, 1))
