@@ -1,6 +1,8 @@
-"""Transpose's cache-line tiles (kernels/tensor/movement.py tiled_copy): every element lands
-where numpy puts it, with tiles that divide the dims and with rows and columns left over,
-for 4-byte and 1-byte elements, at every vector level this host runs."""
+"""Transpose's tiles (kernels/tensor/movement.py tiled_copy: float tiles of a vector's lanes
+transposed in registers, register_tile; cache-line tiles of other types): every element
+lands where numpy puts it, with tiles that divide the dims and with rows and columns left
+over, for 4-byte and 1-byte elements, at every vector level this host runs (4, 8 and 16
+lanes)."""
 import numpy as np
 import pytest
 from util import compile_and_run, make_model
