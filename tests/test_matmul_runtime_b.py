@@ -10,6 +10,8 @@ from util import check_against_onnxruntime, make_graph_model
 from vector_levels import RUNNABLE
 
 from glowpy.codegen.kernels.gemm.vector import chunk_columns
+from glowpy.codegen.kernels.tiles import choose_tile
+from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.target import resolve_target
 
 F = np.float32
@@ -52,9 +54,14 @@ def test_attention_matches_onnxruntime(level, heads, tokens, d, tmp_path):
 @pytest.mark.parametrize("level", RUNNABLE, ids=str)
 @pytest.mark.parametrize("op", ["MatMul", "Gemm"])
 def test_chunked_product_matches_onnxruntime(level, op, tmp_path):
-    """K = 1000 rows of B: 96 columns a chunk under the family's L2, so 250 columns are two
-    chunks in the loop and a last one of 58 (three panels of 16 and one of 10 on AVX2)."""
+    """K = 1000 rows of B: 96 columns a chunk under the family's L2 at every level's tile
+    (panels of 8, 16 or 32), so 250 columns are two chunks in the loop and a last one of 58,
+    whose last panel is narrower than a vector."""
     k, n = 1000, 250
+    caps = resolve_target(**level.options).caps
+    simd = Simd.of(caps)
+    nb = choose_tile(simd, 30, n, 1)[1] * simd.width
+    assert chunk_columns(caps, k, n, nb) == 96 and 58 % nb and (58 % nb) % simd.width
     feeds = {"a": RNG.standard_normal((30, k)).astype(F), "b": RNG.standard_normal((k, n)).astype(F)}
     if op == "Gemm":
         node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=1.0)

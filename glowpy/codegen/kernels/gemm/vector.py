@@ -80,6 +80,7 @@ class GemmEmitter:
         if bsrc[0] == "packed":
             self.panels(lambda n0, nb: self.rows(lambda m0, mr: tile(m0, mr, n0, nb)))
             return
+
         def chunk(c0, width):
             self.rows(lambda m0, mr: self.panels(lambda n0, nb: tile(m0, mr, n0, nb), c0, width))
         cg.for_runs(self.b, self.n, chunk_columns(self.k.caps, self.kk, self.n, self.nb), chunk,
