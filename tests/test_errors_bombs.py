@@ -73,10 +73,12 @@ def test_pads_past_the_input_and_the_window(capsys, tmp_path):
 
 
 def test_conv_dilation_past_twice_the_input(capsys, tmp_path):
-    m = conv((1, 2, 8, 8), np.ones((2, 2, 3, 3), np.float32), dilations=[2 ** 20] * 2,
-             auto_pad="SAME_UPPER")
+    """The bound holds for the taps that land: here the first and the last both land (pads
+    11 give 12 output positions), 19 apart over 8 inputs. (A dilation whose outer taps read
+    only padding compiles to the taps that land: tests/test_conv_taps.py.)"""
+    m = conv((1, 2, 8, 8), np.ones((2, 2, 3, 3), np.float32), dilations=[9, 9], pads=[11] * 4)
     assert refused(capsys, tmp_path, m) == (
-        "node 'c' (Conv): kernel_shape [3, 3] (dilations [1048576, 1048576]) spans more than "
+        "node 'c' (Conv): kernel_shape [3, 3] (dilations [9, 9]) spans more than "
         "twice the input [8, 8] along spatial dim 0")
 
 

@@ -56,6 +56,9 @@ ZOO = {
     "pose": dense.pose,
     "diffusion_unet": generative.diffusion_unet,
     "esrgan": generative.esrgan,
+    "deeplabv3": dense.deeplabv3,
+    "llama": text_tf.llama,
+    "mobilevit": vision_tf.mobilevit,
 }
 
 

@@ -1,6 +1,7 @@
 """Dense-prediction and sequence nets as PyTorch exports them: a UNet (ConvTranspose and
 bilinear Resize upsampling, skip Concat), FCN-ResNet50 (dilated stages, a 2048-channel 3x3
-head, bilinear upsampling to the input), a YOLOv5-style detector (SiLU backbone, nearest
+head, bilinear upsampling to the input), DeepLabV3 (the same backbone, the ASPP head of
+atrous 3x3 convolutions at rates 12-36 and image pooling), a YOLOv5-style detector (SiLU backbone, nearest
 Resize neck, heads decoded with Sigmoid, Slice, Mul/Add/Pow on constant grids), a dense
 autoencoder, a CRNN-style OCR net (conv front end, view/permute to a sequence, Linear,
 Softmax), a TCN (dilated causal Conv1d with Slice chomps), a DS-CNN keyword spotter and a
@@ -39,16 +40,10 @@ def unet(perf=False):
     return net.model(net.convnd(d1, c, 2, 1))
 
 
-def fcn(perf=False):
-    """torchvision's fcn_resnet50 layout: ResNet-50 whose last two stages keep stride 1 and
-    dilate instead (replace_stride_with_dilation=[False, True, True]: each stage's first block
-    at the previous dilation, the others at 2 and 4; output stride 8), the FCNHead (3x3 2048 ->
-    512 without bias + BatchNormalization + Relu, 1x1 to 21 classes) and F.interpolate back to
-    the input size (Resize to sizes, bilinear, half_pixel). At 520x520, torchvision's
-    evaluation size: 65x65 features."""
-    net = Net("fcn", 21)
-    hw, widths, blocks, head, classes = ((520, (64, 128, 256, 512), (3, 4, 6, 3), 512, 21) if perf
-                                         else (64, (4, 8, 8, 16), (1, 2, 2, 2), 16, 5))
+def _dilated_resnet50(net, hw, widths, blocks):
+    """torchvision's ResNet-50 with replace_stride_with_dilation=[False, True, True]: the last
+    two stages keep stride 1 and dilate instead (each stage's first block at the previous
+    dilation, the others at 2 and 4; output stride 8). FCN's and DeepLabV3's backbone."""
     x = net.input("input", (1, 3, hw, hw))
     x = net.conv_bn(x, 3, widths[0], 7, 2)
     x = net.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
@@ -64,13 +59,53 @@ def fcn(perf=False):
             short = x if s == 1 and cin == 4 * c else net.conv_bn(x, cin, 4 * c, 1, s, act=None)
             x = net.node("Relu", [net.node("Add", [y, short])])
             cin = 4 * c
+    return x, cin
+
+
+def _upsample_to(net, x, sizes, mode="half_pixel"):
+    """F.interpolate(size=..., mode='bilinear', align_corners=False): Resize to sizes."""
+    return net.node("Resize", [x, net.const(np.zeros(0, np.float32), "roi"),
+                               net.const(np.zeros(0, np.float32), "scales"),
+                               net.const(np.array(sizes, np.int64), "sizes")],
+                    mode="linear", coordinate_transformation_mode=mode)
+
+
+def fcn(perf=False):
+    """torchvision's fcn_resnet50 layout: the dilated ResNet-50, the FCNHead (3x3 2048 -> 512
+    without bias + BatchNormalization + Relu, 1x1 to 21 classes) and F.interpolate back to
+    the input size (Resize to sizes, bilinear, half_pixel). At 520x520, torchvision's
+    evaluation size: 65x65 features."""
+    net = Net("fcn", 21)
+    hw, widths, blocks, head, classes = ((520, (64, 128, 256, 512), (3, 4, 6, 3), 512, 21) if perf
+                                         else (64, (4, 8, 8, 16), (1, 2, 2, 2), 16, 5))
+    x, cin = _dilated_resnet50(net, hw, widths, blocks)
     x = net.act(net.bn(net.convnd(x, cin, head, 3, bias=False), head), "relu")
     x = net.convnd(x, head, classes, 1)
-    sizes = net.const(np.array([1, classes, hw, hw], np.int64), "sizes")
-    x = net.node("Resize", [x, net.const(np.zeros(0, np.float32), "roi"),
-                            net.const(np.zeros(0, np.float32), "scales"), sizes],
-                 mode="linear", coordinate_transformation_mode="half_pixel")
-    return net.model(x)
+    return net.model(_upsample_to(net, x, [1, classes, hw, hw]))
+
+
+def deeplabv3(perf=False):
+    """torchvision's deeplabv3_resnet50 layout on the dilated ResNet-50 (narrowed for timing):
+    the ASPP head (a 1x1 branch, three 3x3 branches at dilations 12, 24 and 36, image pooling
+    whose 1x1 map is upsampled back, Concat, 1x1 projection; BatchNormalization and Relu
+    after each), a 3x3 conv, 1x1 to 21 classes and bilinear upsampling to the input. At
+    224x224 the features are 28x28: the rate-36 branch's outer taps read only padding (the
+    Conv op's window bound refused it before glowpy's pass trimmed them) and at the test size
+    every rate is past the map."""
+    net = Net("deeplabv3", 36)
+    hw, widths, blocks, aspp, classes = ((224, (32, 64, 128, 256), (2, 3, 4, 2), 256, 21) if perf
+                                         else (64, (4, 8, 8, 16), (1, 1, 2, 1), 16, 5))
+    x, cin = _dilated_resnet50(net, hw, widths, blocks)
+    side = hw // 8
+    branches = [net.conv_bn(x, cin, aspp, 1)]
+    for rate in (12, 24, 36):
+        y = net.convnd(x, cin, aspp, 3, bias=False, dilation=rate)
+        branches.append(net.act(net.bn(y, aspp), "relu"))
+    pooled = net.conv_bn(net.node("GlobalAveragePool", [x]), cin, aspp, 1)
+    branches.append(_upsample_to(net, pooled, [1, aspp, side, side], "pytorch_half_pixel"))
+    y = net.conv_bn(net.node("Concat", branches, axis=1), 5 * aspp, aspp, 1)
+    y = net.convnd(net.conv_bn(y, aspp, aspp, 3), aspp, classes, 1)
+    return net.model(_upsample_to(net, y, [1, classes, hw, hw], "pytorch_half_pixel"))
 
 
 def yolo(perf=False):

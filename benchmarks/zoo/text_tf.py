@@ -1,6 +1,7 @@
 """Text transformers as Hugging Face's exporter writes them: a BERT-tiny encoder (opset 13:
-LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div) and a GPT-2-style decoder (opset 17)
-with a causal mask (Trilu + Equal + Where), both from int64 token ids."""
+LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div), a GPT-2-style decoder (opset 17)
+with a causal mask (Trilu + Equal + Where) and a LLaMA-style decoder (RMSNorm, rotary
+embeddings, grouped-query attention, SwiGLU), all from int64 token ids."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,3 +75,61 @@ def gpt(perf=False):
         x = net.node("Add", [x, y])
     x = net.layernorm(x, c)
     return net.model(net.node("MatMul", [x, net.init("wte_T", wte.T)]))
+
+
+def _rmsnorm(net: Net, x: str, c: int, eps=1e-6) -> str:
+    """LlamaRMSNorm: weight * (x * rsqrt(mean(x ** 2, -1) + eps)), rsqrt exported as
+    Reciprocal(Sqrt)."""
+    v = net.node("ReduceMean", [net.node("Pow", [x, net.f32(2.0)])], axes=[-1], keepdims=1)
+    r = net.node("Reciprocal", [net.node("Sqrt", [net.node("Add", [v, net.f32(eps)])])])
+    return net.node("Mul", [net.init("rms_g", 1.0 + 0.1 * net.rng.standard_normal(c)),
+                            net.node("Mul", [x, r])])
+
+
+def _rope(net: Net, t: str, cos: str, sin: str, d: int) -> str:
+    """Rotary embedding: t * cos + rotate_half(t) * sin, rotate_half = cat(-t2, t1) of the
+    head dim's halves (Slice, Neg, Concat)."""
+    t1 = net.node("Slice", [t, net.i64([0]), net.i64([d // 2]), net.i64([-1])])
+    t2 = net.node("Slice", [t, net.i64([d // 2]), net.i64([INT_MAX]), net.i64([-1])])
+    rot = net.node("Concat", [net.node("Neg", [t2]), t1], axis=-1)
+    return net.node("Add", [net.node("Mul", [t, cos]), net.node("Mul", [rot, sin])])
+
+
+def _heads(net: Net, t: str, seq: int, heads: int, d: int) -> str:
+    return net.node("Transpose", [net.node("Reshape", [t, net.i64([1, seq, heads, d])])],
+                    perm=[0, 2, 1, 3])
+
+
+def llama(perf=False):
+    """A LLaMA-style decoder (TinyLlama's layout, narrowed; opset 14): RMSNorm, rotary
+    position embeddings from constant cos/sin tables, grouped-query attention (each key and
+    value head repeated for its query heads: Unsqueeze, Expand, Reshape), an additive causal
+    mask, the SwiGLU MLP (down(silu(gate(x)) * up(x))), bias-free Linears, untied LM head."""
+    net = Net("llama", 7, opset=14)
+    seq, c, heads, kv, layers, inter, vocab = ((128, 512, 8, 2, 4, 1408, 8192) if perf
+                                               else (16, 64, 4, 2, 2, 128, 256))
+    d = c // heads
+    ids = net.input("input_ids", (1, seq), np.int64, high=vocab)
+    x = net.node("Gather", [net.init("emb", 0.02 * net.rng.standard_normal((vocab, c))), ids], axis=0)
+    f = np.outer(np.arange(seq), 1.0 / 10000 ** (np.arange(0, d, 2) / d))
+    angles = np.concatenate([f, f], -1)[None, None]
+    cos, sin = (net.const(g(angles).astype(np.float32), "rope") for g in (np.cos, np.sin))
+    mask = net.const(np.triu(np.full((1, 1, seq, seq), np.finfo(np.float32).min, np.float32), 1), "mask")
+    for _ in range(layers):
+        h = _rmsnorm(net, x, c)
+        q = _rope(net, _heads(net, net.linear(h, c, c, bias=False, rank=3), seq, heads, d), cos, sin, d)
+        k = _rope(net, _heads(net, net.linear(h, c, kv * d, bias=False, rank=3), seq, kv, d), cos, sin, d)
+        v = _heads(net, net.linear(h, c, kv * d, bias=False, rank=3), seq, kv, d)
+        k, v = (net.node("Reshape", [net.node("Expand", [net.node("Unsqueeze", [t, net.i64([2])]),
+                                                        net.i64([1, kv, heads // kv, seq, d])]),
+                                     net.i64([1, heads, seq, d])]) for t in (k, v))
+        s = net.node("MatMul", [q, net.node("Transpose", [k], perm=[0, 1, 3, 2])])
+        s = net.node("Add", [net.node("Div", [s, net.f32(np.sqrt(d))]), mask])
+        o = net.node("Transpose", [attention.softmax_attend(net, s, v)], perm=[0, 2, 1, 3])
+        o = net.node("Reshape", [o, net.i64([1, seq, c])])
+        x = net.node("Add", [x, net.linear(o, c, c, bias=False, rank=3)])
+        h = _rmsnorm(net, x, c)
+        g = net.act(net.linear(h, c, inter, bias=False, rank=3), "swish")
+        y = net.node("Mul", [g, net.linear(h, c, inter, bias=False, rank=3)])
+        x = net.node("Add", [x, net.linear(y, inter, c, bias=False, rank=3)])
+    return net.model(net.linear(_rmsnorm(net, x, c), c, vocab, bias=False, rank=3))

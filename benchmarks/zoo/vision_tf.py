@@ -1,7 +1,8 @@
 """Vision transformers and MLP-Mixer as timm and Hugging Face export them (opset 17,
 LayerNormalization op): ViT-tiny, a Swin stage pair (padding with Mod, shifted windows,
-relative position bias, constant attention mask, patch merging), MLP-Mixer and SegFormer-B0
-(attention with spatially reduced keys and values, tokens viewed as maps and back)."""
+relative position bias, constant attention mask, patch merging), MLP-Mixer, SegFormer-B0
+(attention with spatially reduced keys and values, tokens viewed as maps and back) and
+MobileViT-XS (convolutions and transformers over unfolded 2x2 patches)."""
 from __future__ import annotations
 
 import numpy as np
@@ -204,3 +205,39 @@ def segformer(perf=False):
         ups.append(y)
     y = net.conv_bn(net.node("Concat", ups, axis=1), 4 * e, e, 1)
     return net.model(net.convnd(y, e, 19, 1))
+
+
+def _mobilevit_block(net: Net, x: str, c: int, dim: int, depth: int, h: int) -> str:
+    """MobileViT's block: 3x3 and 1x1 convs to `dim`, unfold into 2x2 patches (each of the
+    four pixel positions a sequence of h*h/4 patches: Reshape, Transpose, Reshape), pre-norm
+    transformer layers (SiLU MLP of 2 x dim), fold back, 1x1 to c, Concat with the input and
+    a 3x3 fusion conv."""
+    y = net.conv(net.conv_bn(x, c, c, 3, act="swish"), c, dim, 1)
+    p, n = 2, h // 2
+    t = net.node("Transpose", [net.node("Reshape", [y, net.i64([dim, n, p, n, p])])], perm=[2, 4, 1, 3, 0])
+    t = net.node("Reshape", [t, net.i64([p * p, n * n, dim])])
+    for _ in range(depth):
+        t = net.node("Add", [t, attention.timm(net, net.layernorm(t, dim), dim, 4)])
+        m = net.act(net.linear(net.layernorm(t, dim), dim, 2 * dim, rank=3), "swish")
+        t = net.node("Add", [t, net.linear(m, 2 * dim, dim, rank=3)])
+    t = net.node("Reshape", [net.layernorm(t, dim), net.i64([p, p, n, n, dim])])
+    y = net.node("Reshape", [net.node("Transpose", [t], perm=[4, 2, 0, 3, 1]), net.i64([1, dim, h, h])])
+    y = net.conv_bn(y, dim, c, 1, act="swish")
+    return net.conv_bn(net.node("Concat", [x, y], axis=1), 2 * c, c, 3, act="swish")
+
+
+def mobilevit(perf=False):
+    """MobileViT-XS (Mehta & Rastegari, 2022) on 256x256: MobileNetV2 blocks with SiLU
+    (expansion 4), MobileViT blocks at 1/8, 1/16 and 1/32 of the input (dims 96, 120, 144;
+    2, 4 and 3 transformer layers), 1x1 to 384 and the pooled classifier."""
+    net = Net("mobilevit", 12, opset=17)
+    hw = 256 if perf else 64
+    x = net.conv_bn(net.input("input", (1, 3, hw, hw)), 3, 16, 3, 2, act="swish")
+    mv2 = lambda x, ci, co, s: net.inverted_residual(x, ci, 4 * ci, co, 3, s, "swish")  # noqa: E731
+    x = mv2(x, 16, 32, 1)
+    x = mv2(mv2(mv2(x, 32, 48, 2), 48, 48, 1), 48, 48, 1)
+    x = _mobilevit_block(net, mv2(x, 48, 64, 2), 64, 96, 2, hw // 8)
+    x = _mobilevit_block(net, mv2(x, 64, 80, 2), 80, 120, 4, hw // 16)
+    x = _mobilevit_block(net, mv2(x, 80, 96, 2), 96, 144, 3, hw // 32)
+    x = net.conv_bn(x, 96, 384, 1, act="swish")
+    return net.model(net.classifier(x, 384, 1000 if perf else 10))

@@ -35,6 +35,49 @@ class Window:
         hi = (n - 1 - k * dl + p) // s + 1 if n - 1 - k * dl + p >= 0 else 0
         return lo, max(lo, min(hi, self.out_size[d]))
 
+    def landing(self, d: int) -> tuple[int, int] | None:
+        """The first and last taps along dim d that land inside the input for some output
+        position, narrowed so that the taps before and after them fit in the padding (the
+        trimmed window keeps non-negative pads); None when no tap lands. O(1) at stride 1;
+        at larger strides a tap inside the positions' span can still step over the input,
+        so the ends are walked inward (at most 64 taps, else the window stays untrimmed)."""
+        k, dl, s, p = self.kernel[d], self.dilations[d], self.strides[d], self.pads_begin[d]
+        n, out = self.in_size[d], self.out_size[d]
+        # tap t reads positions t*dl - p + o*s for o in [0, out): [lo_t, lo_t + (out-1)*s]
+        first = max(0, -(-(p - (out - 1) * s) // dl))
+        last = min(k - 1, (n - 1 + p) // dl)
+        for _ in range(64):
+            if first > last or self.valid_range(d, first)[0] < self.valid_range(d, first)[1]:
+                break
+            first += 1
+        for _ in range(64):
+            if first > last or self.valid_range(d, last)[0] < self.valid_range(d, last)[1]:
+                break
+            last -= 1
+        if first > last:
+            return None
+        if self.valid_range(d, first)[0] >= self.valid_range(d, first)[1] or \
+                self.valid_range(d, last)[0] >= self.valid_range(d, last)[1]:
+            return 0, k - 1
+        return min(first, p // dl), max(last, k - 1 - self.pads_end[d] // dl)
+
+    def trimmed(self) -> tuple["Window", tuple]:
+        """The same window without the taps that read only padding (DeepLab's ASPP at
+        dilation 36 over a 28x28 map reads one tap of nine), and the slices of the kernel
+        it keeps. The output is unchanged: the span in + pads - extent loses the same amount
+        on both sides. A dim whose kernel drops to one tap gets dilation 1."""
+        ks, pb, pe, dil, cut = [], [], [], [], []
+        for d in range(len(self.kernel)):
+            k, dl = self.kernel[d], self.dilations[d]
+            first, last = self.landing(d) or (0, k - 1)
+            ks.append(last - first + 1)
+            pb.append(self.pads_begin[d] - first * dl)
+            pe.append(self.pads_end[d] - (k - 1 - last) * dl)
+            dil.append(dl if last > first else 1)
+            cut.append(slice(first, last + 1))
+        return Window(self.in_size, self.out_size, tuple(ks), self.strides, tuple(dil),
+                      tuple(pb), tuple(pe)), tuple(cut)
+
 
 def _taps_in(win: Window, d: int, o: int, lo: int, hi: int) -> int:
     """How many taps of output o along dim d land in [lo, hi); O(1) (kernels can be huge)."""
@@ -45,9 +88,11 @@ def _taps_in(win: Window, d: int, o: int, lo: int, hi: int) -> int:
 
 
 def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = False,
-           weighted: bool = False) -> Window:
+           weighted: bool = False, trims: bool = False) -> Window:
     """The node's window. `weighted`: the kernel is the weights' shape (Conv), so only the
-    dilation can make it span far past the input; a pool's kernel is bounded by nothing else."""
+    dilation can make it span far past the input; a pool's kernel is bounded by nothing else.
+    `trims`: the pipeline drops the taps that read only padding (passes/conv_taps.py, float
+    Conv), so the bound below applies to the taps that land."""
     a = node.attrs
     n = len(spatial_in)
     if kernel is None:
@@ -64,11 +109,14 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
     # A window more than twice its input wide (plus one) reads nothing but padding in most of
     # its taps, and code generation works per tap and per lane: a 100-byte model with kernel
     # or dilation 2^63 must not hang the compiler.
-    for d, (e, dl, i) in enumerate(zip(eff, dil, spatial_in)):
-        if e > 2 * i + 1 and (dl > 1 or not weighted):
-            raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape {list(kernel)}"
-                             f" (dilations {list(dil)}) spans more than twice the "
-                             f"input {list(spatial_in)} along spatial dim {d}")
+    def bound(eff):
+        for d, (e, dl, i) in enumerate(zip(eff, dil, spatial_in)):
+            if e > 2 * i + 1 and (dl > 1 or not weighted):
+                raise ModelError(f"node '{node.name}' ({node.op}): kernel_shape {list(kernel)}"
+                                 f" (dilations {list(dil)}) spans more than twice the "
+                                 f"input {list(spatial_in)} along spatial dim {d}")
+    if not trims:
+        bound(eff)
     auto = a.get("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -112,7 +160,11 @@ def window(node, spatial_in: tuple, kernel: tuple | None, ceil_mode: bool = Fals
     # so their code is unchanged.
     strides = tuple(min(s, i + p0 + p1) if o == 1 else s
                     for s, i, p0, p1, o in zip(strides, spatial_in, pb, pe, out))
-    return Window(tuple(spatial_in), tuple(out), kernel, strides, dil, tuple(pb), tuple(pe))
+    win = Window(tuple(spatial_in), tuple(out), kernel, strides, dil, tuple(pb), tuple(pe))
+    if trims:  # DeepLab's ASPP: dilation 36 on a 28x28 map, one tap of nine lands
+        t = win.trimmed()[0]
+        bound([(k - 1) * d + 1 for k, d in zip(t.kernel, t.dilations)])
+    return win
 
 
 def _check_spatial(node, x, lo=1, hi=3):
@@ -147,7 +199,7 @@ class Conv(Op):
         if tuple(int(d) for d in k) != tuple(w.shape[2:]):
             raise ModelError(f"node '{node.name}' (Conv): kernel_shape {list(k)} disagrees with "
                              f"the weights' shape {list(w.shape)}")
-        return window(node, x.shape[2:], k, weighted=True)
+        return window(node, x.shape[2:], k, weighted=True, trims=True)
 
     def infer(self, node):
         x, w, b = node.inputs[0], node.inputs[1], node.input(2)
@@ -162,7 +214,8 @@ class Conv(Op):
         return [(x.dtype, (x.shape[0], w.shape[0]) + win.out_size)]
 
     def reference(self, node, x, w, b=None):
-        win = self.window(node)
+        win, cut = self.window(node).trimmed()
+        w = w[(slice(None), slice(None)) + cut]
         g = node.attrs["group"]
         cols = _gather_windows(x, win, 0)  # N, C, *out, *k
         n, c = x.shape[:2]

@@ -10,6 +10,7 @@ The order matters where one pass makes work for the next:
     fusing the Relu into some other elementwise host;
   * dead-code removal runs last to drop what the rewrites disconnected."""
 from glowpy.ir.passes.batchnorm import lower_batchnorm
+from glowpy.ir.passes.conv_taps import trim_conv_taps
 from glowpy.ir.passes.convtranspose import as_conv
 from glowpy.ir.passes.cse import eliminate_common_subexpressions
 from glowpy.ir.passes.dce import eliminate_dead_code
@@ -47,6 +48,9 @@ PIPELINE = [
     simplify_views,
     # identical constants and identical nodes computed once
     eliminate_common_subexpressions,
+    # Conv taps that read only padding cut from the kernel (an atrous 3x3 at dilation 36 on a
+    # 28x28 map is a 1x1): before the quantization folds, which see the cut weights' QDQ pair
+    trim_conv_taps,
     # DequantizeLinear -> op -> QuantizeLinear (and QLinearConv...) as integer kernels, before
     # any float rewrite (activation fusion would hide the Relu the integer op clamps with)
     fold_quantization,
@@ -81,8 +85,8 @@ PIPELINE = [
 ]
 
 # passes needed for correctness even at -O0 (lowering has no BatchNormalization, LSTM, GRU,
-# RNN or composite kernel)
-REQUIRED = {decompose, lower_batchnorm, lower_recurrent, eliminate_dead_code}
+# RNN or composite kernel; kernels take only trimmed windows)
+REQUIRED = {decompose, lower_batchnorm, lower_recurrent, trim_conv_taps, eliminate_dead_code}
 
 
 def optimize(graph, level: int = 1, passes=None):
