@@ -370,7 +370,8 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
             prog = build_program(graph, optimize=opts.opt_level > 0,
                                  reuse=opts.reuse_activation_memory,
                                  memory_first=_memory_first(opts, target),
-                                 transform=post_lowering(target) if opts.winograd else None)
+                                 transform=post_lowering(target, opts.winograd,
+                                                         _memory_first(opts, target)))
             check_regions(prog.sizes, limit)
             post_planning(target)(prog)
             if patched is not None:

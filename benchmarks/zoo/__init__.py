@@ -59,6 +59,7 @@ ZOO = {
     "deeplabv3": dense.deeplabv3,
     "llama": text_tf.llama,
     "mobilevit": vision_tf.mobilevit,
+    "stylegan2": generative.stylegan2,
 }
 
 

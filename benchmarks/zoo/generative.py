@@ -2,7 +2,8 @@
 (GroupNorm as Reshape + InstanceNormalization, SiLU, a time embedding broadcast over the
 planes, self-attention over 8x8 latents, nearest upsampling and skip Concats) and a
 Real-ESRGAN-style x4 generator (residual-in-residual dense blocks: every 3x3 conv reads the
-Concat of all before it; LeakyRelu; nearest x2 upsampling twice)."""
+Concat of all before it; LeakyRelu; nearest x2 upsampling twice) and a StyleGAN2 generator
+(modulated convolutions: weights computed at run time from a style vector)."""
 from __future__ import annotations
 
 import numpy as np
@@ -81,3 +82,42 @@ def esrgan(perf=False):
     for _ in range(2):
         t = lrelu(net.convnd(_nearest2(net, t), nf, nf, 3))
     return net.model(net.convnd(lrelu(net.convnd(t, nf, nf, 3)), nf, 3, 3))
+
+
+def _modulated_conv(net, x, w, zdim, cin, cout, k, demodulate=True):
+    """StyleGAN2's modulated convolution at batch 1: style = Linear(w) per input channel,
+    weight = w0 * style, demodulated by rsqrt(sum(weight^2) + 1e-8) per output channel, the
+    weight reshaped to (cout, cin, k, k) and convolved: weights computed at run time."""
+    style = net.node("Reshape", [net.linear(w, zdim, cin), net.i64([1, 1, cin, 1, 1])])
+    w0 = net.init("w", net.rng.standard_normal((1, cout, cin, k, k)) / np.sqrt(cin * k * k))
+    wt = net.node("Mul", [w0, style])
+    if demodulate:
+        ss = net.node("ReduceSum", [net.node("Mul", [wt, wt]), net.i64([2, 3, 4])], keepdims=1)
+        wt = net.node("Mul", [wt, net.node("Reciprocal", [net.node("Sqrt", [
+            net.node("Add", [ss, net.f32(1e-8)])])])])
+    wt = net.node("Reshape", [wt, net.i64([cout, cin, k, k])])
+    return net.node("Conv", [x, wt], kernel_shape=[k, k], pads=[k // 2] * 4)
+
+
+def stylegan2(perf=False):
+    """A StyleGAN2 generator, narrowed: the mapping network (z normalized, eight Linear +
+    LeakyRelu(0.2)) to w, a learned 4x4 constant, per resolution two modulated 3x3 convs
+    (noise and bias added, LeakyRelu(0.2) x sqrt(2)) after a nearest x2 upsampling, and a
+    modulated 1x1 toRGB without demodulation at 64x64."""
+    net = Net("stylegan2", 22)
+    zdim, widths, depth = (256, (256, 256, 256, 128, 64), 8) if perf else (32, (16, 16, 8), 2)
+    z = net.input("z", (1, zdim))
+    ms = net.node("ReduceMean", [net.node("Mul", [z, z])], axes=[1], keepdims=1)
+    w = net.node("Div", [z, net.node("Sqrt", [net.node("Add", [ms, net.f32(1e-8)])])])
+    for _ in range(depth):
+        w = net.node("LeakyRelu", [net.linear(w, zdim, zdim)], alpha=0.2)
+    x, cin, res = net.init("const", net.rng.standard_normal((1, widths[0], 4, 4))), widths[0], 4
+    for i, c in enumerate(widths):
+        if i:
+            x, res = _nearest2(net, x), 2 * res
+        for _ in range(2):
+            y = _modulated_conv(net, x, w, zdim, cin, c, 3)
+            y = net.node("Add", [y, net.init("noise", 0.1 * net.rng.standard_normal((1, 1, res, res)))])
+            y = net.node("Add", [y, net.init("b", 0.1 * net.rng.standard_normal((1, c, 1, 1)))])
+            x, cin = net.node("Mul", [net.node("LeakyRelu", [y], alpha=0.2), net.f32(np.sqrt(2))]), c
+    return net.model(_modulated_conv(net, x, w, zdim, cin, 3, 1, demodulate=False))

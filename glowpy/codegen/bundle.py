@@ -11,7 +11,7 @@ import jinja2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from glowpy.codegen.kernels.conv import winograd_select
+from glowpy.codegen.kernels.conv import runtime_weights, winograd_select
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.program import ALIGN
@@ -155,10 +155,10 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
         "memory": {"constant": prog.sizes["constant"], "mutable": prog.sizes["mutable"],
                    "activations": prog.sizes["activation"],
                    "activations_lower_bound": prog.plan_info.get("lower_bound", 0),
-                   # kernel scratch (Winograd convolutions' transformed tiles) within the
-                   # activations: memory spent for speed, none with -winograd=false
-                   "activations_scratch": sum(b.nbytes for b in prog.activations
-                                              if b.name.endswith(winograd_select.SCRATCH)),
+                   # kernel scratch (Winograd convolutions' transformed tiles, run-time
+                   # Conv weights packed) within the activations: memory spent for speed
+                   "activations_scratch": sum(b.nbytes for b in prog.activations if b.name.endswith(
+                       (winograd_select.SCRATCH, runtime_weights.SUFFIX))),
                    "alignment": ALIGN},
         "target": target.describe(),
         "options": options,

@@ -100,7 +100,16 @@ def post_planning(target):
     return step
 
 
-def post_lowering(target):
+def post_lowering(target, winograd: bool = True, memory_first: bool = False):
     """The backend's step between lowering and planning (lower.lower's `transform`): the
-    convolution algorithm the target runs best."""
-    return lambda prog: winograd_select.select(prog, target.caps)
+    convolution algorithm the target runs best (-winograd), and where time comes first the
+    packing scratch of Conv weights computed at run time (conv/runtime_weights.py)."""
+    from glowpy.codegen.kernels.conv import runtime_weights
+
+    def step(prog):
+        if winograd:
+            prog = winograd_select.select(prog, target.caps)
+        if not memory_first:
+            runtime_weights.add_scratch(prog)
+        return prog
+    return step

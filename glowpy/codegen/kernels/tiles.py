@@ -46,10 +46,14 @@ class Shape:
         return self.cg * self.kh * self.kw
 
 
-def shape_of(k) -> Shape | None:
+def shape_of(k, runtime_weights: bool = False) -> Shape | None:
+    """The float Conv's shape; None for other types, more than two spatial dims, or weights
+    computed at run time unless the caller reads them in the model's layout (`runtime_weights`:
+    the pixel tiles; the other kernels pack constant weights at compile time)."""
     node = k.node
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
-    if any(b.dtype != np.float32 for b in (x, w, y)) or const_input(k, 1) is None:
+    if any(b.dtype != np.float32 for b in (x, w, y)) or \
+            (const_input(k, 1) is None and not runtime_weights):
         return None
     if k.in_buf(2) is not None and k.in_buf(2).dtype != np.float32:
         return None

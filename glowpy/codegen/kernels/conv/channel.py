@@ -26,7 +26,7 @@ from glowpy.codegen.kernels.tiles import (PREFETCH, Shape, _blocks, _pack, kh_ra
                                          step_cycles, tiles_outermost)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
-from glowpy.codegen.kernels.conv import channel_chunks, pointwise_packed
+from glowpy.codegen.kernels.conv import channel_chunks, pointwise_packed, runtime_weights
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.turn import row_start, store_rows
@@ -101,7 +101,9 @@ class ChanEmitter:
         self.npx, self.nvo = npx, nvo
         self.ob = nvo * self.vec.w
         # per group and block of OB channels: kernel row, kernel column, channel, OB channels
-        self.wp = pack_constant(k, 1, _pack(const_input(k, 1), s, self.ob, (2, 3, 1)), "packed_w")
+        w = const_input(k, 1)
+        self.wp = pack_constant(k, 1, _pack(w, s, self.ob, (2, 3, 1)), "packed_w") \
+            if w is not None else runtime_weights.pack(k, s, self.ob, (2, 3, 1))
         self.fin = LaneFinisher(k, self.vec, 1)
         self.bias = k.inp(2)
         # store through an in-register transpose when a pixel run fits a power-of-two vector
@@ -399,8 +401,9 @@ def plan(k):
     result around before storing it, so they win once the reduction is over ~150 products per
     output (ResNet-18's 3x3 layers by 10-30%, MNIST's 5x5 by 40%) or the pixel lanes would be
     mostly idle (small planes, 5-wide rows); pixel-vectorized tiles win for short reductions
-    (most 1x1s, a 7x7 first layer on 3 channels). Vector targets only."""
-    f = form(k)
+    (most 1x1s, a 7x7 first layer on 3 channels). Vector targets only; weights computed at
+    run time where the instruction has their packing scratch (conv/runtime_weights.py)."""
+    f = form(k, runtime_weights=runtime_weights.scratch(k) is not None)
     if f is None:
         return None
     s, simd, pointwise, flat, tile = f
@@ -457,8 +460,8 @@ RANK = 30
 
 @variant("Conv", "channel_vectorized", rank=RANK, plan=plan)
 def emit(k, p):
-    ChanEmitter(k, shape_of(k), p["npx"], p["nvo"], p.get("flat", False), p.get("nhwc", False),
-                p.get("kc", 0)).emit()
+    ChanEmitter(k, shape_of(k, runtime_weights=True), p["npx"], p["nvo"], p.get("flat", False),
+                p.get("nhwc", False), p.get("kc", 0)).emit()
 
 
 def flat_shape(s: Shape) -> Shape:

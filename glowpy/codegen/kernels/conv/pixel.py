@@ -16,6 +16,11 @@ original constant. Two tilings:
     position, so edge tiles get their own code and no mask in scalar code (the Cortex-M7
     path); the valid kernel rows of an output row are a run-time range.
 
+Weights computed at run time (StyleGAN2's modulated convolutions, CondConv's expert
+mixtures) are packed by the kernel into its scratch (conv/runtime_weights.py), or, without
+one (memory-first targets), read in the model's layout: the MR broadcasts of a step then lie
+a filter apart rather than side by side.
+
 Depthwise convolution is the case MR = 1 with one input channel per group: taps unrolled, a
 vector of output pixels per accumulator. Groups are the outermost loop, so each group's output
 is written within its own iteration (the streaming contract of CONTRIBUTING.md)."""
@@ -29,6 +34,7 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, choose_tile, chunk_tiles, kh_range,
                                          row_runs, shape_of, tiles_outermost, valid_taps)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
+from glowpy.codegen.kernels.conv import runtime_weights
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
@@ -48,8 +54,12 @@ class ConvEmitter:
         self.lanes = lanes
         w = const_input(k, 1)
         # flat: taps outer, channels inner; row: kernel row, channel, kernel column
-        self.wp = pack_constant(k, 1, _pack(w, s, self.mr, (2, 3, 1) if flat else (2, 1, 3)),
-                                "packed_w")
+        order = (2, 3, 1) if flat else (2, 1, 3)
+        self.packed = w is not None or runtime_weights.scratch(k) is not None
+        if w is not None:
+            self.wp = pack_constant(k, 1, _pack(w, s, self.mr, order), "packed_w")
+        else:  # packed at run time where there is scratch, else read in the model's layout
+            self.wp = runtime_weights.pack(k, s, self.mr, order) if self.packed else k.inp(1)
         out = k.out_buf().shape
         self.fin = Finisher(k, self.vec, out[2:] if flat else out[-1:])
         self.bias = k.inp(2)
@@ -249,8 +259,14 @@ class ConvEmitter:
             masks = self.flat_masks(q0, tconst, inner, a, c, cache)
             tap = a * s.kw + c
             def step(ic, tap=tap, shift=shift, masks=masks):
-                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(k.c(tap * s.cg), ic), k.c(mr))), cg.F32)
-                av = [vec.load_splat(wptr, i) for i in range(mr)]
+                if self.packed:
+                    wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(k.c(tap * s.cg), ic), k.c(mr))),
+                                  cg.F32)
+                    av = [vec.load_splat(wptr, i) for i in range(mr)]
+                else:  # (M, cg, KH, KW): channel i a filter (ktot) further
+                    wptr = cg.gep(b, self.wp, b.add(wb, b.add(b.mul(ic, k.c(s.kh * s.kw)), k.c(tap))),
+                                  cg.F32)
+                    av = [vec.load_splat(wptr, i * s.ktot) for i in range(mr)]
                 xptr = cg.gep(b, k.inp(0), b.add(b.add(xb, b.mul(ic, k.c(pin))), b.add(q0, k.c(shift))),
                               cg.F32)
                 bv = [None if isinstance(m, tuple) and not any(m) else
@@ -320,13 +336,19 @@ class ConvEmitter:
             ih = b.sub(b.add(b.mul(oh, k.c(s.sh)), b.mul(a, k.c(s.dh))), k.c(s.pt))
             with acc.loop(k, s.cg, name="ic", body_fmas=mr * self.nv * s.kw) as ic:
                 row = b.add(xb, b.add(b.mul(ic, k.c(pin)), b.mul(ih, k.c(s.win))))
-                wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(b.mul(a, k.c(s.cg)), ic), k.c(s.kw * mr))),
-                              cg.F32)
+                if self.packed:
+                    wptr = cg.gep(b, self.wp, b.add(wb, b.mul(b.add(b.mul(a, k.c(s.cg)), ic),
+                                                              k.c(s.kw * mr))), cg.F32)
+                    woff = lambda c, i: c * mr + i  # noqa: E731
+                else:  # (M, cg, KH, KW): channel i a filter (ktot) further
+                    wptr = cg.gep(b, self.wp, b.add(wb, b.add(b.mul(ic, k.c(s.kh * s.kw)),
+                                                              b.mul(a, k.c(s.kw)))), cg.F32)
+                    woff = lambda c, i: c + i * s.ktot  # noqa: E731
                 xptr = cg.gep(b, k.inp(0), b.add(row, b.mul(ow0, k.c(s.sw))), cg.F32)
                 for c in range(s.kw):
                     if not any(any(m) for m in masks[c]):
                         continue
-                    av = [vec.load_splat(wptr, c * mr + i) for i in range(mr)]
+                    av = [vec.load_splat(wptr, woff(c, i)) for i in range(mr)]
                     bv = []
                     for j in range(self.nv):
                         m = masks[c][j]
@@ -338,10 +360,11 @@ class ConvEmitter:
         self.store(n, gi, o0, mr, ow0, lead, base, list(store))
 
 
-def form(k):
+def form(k, runtime_weights: bool = False):
     """(shape, simd, pointwise, flat, tile) of a float Conv the register-blocked layouts cover,
-    or None: what both the pixel- and the channel-vectorized variants decide from."""
-    s = shape_of(k)
+    or None: what both the pixel- and the channel-vectorized variants decide from (weights
+    computed at run time only with `runtime_weights`: the pixel tiles read them unpacked)."""
+    s = shape_of(k, runtime_weights)
     if s is None:
         return None
     simd = Simd.of(k.caps)
@@ -365,7 +388,7 @@ def form(k):
 def plan(k):
     """{flat, mr, nv, chunk}: the flat or row tiling, its MR x NV register tile (choose_tile)
     and the flat tiles per chunk (tiles.chunk_tiles; 0: none)."""
-    f = form(k)
+    f = form(k, runtime_weights=True)
     if f is None:
         return None
     s, simd, pointwise, flat, (mr, nv, _) = f
@@ -381,4 +404,5 @@ def plan(k):
 def emit(k, p):
     """Pixels in the vector lanes, MR output channels broadcast (any target, scalar ones with
     one-float vectors)."""
-    ConvEmitter(k, shape_of(k), p["flat"], (p["mr"], p["nv"], None), p.get("chunk", 0)).emit()
+    ConvEmitter(k, shape_of(k, runtime_weights=True), p["flat"], (p["mr"], p["nv"], None),
+                p.get("chunk", 0)).emit()
