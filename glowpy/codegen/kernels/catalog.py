@@ -26,7 +26,9 @@ def graph_rewrites(memory_first: bool):
 
 
 def late_rewrites(caps, memory_first: bool, winograd: bool = True):
-    """The backend's step after the graph pipeline: dilated convolutions by phases where the
+    """The backend's step after the graph pipeline, where time comes first: a Gemm's
+    transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py);
+    on vector targets with cache figures, dilated convolutions by phases where the
     phase images are large enough (glowpy/ir/passes/dilated.py); convolutions whose block weights outgrow
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
     that a chunk's input plus one block's weights take three quarters of L2 (blocks outermost
@@ -41,12 +43,15 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     import math
 
     from glowpy.ir.passes.dilated import space_to_batch
+    from glowpy.ir.passes.gemm_operands import transpose_runtime_b
     from glowpy.ir.passes.split_reduction import split_reduction
     from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
-    if memory_first or width == 1 or not caps.l2_bytes:  # both add activation bytes
+    if memory_first:  # all add activation bytes
         return lambda graph: graph
+    if width == 1 or not caps.l2_bytes:
+        return transpose_runtime_b
 
     def chunk_of(node):
         packed = pointwise_packed.channel_chunk(caps, node)
@@ -77,7 +82,8 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
         h, w = node.inputs[0].shape[2:]
         return math.ceil(h / d) * math.ceil(w / d) >= MIN_PHASE_PLANE and \
             d * d * node.inputs[1].nbytes <= PHASE_WEIGHT_READS * caps.l2_bytes
-    return lambda graph: split_reduction(space_to_batch(graph, phases_pay), chunk_of)
+    return lambda graph: split_reduction(space_to_batch(transpose_runtime_b(graph), phases_pay),
+                                         chunk_of)
 
 
 MIN_PLANE = 64  # output positions from which block weights are re-read often enough to split

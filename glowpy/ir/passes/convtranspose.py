@@ -17,7 +17,12 @@ upsampling 256 -> 128 on 28x28 48 ms against 12 (4x). Two exact rewrites:
   COL_GROWTH) and live between the two, so this is the backend's choice where time comes
   before bytes (kernels/catalog.graph_rewrites); memory-first targets keep the scatter kernel.
   Same probes, machine under load from other jobs: 2x2/2 2.5 -> 1.0 ms (1.11-1.16 of
-  onnxruntime: the product is the same GEMM as its own), 4x4/2 48 -> 9.4-10.3 ms (0.70-0.90)."""
+  onnxruntime: the product is the same GEMM as its own), 4x4/2 48 -> 9.4-10.3 ms (0.70-0.90).
+
+Weights computed at run time (StyleGAN2's modulated upsampling) are re-laid out by
+Slice/Reshape/Transpose nodes instead of at compile time, and the Conv then packs them
+itself (codegen/kernels/conv/runtime_weights.py). AVX2 code against onnxruntime: 4x4/2 128
+-> 64 on 28x28 10.1 -> see docs/performance.md."""
 from __future__ import annotations
 
 import math
@@ -31,10 +36,35 @@ COL_GROWTH = 4  # columns at most this many times the output (4x4/2); wider: the
 
 
 def _candidate(n: Node):
-    """(window, weights) of a float ConvTranspose with constant weights, else None."""
-    if n.op != "ConvTranspose" or n.inputs[0].dtype != np.float32 or not n.inputs[1].is_const:
+    """(window, weights Value) of a float ConvTranspose, else None."""
+    if n.op != "ConvTranspose" or n.inputs[0].dtype != np.float32:
         return None
-    return n.opdef.window(n), n.inputs[1].const
+    return n.opdef.window(n), n.inputs[1]
+
+
+def _relaid(graph: Graph, w, steps, name: str):
+    """The weights after `steps` -- ("flip", axes), ("reshape", shape), ("transpose", perm) --:
+    a new constant when they are constant, else the nodes computing them at run time (weights
+    a graph computes: StyleGAN2's modulated upsampling); (Value, [nodes])."""
+    if w.is_const:
+        a = w.const
+        for op, arg in steps:
+            a = a[tuple(slice(None, None, -1) if i in arg else slice(None) for i in range(a.ndim))] \
+                if op == "flip" else a.reshape(arg) if op == "reshape" else a.transpose(arg)
+        return graph.constant(np.ascontiguousarray(a), name), []
+    nodes, v = [], w
+    c = lambda a, what: graph.constant(np.array(a, np.int64), f"{name}_{what}{len(nodes)}")  # noqa: E731
+    for op, arg in steps:
+        if op == "flip":
+            ins = [v, c([-1] * len(arg), "start"), c([np.iinfo(np.int64).min] * len(arg), "end"),
+                   c(list(arg), "axes"), c([-1] * len(arg), "step")]
+            nodes.append(make_node(graph, "Slice", ins, {}, f"{name}_flip"))
+        elif op == "reshape":
+            nodes.append(make_node(graph, "Reshape", [v, c(arg, "shape")], {}, f"{name}_reshape"))
+        else:
+            nodes.append(make_node(graph, "Transpose", [v], {"perm": list(arg)}, f"{name}_perm"))
+        v = nodes[-1].outputs[0]
+    return v, nodes
 
 
 def _as_conv(graph: Graph, n: Node) -> list[Node] | None:
@@ -50,13 +80,13 @@ def _as_conv(graph: Graph, n: Node) -> list[Node] | None:
         return None
     g = n.attrs["group"]
     c, mg = w.shape[:2]
-    flip = (slice(None), slice(None)) + (slice(None, None, -1),) * nd
+    k = tuple(w.shape[2:])
     # W [C, M/g, k...] -> [M, C/g, k...] per group, taps reversed
-    wc = w[flip].reshape((g, c // g, mg) + w.shape[2:]).swapaxes(1, 2)
-    wc = np.ascontiguousarray(wc.reshape((g * mg, c // g) + w.shape[2:]))
-    ins = [x, graph.constant(wc, n.name + "_as_conv_w")] + \
-        ([n.inputs[2]] if n.input(2) is not None else [])
-    return [make_node(graph, "Conv", ins, {
+    wc, nodes = _relaid(graph, w, [("flip", tuple(range(2, 2 + nd))), ("reshape", (g, c // g, mg) + k),
+                                   ("transpose", (0, 2, 1) + tuple(range(3, 3 + nd))),
+                                   ("reshape", (g * mg, c // g) + k)], n.name + "_as_conv_w")
+    ins = [x, wc] + ([n.inputs[2]] if n.input(2) is not None else [])
+    return nodes + [make_node(graph, "Conv", ins, {
         "group": g, "kernel_shape": list(win.kernel), "dilations": list(win.dilations),
         "strides": [1] * nd, "pads": begin + end}, n.name, y)]
 
@@ -79,12 +109,13 @@ def _as_product_col2im(graph: Graph, n: Node) -> list[Node] | None:
     taps = math.prod(win.kernel)
     if taps * math.prod(win.in_size) > COL_GROWTH * math.prod(win.out_size):
         return None
-    wp = np.ascontiguousarray(w.reshape(c, m * taps).T.reshape((m * taps, c) + (1,) * nd))
+    wp, wnodes = _relaid(graph, w, [("reshape", (c, m * taps)), ("transpose", (1, 0)),
+                                    ("reshape", (m * taps, c) + (1,) * nd)], n.name + "_product_w")
     bias = n.input(2)
     # every output position takes exactly one tap (2x2/2 unpadded: UNet's decoder): the bias
     # goes into the product, and Col2Im only places the columns (no zeroing, no adds)
     into_product = bias is not None and bias.is_const and win.tiles_exactly()
-    ins = [x, graph.constant(wp, n.name + "_product_w")]
+    ins = [x, wp]
     if into_product:
         ins.append(graph.constant(np.repeat(bias.const, taps), n.name + "_product_b"))
         bias = None
@@ -97,7 +128,7 @@ def _as_product_col2im(graph: Graph, n: Node) -> list[Node] | None:
         graph.constant(np.array(win.kernel, np.int64), n.name + "_block")],
         {"strides": list(win.strides), "dilations": list(win.dilations),
          "pads": list(win.pads_begin) + end}, n.name + "_col2im", None if bias is not None else y)
-    out = [cols, rows, col2im]
+    out = wnodes + [cols, rows, col2im]
     if bias is not None:
         b = bias.const.reshape((m,) + (1,) * nd) if bias.is_const else None
         if b is None:  # a run-time bias: broadcast it by a Reshape of its own
