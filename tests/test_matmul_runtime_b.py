@@ -1,14 +1,19 @@
 """Products whose B is computed at run time (attention's Q x K^T and P x V, a Gemm of two
 activations): gemm/vector.py takes the row blocks outermost within column chunks of B that
-fit three quarters of the L2 (chunk_columns). The chunk widths follow the target's L2, and
-bundles with one chunk, several, a narrower last chunk and a last panel narrower than a
-vector agree with onnxruntime at every vector level this host runs."""
+fit three quarters of the L2 (chunk_columns), and where there are PACK_MIN_BLOCKS row blocks
+or more and B is over a quarter of the L2, packs each chunk into panels in a scratch buffer
+first (packed_floats). The chunk widths follow the target's L2, and bundles with one chunk,
+several, a narrower last chunk and a last panel narrower than a vector, packed and read in
+place, agree with onnxruntime at every vector level this host runs."""
+import json
+
 import numpy as np
 import pytest
 from onnx import helper
 from util import check_against_onnxruntime, make_graph_model
 from vector_levels import RUNNABLE
 
+import glowpy
 from glowpy.codegen.kernels.gemm.vector import chunk_columns
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.vectors import Simd
@@ -53,16 +58,19 @@ def test_attention_matches_onnxruntime(level, heads, tokens, d, tmp_path):
 
 @pytest.mark.parametrize("level", RUNNABLE, ids=str)
 @pytest.mark.parametrize("op", ["MatMul", "Gemm"])
-def test_chunked_product_matches_onnxruntime(level, op, tmp_path):
+@pytest.mark.parametrize("rows", [60, 12])
+def test_chunked_product_matches_onnxruntime(level, op, rows, tmp_path):
     """K = 1000 rows of B: 96 columns a chunk under the family's L2 at every level's tile
     (panels of 8, 16 or 32), so 250 columns are two chunks in the loop and a last one of 58,
-    whose last panel is narrower than a vector."""
+    whose last panel is narrower than a vector. 60 rows are four row blocks or more at every
+    level: B (1 MB) is packed a chunk at a time into a scratch of K x 96 floats; 12 rows (two
+    blocks or one) read it in place."""
     k, n = 1000, 250
     caps = resolve_target(**level.options).caps
     simd = Simd.of(caps)
-    nb = choose_tile(simd, 30, n, 1)[1] * simd.width
+    nb = choose_tile(simd, rows, n, 1)[1] * simd.width
     assert chunk_columns(caps, k, n, nb) == 96 and 58 % nb and (58 % nb) % simd.width
-    feeds = {"a": RNG.standard_normal((30, k)).astype(F), "b": RNG.standard_normal((k, n)).astype(F)}
+    feeds = {"a": RNG.standard_normal((rows, k)).astype(F), "b": RNG.standard_normal((k, n)).astype(F)}
     if op == "Gemm":
         node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], alpha=0.5, beta=1.0)
         inits = {"c": RNG.standard_normal(n).astype(F)}
@@ -70,4 +78,12 @@ def test_chunked_product_matches_onnxruntime(level, op, tmp_path):
         node = helper.make_node("MatMul", ["a", "b"], ["y"])
         inits = {}
     model = make_graph_model([node], feeds, ["y"], inits, opset=13)
+    (tmp_path / "plan").mkdir()
+    path = tmp_path / "plan" / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    glowpy.compile(str(path), str(tmp_path / "plan" / "b"), **level.options,
+                   dump_memory_report=str(tmp_path / "plan" / "r.json"))
+    report = json.loads((tmp_path / "plan" / "r.json").read_text())
+    scratch = [b["size"] for b in report["buffers"] if b["name"].endswith("_packed_b")]
+    assert scratch == ([4 * k * 96] if rows == 60 else []), scratch
     check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)

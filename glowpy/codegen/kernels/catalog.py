@@ -109,7 +109,8 @@ def post_planning(target):
 def post_lowering(target, winograd: bool = True, memory_first: bool = False):
     """The backend's step between lowering and planning (lower.lower's `transform`): the
     convolution algorithm the target runs best (-winograd), and where time comes first the
-    packing scratch of Conv weights computed at run time (conv/runtime_weights.py)."""
+    packing scratch of Conv weights computed at run time (conv/runtime_weights.py) and of
+    products' run-time B (gemm/vector.py, packed_floats)."""
     from glowpy.codegen.kernels.conv import runtime_weights
 
     def step(prog):
@@ -117,5 +118,6 @@ def post_lowering(target, winograd: bool = True, memory_first: bool = False):
             prog = winograd_select.select(prog, target.caps)
         if not memory_first:
             runtime_weights.add_scratch(prog)
+            gemm_vector.add_pack_scratch(prog, target.caps)
         return prog
     return step

@@ -49,6 +49,7 @@ class GemmEmitter:
 
     def __init__(self, k, m: int, kk: int, n: int, out_shape, rows_shape=None):
         self.k, self.b = k, k.b
+        self.pack = None  # where a run-time B's chunks are packed (the scratch), if anywhere
         # the output dims a flat row index m runs over, when batch dims were folded into M
         self.rows_shape = rows_shape
         self.simd = Simd.of(k.caps)
@@ -82,9 +83,32 @@ class GemmEmitter:
             return
 
         def chunk(c0, width):
-            self.rows(lambda m0, mr: self.panels(lambda n0, nb: tile(m0, mr, n0, nb), c0, width))
+            src = bsrc
+            if self.pack is not None:  # panels of the chunk at (column - c0) x K in the scratch
+                self.pack_chunk(bsrc, c0, width)
+                src = ("packed", self.pack, self.b.mul(c0, self.k.c(-self.kk)))
+            self.rows(lambda m0, mr: self.panels(
+                lambda n0, nb: self.tile(a_ptr, a_off, a_st, src, y_off, lead, finish, m0, mr, n0, nb),
+                c0, width))
         cg.for_runs(self.b, self.n, chunk_columns(self.k.caps, self.kk, self.n, self.nb), chunk,
                     self.k.intp, "nc")
+
+    def pack_chunk(self, bsrc, c0, width: int):
+        """Columns [c0, c0 + width) of a run-time B into the scratch as panels of nb (the
+        constant B's layout, pack_panels), B's rows read one after the other."""
+        k, b, vec = self.k, self.b, self.vec
+        _, bptr, boff = bsrc
+        with k.for_range(self.kk, name="pk") as r:
+            row = b.add(boff, b.add(b.mul(r, k.c(self.n)), c0))
+
+            def panel(r0, nbp):
+                masks = [tuple(j * vec.w + lane < nbp for lane in range(vec.w))
+                         for j in range(-(-nbp // vec.w))]
+                dst = b.add(b.mul(r0, k.c(self.kk)), b.mul(r, k.c(nbp)))
+                for j, mask in enumerate(masks):
+                    v = vec.load(bptr, b.add(row, b.add(r0, k.c(j * vec.w))), mask)
+                    vec.store(v, self.pack, b.add(dst, k.c(j * vec.w)), mask)
+            cg.for_runs(b, width, self.nb, panel, k.intp, "pp")
 
     def tile(self, a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb):
         k, b, vec = self.k, self.b, self.vec
@@ -172,6 +196,66 @@ def fold_batch(caps, batch, m: int, kk: int, n: int) -> bool:
     return count > 1 and b_cost + panels(count * m) * reread_cost(caps, 4 * count * m * kk) < apart
 
 
+SCRATCH = "_packed_b"  # name suffix of a run-time B's packing buffer
+# row blocks from which a run-time B is packed chunk by chunk before the products: in place,
+# a panel's rows lie a row of B apart, and a B row a multiple of 4 KiB long puts them all in
+# one L1 set (and few L2 sets), so every row block re-reads the panel from past the caches
+PACK_MIN_BLOCKS = 4
+
+
+def _product(caps, node):
+    """(batch, m, kk, n, fold) of a float32 MatMul of matrices or a Gemm with a row-major B,
+    as the vector kernel runs it (fold: batched rows as one product, fold_batch), or None."""
+    ins = [x for x in node.inputs if x is not None] + list(node.outputs)
+    if any(np.dtype(x.dtype) != np.float32 for x in ins):
+        return None
+    if node.op == "Gemm":
+        return None if node.attrs["transB"] else ((),) + tuple(node.opdef.dims(node)) + (False,)
+    a, bb, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if len(a.shape) < 2 or len(bb.shape) < 2:
+        return None
+    batch, m, kk, n = node.opdef.shapes(node)
+    one_b = len(bb.shape) == 2 or int(np.prod(bb.shape[:-2])) == 1
+    fold = one_b and len(y.shape) == len(a.shape) and a.shape[:-2] == tuple(batch) and \
+        fold_batch(caps, batch, m, kk, n)
+    return (), (int(np.prod(batch)) * m if fold else m), kk, n, fold
+
+
+def packed_floats(caps, m: int, kk: int, n: int) -> int:
+    """Floats of the buffer a run-time B (K = kk rows, n columns) is packed into, chunk by
+    chunk, for a product of m rows: 0 (read in place) for fewer than PACK_MIN_BLOCKS row
+    blocks, where a chunk's packing would not be re-read enough to pay, for a B within a
+    quarter of the L2 (attention's heads: 32-50 KB of K^T or V, level either way), and on
+    scalar targets."""
+    simd = Simd.of(caps)
+    mr, nv, _ = choose_tile(simd, m, n, 1)
+    if simd.width == 1 or -(-m // mr) < PACK_MIN_BLOCKS or 4 * kk * n <= caps.l2_bytes // 4:
+        return 0
+    return kk * chunk_columns(caps, kk, n, nv * simd.width)
+
+
+def add_pack_scratch(prog, caps) -> None:
+    """The backend's post-lowering step: each MatMul or Gemm of a run-time B that
+    packed_floats packs gets the buffer as a scratch output (the planner places it)."""
+    from glowpy.ir.program import ACTIVATION, Buffer
+    for ins in prog.instrs:
+        b = ins.inputs[1] if ins.op in ("MatMul", "Gemm") and len(ins.inputs) > 1 else None
+        if b is None or ins.node is None or len(ins.outputs) != 1 or \
+                (b.value is not None and b.value.const is not None):
+            continue
+        form = _product(caps, ins.node)
+        floats = packed_floats(caps, *form[1:4]) if form is not None else 0
+        if floats:
+            ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
+                                                  (floats,), ACTIVATION)]
+
+
+def _pack_buffer(k):
+    """The instruction's packing scratch (an IR pointer), or None."""
+    outs = k.instr.outputs
+    return next((k.out(i) for i, x in enumerate(outs) if i and x.name.endswith(SCRATCH)), None)
+
+
 def plan_gemm(k):
     """{} for float32 Gemm whose B is constant or row-major (strided rows of a run-time
     transposed B go to the generic kernel)."""
@@ -190,6 +274,7 @@ def emit_gemm(k, params):
     m, kk, n = node.opdef.dims(node)
     bconst = const_input(k, 1)
     g = GemmEmitter(k, m, kk, n, y.shape)
+    g.pack = _pack_buffer(k)
     b, vec = k.b, g.vec
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
     if bconst is not None:
@@ -220,15 +305,10 @@ def emit_gemm(k, params):
 def plan_matmul(k):
     """{} for float32 MatMul of matrices (1-D operands drop a dim of the output: the generic
     kernel); {"fold": True} where a batched A by one B runs as one product (fold_batch)."""
-    a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
-    if any(x.dtype != np.float32 for x in (a, bb, y)) or len(a.shape) < 2 or len(bb.shape) < 2:
+    form = _product(k.caps, k.node)
+    if form is None:
         return None
-    batch, m, kk, n = k.node.opdef.shapes(k.node)
-    one_b = len(bb.shape) == 2 or int(np.prod(bb.shape[:-2])) == 1
-    if one_b and len(y.shape) == len(a.shape) and a.shape[:-2] == tuple(batch) and \
-            fold_batch(k.caps, batch, m, kk, n):
-        return {"fold": True}
-    return {}
+    return {"fold": True} if form[4] else {}
 
 
 @variant("MatMul", "vector", rank=10, plan=plan_matmul)
@@ -240,6 +320,7 @@ def emit_matmul(k, params):
     if params.get("fold"):  # one (batch * M) x K product; rows name the output's leading dims
         batch, m, rows_shape = (), int(np.prod(batch)) * m, y.shape[:-1]
     g = GemmEmitter(k, m, kk, n, y.shape, rows_shape)
+    g.pack = _pack_buffer(k)
     b = k.b
     a_bst = [s * m * kk for s in cg.broadcast_strides(a.shape[:-2], batch)] if batch else []
     b_bst = [s * kk * n for s in cg.broadcast_strides(bb.shape[:-2], batch)] if batch else []
