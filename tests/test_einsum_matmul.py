@@ -1,8 +1,9 @@
 """Pass einsum_as_matmul (glowpy/ir/passes/einsum.py): two-operand float Einsums become
-Transpose/Reshape + MatMul, checked against onnxruntime through the whole compiler, with the
-memory report naming the kernels that ran: no Einsum kernel where the pass applies, the Einsum
-kernel where it does not (repeated labels, an ellipsis, broadcasting, a label summed within
-one operand, integers)."""
+Transpose/Reshape + MatMul, and other float equations are split into those first (labels
+summed within one operand by ReduceSum, one operand as ReduceSum + Transpose, three or more
+contracted pairwise), checked against onnxruntime through the whole compiler, with the memory
+report naming the kernels that ran: no Einsum kernel where the pass applies, the Einsum
+kernel where it does not (repeated labels, an ellipsis, broadcasting, integers)."""
 import json
 
 import numpy as np
@@ -40,11 +41,34 @@ def test_rewritten(eq, shapes, const, tmp_path):
     assert "Einsum" not in kernels and "MatMul" in kernels, kernels
 
 
+SPLIT = [  # (equation, input shapes, the kernels expected)
+    ("ij,jk->i", [(3, 4), (4, 5)], ["ReduceSum", "MatMul"]),  # k summed within the second
+    ("bij->bj", [(2, 6, 5)], ["ReduceSum"]),
+    ("bij->jb", [(2, 6, 5)], ["ReduceSum", "Transpose"]),
+    ("ijk->kij", [(2, 3, 4)], ["Transpose"]),
+    ("ij->ij", [(3, 4)], ["Copy"]),
+    ("ij,jk,kl->il", [(4, 6), (6, 5), (5, 3)], ["MatMul", "MatMul"]),
+    ("bi,bj,bk->bijk", [(2, 3), (2, 4), (2, 5)], None),  # outer products, b kept throughout
+    ("abc,cd,bde->ae", [(2, 3, 4), (4, 5), (3, 5, 6)], None),  # b waits for the third
+]
+
+
+@pytest.mark.parametrize("eq,shapes,expected", SPLIT, ids=[e for e, _, _ in SPLIT])
+def test_split(eq, shapes, expected, tmp_path):
+    feeds = {f"x{i}": RNG.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(make_model("Einsum", feeds, attrs={"equation": eq}, opset=12), feeds,
+                              tmp_path, rtol=1e-5, atol=1e-5, dump_memory_report=str(report))
+    kernels = _kernels(report)
+    assert "Einsum" not in kernels, kernels
+    if expected is not None:
+        assert kernels == expected, kernels
+
+
 KEPT = [
     ("ii->i", [(4, 4)]),
     ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 2)]),
     ("bij,bjk->bik", [(2, 3, 4), (1, 4, 5)]),  # b broadcast
-    ("ij,jk->i", [(3, 4), (4, 5)]),  # k summed within the second operand
 ]
 
 

@@ -4,7 +4,7 @@ element types the ONNX node tests do not cover (their Einsum and CumSum cases ar
 import numpy as np
 import pytest
 
-from util import check_against_onnxruntime, make_model, reference_of
+from util import check_against_onnxruntime, compile_and_run, make_model, reference_of
 
 RNG = np.random.default_rng(7)
 
@@ -83,6 +83,33 @@ def test_topk(largest, axis, k, tmp_path):
     m = make_model("TopK", feeds, outputs=2, attrs={"largest": largest, "axis": axis},
                    initializers={"k": np.array([k], np.int64)}, opset=11)
     check(m, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("n, k, largest", [(8400, 300, 1), (1000, 1000, 0), (257, 1, 1)])
+def test_topk_heap_sizes(n, k, largest, tmp_path):
+    """A detector's top 300 of 8,400 anchors, a whole row sorted (k = n: argsort), k = 1; rows
+    of values rounded to give ties (the lower index first), along an inner axis."""
+    x = np.round(rand(2, n, 3), 1)
+    feeds = {"x": x}
+    m = make_model("TopK", feeds, outputs=2, attrs={"largest": largest, "axis": 1},
+                   initializers={"k": np.array([k], np.int64)}, opset=11)
+    check(m, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_topk_nan_after_numbers(largest, tmp_path):
+    """NaN comes after every number whichever way (the reference: numpy's stable argsort),
+    NaNs among themselves by index."""
+    x = rand(3, 40)
+    x[:, [3, 17, 18, 30]] = np.nan
+    feeds = {"x": x}
+    m = make_model("TopK", feeds, outputs=2, attrs={"largest": largest},
+                   initializers={"k": np.array([39], np.int64)}, opset=11)
+    got = compile_and_run(m, feeds, tmp_path)
+    expected = reference_of(m, feeds)
+    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert np.isnan(got[0][:, -3:]).all() and not np.isnan(got[0][:, :-3]).any()
 
 
 def test_topk_int_rows_of_200(tmp_path):

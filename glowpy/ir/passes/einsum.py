@@ -9,8 +9,15 @@ equation; the MatMul kernels are register-tiled. Zen 4, AVX2 code, 'bhqd,hdk->bh
 same rewrite). The transposes of constant operands fold away (fold_constants runs next) and the
 others cancel or become views where they can (simplify_transposes, simplify_views).
 
-Left to the kernel: one operand or more than two, repeated labels (diagonals), labels summed
-within one operand only, broadcast (size-1) dims, an ellipsis, and integer types."""
+Other float equations are first split into those (`_split`): a label summed within one
+operand only is summed there first (ReduceSum), one operand alone is that sum and a
+Transpose, and three or more operands are contracted two at a time, left to right, each
+intermediate keeping the labels a later operand or the output still needs. 'ij,jk,kl->il' on
+64x128, 128x96, 96x80 took 51 ms in the scalar loop nest over all four labels (onnxruntime
+33 us), 'bij->bj' on 8x256x64 83 us (onnxruntime 12).
+
+Left to the kernel: repeated labels (diagonals), broadcast (size-1) dims, an ellipsis, and
+integer types."""
 from __future__ import annotations
 
 import math
@@ -58,7 +65,74 @@ def _chain(graph, n, x, perm, shape):
     return x, nodes
 
 
+def _terms(n):
+    """(operand labels, output labels, size per label) of a float Einsum without an ellipsis,
+    repeated labels or broadcasting, or None."""
+    eq = n.attrs.get("equation", "").replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not arrow or "." in eq or len(terms) != len(n.inputs) or \
+            any(x.dtype != np.float32 for x in n.inputs):
+        return None
+    sizes = {}
+    for t, x in zip(terms, n.inputs):
+        if len(t) != len(x.shape) or len(set(t)) != len(t):
+            return None
+        for lab, d in zip(t, x.shape):
+            if sizes.setdefault(lab, d) != d:
+                return None
+    if len(set(rhs)) != len(rhs) or not set(rhs) <= set(sizes):
+        return None
+    return terms, rhs, sizes
+
+
+def _split(graph: Graph, n) -> list:
+    """The Einsum as ReduceSums of labels summed within one operand, pairwise two-operand
+    Einsums (left to right) and a last Transpose for one operand: nodes, the last writing
+    n's output; None where the equation is already two operands with nothing to pre-sum."""
+    found = _terms(n)
+    if found is None:
+        return None
+    terms, rhs, _ = found
+    everywhere = "".join(terms) + rhs
+    lonely = [[lab for lab in t if everywhere.count(lab) == 1] for t in terms]
+    if len(terms) == 2 and not any(lonely):
+        return None
+    nodes, ops = [], []
+    for t, x, drop in zip(terms, n.inputs, lonely):
+        if drop:
+            axes = graph.constant(np.array([t.index(lab) for lab in drop], np.int64), f"{n.name}_axes")
+            r = make_node(graph, "ReduceSum", [x, axes], {"keepdims": 0}, f"{n.name}_sum")
+            nodes.append(r)
+            t, x = "".join(lab for lab in t if lab not in drop), r.outputs[0]
+        ops.append((t, x))
+    while len(ops) > 2:
+        (ta, xa), (tb, xb) = ops[:2]
+        later = "".join(t for t, _ in ops[2:]) + rhs
+        keep = "".join(lab for lab in dict.fromkeys(ta + tb) if lab in later)
+        e = make_node(graph, "Einsum", [xa, xb], {"equation": f"{ta},{tb}->{keep}"}, f"{n.name}_pair")
+        nodes.append(e)
+        ops[:2] = [(keep, e.outputs[0])]
+    if len(ops) == 2:
+        (ta, xa), (tb, xb) = ops
+        last = make_node(graph, "Einsum", [xa, xb], {"equation": f"{ta},{tb}->{rhs}"}, f"{n.name}_pair")
+    else:
+        (t, x), = ops
+        if t == rhs and nodes:  # (only sums: the last ReduceSum writes the output)
+            take_output(nodes[-1], n)
+            return nodes
+        last = make_node(graph, "Transpose", [x], {"perm": [t.index(lab) for lab in rhs]},
+                         f"{n.name}_t")  # (the identity permutation for 'ij->ij')
+    take_output(last, n)
+    return nodes + [last]
+
+
 def einsum_as_matmul(graph: Graph) -> Graph:
+    split = []
+    for n in graph.nodes:
+        parts = _split(graph, n) if n.op == "Einsum" else None
+        split += parts if parts is not None else [n]
+    graph.nodes = split
     nodes = []
     for n in graph.nodes:
         found = n.op == "Einsum" and all(x.dtype == np.float32 for x in n.inputs) and _labels(n)

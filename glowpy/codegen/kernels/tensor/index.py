@@ -55,34 +55,113 @@ def emit_arg(k):
         k.store(b.load(idx_p), k.out(), pos)
 
 
+def _before(b, va, ia, vb, ib, dtype, largest: bool):
+    """Does (value va, index ia) come before (vb, ib) in TopK's output? The reference's order:
+    by value (descending for `largest`), ties by the lower index, NaN after every number
+    (numpy's stable argsort of -x or x)."""
+    key = compare(b, "Greater" if largest else "Less", va, vb, dtype)
+    lower = b.icmp_signed("<", ia, ib)
+    tie = b.and_(compare(b, "Equal", va, vb, dtype), lower)
+    ahead = b.or_(key, tie)
+    if not cg.is_float(dtype):
+        return ahead
+    a_nan, b_nan = b.fcmp_unordered("uno", va, va), b.fcmp_unordered("uno", vb, vb)
+    return b.or_(b.and_(b.not_(a_nan), b.or_(b_nan, ahead)), b.and_(b.and_(a_nan, b_nan), lower))
+
+
 @emits("TopK")
 def emit_topk(k):
-    """Rank sort: an element's rank is the number of elements that precede it (better, or equal
-    at a lower index); elements of rank < K are written at their rank. O(n^2) per row, no
-    scratch memory, and the order is exactly the reference's."""
+    """A heap of the K best so far per row, kept in the row's own output slots with the worst
+    at the root: each further element that comes before the root replaces it and sinks
+    (O(n log K)); then the heap is sorted in place, worst to the last slot first. The order is
+    the reference's (_before). The rank sort it replaced was O(n^2): a detector's top 300 of
+    8,400 anchors took 16.6 ms against onnxruntime's 25 us (Zen 4, AVX2 code). Sift loops run
+    a fixed log2(K) + 1 levels, a flag ending the walk early (no open-ended loops)."""
     b = k.b
     x = k.in_buf(0)
     ax, kk = k.node.opdef.params(k.node)
     outer, n, inner = axis_layout(x.shape, ax)
     largest = bool(k.attrs["largest"])
-    rank_p = cg.alloca_in_entry(b, k.intp, "rank")
     if kk == 0:
         return
+    levels = kk.bit_length()
+    pos_p = cg.alloca_in_entry(b, k.intp, "heap_pos")
+    done_p = cg.alloca_in_entry(b, cg.I1, "heap_done")
+    vals, idxs = k.out(0), k.out(1)
+
+    def as_i64(j):
+        return b.sext(j, cg.I64) if j.type != cg.I64 else j
+
     with _rows(k, outer, n, inner) as (base, _pos, o, i):
         out_base = b.add(b.mul(o, k.c(kk * inner)), i)
-        with k.for_range(n, name="j") as j:
-            vj = k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype)
-            b.store(k.c(0), rank_p)
-            with k.for_range(n, name="m") as m:
-                vm = k.load(k.inp(0), b.add(base, b.mul(m, k.c(inner))), x.dtype)
-                ahead = compare(b, "Greater" if largest else "Less", vm, vj, x.dtype)
-                tie = b.and_(compare(b, "Equal", vm, vj, x.dtype), b.icmp_signed("<", m, j))
-                b.store(b.add(b.load(rank_p), b.zext(b.or_(ahead, tie), k.intp)), rank_p)
-            r = b.load(rank_p)
-            with cg.if_then(b, b.icmp_signed("<", r, k.c(kk))):
-                dst = b.add(out_base, b.mul(r, k.c(inner)))
-                k.store(vj, k.out(0), dst)
-                k.store(b.sext(j, cg.I64) if j.type != cg.I64 else j, k.out(1), dst)
+        slot = lambda r: b.add(out_base, b.mul(r, k.c(inner)))  # noqa: E731
+
+        def get(r):
+            return k.load(vals, slot(r), x.dtype), k.load(idxs, slot(r), "int64")
+
+        def put(r, v, ix):
+            k.store(v, vals, slot(r))
+            k.store(ix, idxs, slot(r))
+
+        def before(a, c):
+            return _before(b, a[0], a[1], c[0], c[1], x.dtype, largest)
+
+        def walk(start, step):
+            """step(pos) -> (continue?, next pos), over at most `levels` levels."""
+            b.store(start, pos_p)
+            b.store(cg.const(cg.I1, 0), done_p)
+            with k.for_range(levels, name="lv"):
+                with cg.if_then(b, b.not_(b.load(done_p))):
+                    go, nxt = step(b.load(pos_p))
+                    b.store(nxt, pos_p)
+                    b.store(b.not_(go), done_p)
+
+        def sift_down(size):
+            def step(p):
+                left = b.add(b.mul(p, k.c(2)), k.c(1))
+                has = b.icmp_signed("<", left, size)
+                left = b.select(has, left, k.c(0))  # (no slot past the heap is read)
+                right = b.add(left, k.c(1))
+                right = b.select(b.and_(has, b.icmp_signed("<", right, size)), right, left)
+                lv, rv = get(left), get(right)
+                worse_right = before(lv, rv)  # the child nearer the root's rank moves up
+                c = b.select(worse_right, right, left)
+                cv = (b.select(worse_right, rv[0], lv[0]), b.select(worse_right, rv[1], lv[1]))
+                pv = get(p)
+                swap = b.and_(has, before(pv, cv))
+                with cg.if_then(b, swap):
+                    put(p, *cv)
+                    put(c, *pv)
+                return swap, c
+            walk(k.c(0), step)
+
+        def sift_up(start):
+            def step(c):
+                q = b.udiv(b.sub(b.select(b.icmp_signed(">", c, k.c(0)), c, k.c(1)), k.c(1)), k.c(2))
+                cv, qv = get(c), get(q)
+                swap = b.and_(b.icmp_signed(">", c, k.c(0)), before(qv, cv))
+                with cg.if_then(b, swap):
+                    put(q, *cv)
+                    put(c, *qv)
+                return swap, q
+            walk(start, step)
+
+        with k.for_range(kk, name="j") as j:
+            put(j, k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype), as_i64(j))
+            sift_up(j)
+        if n > kk:
+            with k.for_range(n, start=kk, name="j") as j:
+                v = k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype)
+                with cg.if_then(b, before((v, as_i64(j)), get(k.c(0)))):
+                    put(k.c(0), v, as_i64(j))
+                    sift_down(k.c(kk))
+        if kk > 1:
+            with k.for_range(kk - 1, name="t") as t:
+                last = b.sub(k.c(kk - 1), t)
+                root, tail = get(k.c(0)), get(last)
+                put(k.c(0), *tail)
+                put(last, *root)
+                sift_down(last)
 
 
 @emits("CumSum")
