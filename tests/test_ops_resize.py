@@ -241,6 +241,25 @@ def test_pad(mode, tmp_path):
     check_op(g.model(19), g.feeds, tmp_path, **EXACT)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_rows_with_a_shifted_interior(mode, tmp_path):
+    """Rows of 40 and 23: the interior of each padded row is a plain shifted copy, looped on
+    its own (resize.shifted_run), the borders through the table; the unit check below finds
+    that run exactly."""
+    from glowpy.codegen.kernels.tensor.resize import shifted_run
+    from glowpy.ir.ops.taps import table
+    assert shifted_run(table(np.r_[np.arange(3, 0, -1), np.arange(40), np.arange(38, 35, -1)])) \
+        == (3, 43, -3)
+    assert shifted_run(table(np.r_[[0, 0], np.arange(10)])) is None  # under MIN_RUN
+    x = np.random.default_rng(4).standard_normal((2, 3, 23, 40)).astype(np.float32)
+    xi = np.arange(5 * 30, dtype=np.int32).reshape(5, 30)
+    g = GraphBuilder(x=x, xi=xi)
+    g.node("Pad", ["x", i64([0, 0, 3, 3, 0, 0, 3, 2])], mode=mode)
+    g.node("Pad", ["x", i64([0, 1, 1, 17, 0, 0, 5, 0])], mode=mode)
+    g.node("Pad", ["xi", i64([1, 4, 2, 9])], mode=mode)
+    check_op(g.model(19), g.feeds, tmp_path, **EXACT)
+
+
 def test_pad_axes_and_dtypes(tmp_path):
     """Opset 18 `axes` input (negative too), integer data with an integer pad value."""
     xi = np.arange(3 * 4, dtype=np.int64).reshape(3, 4)
