@@ -5,16 +5,13 @@ and the memory report's executed multiply-adds must count exactly the taps that 
 output position (counted here by enumerating every output position and tap, independently of
 the compiler's arithmetic). Hostile dilations (2^20, 2^62) compile to their landing taps in
 seconds."""
-import json
 import time
 
 import numpy as np
-import onnx
 import pytest
 
-import glowpy
 from hostile import HANG_GUARD
-from util import GraphBuilder, check_against_onnxruntime, compile_and_run
+from util import GraphBuilder, check_against_onnxruntime, compile_and_run, memory_report
 
 RNG = np.random.default_rng(11)
 
@@ -43,11 +40,7 @@ def conv_model(c, m, spatial, k, d, s, pads, group=1, runtime_w=False):
 
 
 def executed_macs(m, tmp_path, **options):
-    tmp_path.mkdir(parents=True)
-    onnx.save(m, tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"), **options)
-    return sum(i["executed_macs"] for i in json.loads((tmp_path / "r.json").read_text())["instructions"]
+    return sum(i["executed_macs"] for i in memory_report(m, tmp_path, **options)["instructions"]
                if i["op"] in ("Conv", "QConv"))
 
 
@@ -98,11 +91,7 @@ def test_quantized_weights_stay_quantized(tmp_path):
     yq = g.node("QuantizeLinear", [y, np.array(ys), np.array(128, np.uint8)], output=False)
     g.node("DequantizeLinear", [yq, np.array(ys), np.array(128, np.uint8)])
     model = g.model(opset=13)
-    tmp_path.mkdir(exist_ok=True)
-    onnx.save(model, tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"))
-    instrs = json.loads((tmp_path / "r.json").read_text())["instructions"]
+    instrs = memory_report(model, tmp_path / "plan")["instructions"]
     ops = [i["op"] for i in instrs]
     assert "QConv" in ops and "Conv" not in ops, ops
     assert sum(i["executed_macs"] for i in instrs if i["op"] == "QConv") == 8 * 8 * 14 * 14

@@ -3,15 +3,12 @@ by kernels/catalog.late_rewrites where the phase images have 144+ positions): co
 runnable x86 level, run and compared with onnxruntime, with the instructions they compile to
 (the phase reorders are Transposes; a plane not divisible by the dilation adds a Pad and a
 Slice)."""
-import json
 
 import numpy as np
-import onnx
 import pytest
 
-import glowpy
 import vector_levels
-from util import GraphBuilder, check_against_onnxruntime
+from util import GraphBuilder, check_against_onnxruntime, memory_report
 
 RNG = np.random.default_rng(5)
 
@@ -44,11 +41,7 @@ CASES = {  # args, the kernels expected
 
 
 def kernels(m, tmp_path, **options):
-    tmp_path.mkdir(parents=True)
-    onnx.save(m, tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"), **options)
-    return [i["kernel"] for i in json.loads((tmp_path / "r.json").read_text())["instructions"]]
+    return [i["kernel"] for i in memory_report(m, tmp_path, **options)["instructions"]]
 
 
 @pytest.mark.parametrize("level", vector_levels.params())

@@ -5,15 +5,12 @@ or more and B is over a quarter of the L2, packs each chunk into panels in a scr
 first (packed_floats). The chunk widths follow the target's L2, and bundles with one chunk,
 several, a narrower last chunk and a last panel narrower than a vector, packed and read in
 place, agree with onnxruntime at every vector level this host runs."""
-import json
-
 import numpy as np
 import pytest
 from onnx import helper
-from util import check_against_onnxruntime, make_graph_model
+from util import check_against_onnxruntime, make_graph_model, memory_report
 from vector_levels import RUNNABLE
 
-import glowpy
 from glowpy.codegen.kernels.gemm.vector import chunk_columns
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.vectors import Simd
@@ -78,12 +75,7 @@ def test_chunked_product_matches_onnxruntime(level, op, rows, tmp_path):
         node = helper.make_node("MatMul", ["a", "b"], ["y"])
         inits = {}
     model = make_graph_model([node], feeds, ["y"], inits, opset=13)
-    (tmp_path / "plan").mkdir()
-    path = tmp_path / "plan" / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    glowpy.compile(str(path), str(tmp_path / "plan" / "b"), **level.options,
-                   dump_memory_report=str(tmp_path / "plan" / "r.json"))
-    report = json.loads((tmp_path / "plan" / "r.json").read_text())
+    report = memory_report(model, tmp_path / "plan", **level.options)
     scratch = [b["size"] for b in report["buffers"] if b["name"].endswith("_packed_b")]
     assert scratch == ([4 * k * 96] if rows == 60 else []), scratch
     check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)

@@ -9,15 +9,12 @@ each runnable x86 vector level, run and compared with onnxruntime.
 * ConvTranspose (glowpy/ir/passes/convtranspose.py): re-laid out by graph nodes into the
   Conv or the 1x1 product + Col2Im, as constant weights are at compile time.
 * Gemm with transB (glowpy/ir/passes/gemm_operands.py): a Transpose and the vector kernel."""
-import json
 
 import numpy as np
-import onnx
 import pytest
 
-import glowpy
 import vector_levels
-from util import GraphBuilder, check_against_onnxruntime
+from util import GraphBuilder, check_against_onnxruntime, memory_report
 
 RNG = np.random.default_rng(17)
 
@@ -43,11 +40,7 @@ def model(c, m, spatial, k, s, d, g, p):
 
 def conv_plan(m, tmp_path, **options):
     """(variant name, the Conv's scratch buffers: name -> bytes) from the memory report."""
-    tmp_path.mkdir(parents=True)
-    onnx.save(m, tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"), **options)
-    report = json.loads((tmp_path / "r.json").read_text())
+    report = memory_report(m, tmp_path, **options)
     conv, = [i for i in report["instructions"] if i["op"] == "Conv"]
     scratch = {b["name"]: b["size"] for b in report["buffers"]
                if b["name"].endswith("_packed_weights")}
@@ -82,12 +75,8 @@ def test_deep_3x3_takes_the_channel_tiles(tmp_path):
 
 
 def kernels(m, tmp_path, **options):
-    tmp_path.mkdir(parents=True)
-    onnx.save(m, tmp_path / "m.onnx")
-    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"),
-                   dump_memory_report=str(tmp_path / "r.json"), **options)
     return [(i["op"], i["variant"]["name"] if i.get("variant") else None)
-            for i in json.loads((tmp_path / "r.json").read_text())["instructions"]]
+            for i in memory_report(m, tmp_path, **options)["instructions"]]
 
 
 CONV_T = {  # (C, M, spatial, kernel, attributes), the instructions expected

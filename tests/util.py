@@ -147,6 +147,20 @@ def compile_and_run(model, feeds: dict, out_dir, api: str = "static", **options)
     return [res[p["name"]] for p in info.outputs]
 
 
+def memory_report(model, out_dir, **options) -> dict:
+    """Compiles `model` into out_dir (made here) and returns its -dump-memory-report: the
+    instructions with their kernels, variants and executed multiply-adds, the buffers."""
+    import json
+    out_dir = str(out_dir)
+    os.makedirs(out_dir)
+    path = os.path.join(out_dir, "m.onnx")
+    onnx.save(model, path)
+    report = os.path.join(out_dir, "r.json")
+    glowpy.compile(path, os.path.join(out_dir, "b"), dump_memory_report=report, **options)
+    with open(report) as f:
+        return json.load(f)
+
+
 def check_against_onnxruntime(model, feeds: dict, out_dir, rtol=1e-4, atol=1e-5, **options):
     """Compiles and runs `model`; asserts every output matches onnxruntime's (same dtype and
     shape, values within atol + rtol*|expected|). Returns (got, expected)."""
