@@ -12,6 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from glowpy.codegen.kernels.conv import runtime_weights, winograd_select
+from glowpy.codegen.kernels.gemm import vector as gemm_vector
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.program import ALIGN
@@ -156,9 +157,10 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
                    "activations": prog.sizes["activation"],
                    "activations_lower_bound": prog.plan_info.get("lower_bound", 0),
                    # kernel scratch (Winograd convolutions' transformed tiles, run-time
-                   # Conv weights packed) within the activations: memory spent for speed
+                   # Conv weights and products' B packed) within the activations: memory
+                   # spent for speed
                    "activations_scratch": sum(b.nbytes for b in prog.activations if b.name.endswith(
-                       (winograd_select.SCRATCH, runtime_weights.SUFFIX))),
+                       (winograd_select.SCRATCH, runtime_weights.SUFFIX, gemm_vector.SCRATCH))),
                    "alignment": ALIGN},
         "target": target.describe(),
         "options": options,
