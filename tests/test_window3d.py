@@ -25,6 +25,7 @@ CASES = [  # (input shape, weight shape, attributes)
     ((1, 12, 5, 8, 8), (12, 1, 3, 3, 3), dict(group=12, pads=[1, 1, 1, 1, 1, 1])),
     ((1, 8, 4, 8, 8), (12, 4, 1, 3, 3), dict(group=2, pads=[0, 1, 1, 0, 1, 1])),
     ((2, 5, 4, 6, 6), (7, 5, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2, 2])),
+    ((1, 6, 7, 5, 4), (6, 2, 3, 1, 1), dict(group=3, dilations=[2, 1, 1], pads=[2, 0, 0, 1, 0, 0])),
 ]
 
 
@@ -52,16 +53,31 @@ def test_conv3d_batchnorm_relu(tmp_path):
     check_against_onnxruntime(g.model(opset=13), g.feeds, tmp_path, rtol=1e-4, atol=1e-4)
 
 
-def test_deep_window_keeps_the_generic_kernel(tmp_path):
-    """A 21-deep window on 10 depths would gather 21 copies of the input (MAX_COPIES is 8):
-    the generic kernel runs it, without the copy."""
-    x, w = f32(1, 2, 10, 3, 3), f32(3, 2, 21, 1, 1, scale=0.2)
-    m = make_model("Conv", {"x": x}, attrs=dict(kernel_shape=[21, 1, 1], pads=[10, 0, 0, 10, 0, 0]),
-                   initializers={"w": w})
+@pytest.mark.parametrize("kernel, rewritten", [((21, 1, 1), True), ((21, 1, 2), False)])
+def test_deep_window(kernel, rewritten, tmp_path):
+    """A 21-deep window on 10 depths would gather 21 copies of the input (MAX_COPIES is 8): a
+    21 x 1 x 2 window keeps the generic kernel, without the copy; a 21 x 1 x 1 one (temporal)
+    is a 2-D Conv over the input viewed as (N, C, D, H x W), with no copy at all."""
+    x, w = f32(1, 2, 10, 3, 3), f32(3, 2, *kernel, scale=0.2)
+    m = make_model("Conv", {"x": x}, attrs=dict(kernel_shape=list(kernel),
+                                                 pads=[10, 0, 0, 10, 0, 0]), initializers={"w": w})
     report = tmp_path / "m.json"
     check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
                               dump_memory_report=str(report))
-    assert [i["op"] for i in json.loads(report.read_text())["instructions"]] == ["Conv"]
+    [conv] = json.loads(report.read_text())["instructions"]
+    assert conv["op"] == "Conv" and (conv["variant"]["name"] != "direct") == rewritten, conv
+
+
+def test_temporal_window_is_only_views(tmp_path):
+    """R(2+1)D's 3 x 1 x 1 temporal convolution: one 2-D Conv instruction, no Gather, Pad or
+    Transpose."""
+    x = f32(1, 16, 8, 7, 9)
+    m = make_model("Conv", {"x": x}, attrs=dict(kernel_shape=[3, 1, 1], pads=[1, 0, 0, 1, 0, 0]),
+                   initializers={"w": f32(24, 16, 3, 1, 1, scale=0.2), "b": f32(24)})
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report))
+    assert [i["kernel"] for i in json.loads(report.read_text())["instructions"]] == ["Conv"]
 
 
 POOLS = [  # (op, input shape, attributes): depth 1 is rewritten, the others are not

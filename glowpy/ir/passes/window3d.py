@@ -16,6 +16,10 @@ onnxruntime's AVX2 kernels: 64 -> 64 3x3x3 on 16x28x28 256.9 ms (onnxruntime 32.
 R(2+1)D-style stem 3 -> 64 3x7x7 stride (1, 2, 2) on 16x112x112 166.6 ms (37.4). The gathered
 copy is kd times the input, once; a kernel of depth 1 gathers nothing (only the transposes).
 
+A window of kd x 1 x 1 with spatial stride 1 and no spatial padding (the temporal half of
+R(2+1)D and S3D) needs no gathering at all: it is a 2-D Conv with a kd x 1 window over the
+input viewed as (N, C, D, H x W) (`_temporal`).
+
 A 3-D MaxPool or AveragePool of depth 1 (I3D's 1x3x3 / (1, 2, 2)) is a 2-D pool of each
 depth slice: the input viewed as (N, C x D, H, W), no copy. One 1x3x3 stride (1, 2, 2) MaxPool
 on 64 x 16 x 56 x 56: 1.15 of onnxruntime's time through the generic 3-D loop nest.
@@ -64,14 +68,44 @@ def _pool(graph, n):
     return [v, p, back]
 
 
+def _conv3d(n) -> bool:
+    """A float 3-D Conv of constant weights."""
+    return n.op == "Conv" and len(n.inputs[0].shape) == 5 and n.inputs[0].dtype == np.float32 \
+        and n.inputs[1].const is not None and None not in n.inputs[0].shape
+
+
+def _is_temporal(win) -> bool:
+    return tuple(win.kernel[1:]) == (1, 1) and tuple(win.strides[1:]) == (1, 1) and \
+        not any(win.pads_begin[1:] + win.pads_end[1:])
+
+
 def _applies(n) -> bool:
-    if n.op != "Conv" or len(n.inputs[0].shape) != 5:
+    if not _conv3d(n):
         return False
     x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
-    if x.dtype != np.float32 or w.const is None or None in x.shape:
-        return False
     gathered = math.prod(x.shape) // x.shape[2] * y.shape[2] * w.shape[2]
     return gathered <= MAX_COPIES * max(math.prod(x.shape), math.prod(y.shape))
+
+
+def _temporal(graph, n, win) -> list:
+    """A kd x 1 x 1 window (R(2+1)D's and S3D's temporal convolutions) with spatial stride 1
+    and no spatial padding is a 2-D Conv with a kd x 1 window over the input viewed as
+    (N, C, D, H x W): no gathered copy and no transposes, only views. Zen 4, AVX2 code, 3 x
+    1 x 1 on 64 channels of 8 x 28 x 28: 1.72 ms through the gathered copy (onnxruntime
+    1.75), 1.41 ms as this 2-D Conv (0.81 of onnxruntime's time). No copy, so no MAX_COPIES
+    bound either."""
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    (nb, c, d, h, wd), m, kd = x.shape, w.shape[0], w.shape[2]
+    v = make_node(graph, "Reshape", [x, graph.constant(np.array([nb, c, d, h * wd], np.int64),
+                                                       f"{n.name}_plane4")], {}, f"{n.name}_v4")
+    w2 = graph.constant(np.ascontiguousarray(w.const.reshape(m, -1, kd, 1)), f"{w.name}_kd1")
+    attrs = {"group": n.attrs["group"], "kernel_shape": [kd, 1], "strides": [win.strides[0], 1],
+             "dilations": [win.dilations[0], 1], "auto_pad": "NOTSET",
+             "pads": [win.pads_begin[0], 0, win.pads_end[0], 0]}
+    conv = make_node(graph, "Conv", [v.outputs[0], w2] + n.inputs[2:], attrs, f"{n.name}_2d")
+    back = make_node(graph, "Reshape", [conv.outputs[0], graph.constant(
+        np.array(y.shape, np.int64), f"{n.name}_shape5")], {}, f"{n.name}_r5", out=y)
+    return [v, conv, back]
 
 
 def windows3d_as_2d(graph: Graph) -> Graph:
@@ -79,6 +113,9 @@ def windows3d_as_2d(graph: Graph) -> Graph:
     for n in graph.nodes:
         if _pool_applies(n):
             nodes += _pool(graph, n)
+            continue
+        if _conv3d(n) and _is_temporal(n.opdef.window(n)):
+            nodes += _temporal(graph, n, n.opdef.window(n))
             continue
         if not _applies(n):
             nodes.append(n)
