@@ -79,3 +79,15 @@ def test_chunked_product_matches_onnxruntime(level, op, rows, tmp_path):
     scratch = [b["size"] for b in report["buffers"] if b["name"].endswith("_packed_b")]
     assert scratch == ([4 * k * 96] if rows == 60 else []), scratch
     check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+@pytest.mark.parametrize("batch, k, n", [((), 70, 300), ((3,), 64, 517), ((2,), 33, 5)])
+def test_one_row_by_a_runtime_b(level, batch, k, n, tmp_path):
+    """One row of A (a decode step's query) by a B read in place: panels as wide as the
+    registers hold (registers - 2 vectors), the last one narrower and ending inside a vector."""
+    feeds = {"a": RNG.standard_normal(batch + (1, k)).astype(F),
+             "b": RNG.standard_normal(batch + (k, n)).astype(F)}
+    model = make_graph_model([helper.make_node("MatMul", ["a", "b"], ["y"])], feeds, ["y"], {},
+                             opset=13)
+    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)
