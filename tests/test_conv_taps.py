@@ -74,17 +74,23 @@ def test_runtime_weights_are_sliced(tmp_path):
     check_against_onnxruntime(model, feeds, tmp_path / "run", rtol=1e-4, atol=1e-5)
 
 
-def test_quantized_weights_stay_quantized(tmp_path):
-    """QDQ weights (int8 per output channel): the cut is taken of the integer constant, and
-    the Conv still becomes an integer kernel (within one output quantum of onnxruntime)."""
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_quantized_weights_stay_quantized(per_channel, tmp_path):
+    """QDQ weights (int8, per output channel or per tensor): the cut is taken of the integer
+    constant, and the Conv still becomes an integer kernel (within one output quantum of
+    onnxruntime)."""
     x = np.clip(f32(1, 8, 14, 14), -2, 2)
     g = GraphBuilder(x=x)
     xs = np.float32(4 / 255)
     xq = g.node("QuantizeLinear", ["x", np.array(xs), np.array(0, np.uint8)], output=False)
     xd = g.node("DequantizeLinear", [xq, np.array(xs), np.array(0, np.uint8)], output=False)
     wq = RNG.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)
-    ws = np.full(8, 0.003, np.float32)
-    wd = g.node("DequantizeLinear", [wq, ws, np.zeros(8, np.int8)], output=False, axis=0)
+    if per_channel:
+        wd = g.node("DequantizeLinear", [wq, np.full(8, 0.003, np.float32), np.zeros(8, np.int8)],
+                    output=False, axis=0)
+    else:
+        wd = g.node("DequantizeLinear", [wq, np.array(0.003, np.float32), np.array(0, np.int8)],
+                    output=False)
     y = g.node("Conv", [xd, wd], output=False, dilations=[20, 20], pads=[20] * 4,
                kernel_shape=[3, 3])
     ys = np.float32(0.05)

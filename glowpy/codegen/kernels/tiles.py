@@ -48,8 +48,9 @@ class Shape:
 
 def shape_of(k, runtime_weights: bool = False) -> Shape | None:
     """The float Conv's shape; None for other types, more than two spatial dims, or weights
-    computed at run time unless the caller reads them in the model's layout (`runtime_weights`:
-    the pixel tiles; the other kernels pack constant weights at compile time)."""
+    computed at run time unless the caller takes them (`runtime_weights`: the pixel and
+    channel tiles, which pack them at run time, conv/runtime_weights.py; the other kernels
+    pack constant weights at compile time)."""
     node = k.node
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     if any(b.dtype != np.float32 for b in (x, w, y)) or \

@@ -14,8 +14,8 @@ pass.
 Required at every optimization level: kernels and the dilated-convolution rewrite
 (space to batch) see only trimmed windows. ConvInteger and QLinearConv, whose windows are
 the Conv's, are cut the same way. Constant weights are sliced at compile time, a
-DequantizeLinear's constant operand likewise (per-output-channel scales are untouched), other
-weights through a Slice node."""
+DequantizeLinear's constant operand likewise (its scales, per tensor or per output or input
+channel, are untouched), other weights through a Slice node."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +45,7 @@ def _sliced_weights(graph: Graph, n, cut: tuple, at: int):
         return graph.constant(np.ascontiguousarray(w.const[full]), f"{n.name}_taps"), 0
     p = w.producer
     if p is not None and p.op == "DequantizeLinear" and p.inputs[0].is_const and \
-            p.attrs.get("axis", 1) in (0, -len(w.shape)):
+            p.attrs.get("axis", 1) % len(w.shape) < 2:  # (scales per channel at most)
         q = graph.constant(np.ascontiguousarray(p.inputs[0].const[full]), f"{n.name}_qtaps")
         dq = make_node(graph, "DequantizeLinear", [q] + p.inputs[1:], dict(p.attrs),
                        f"{n.name}_dq_taps")

@@ -21,8 +21,8 @@ upsampling 256 -> 128 on 28x28 48 ms against 12 (4x). Two exact rewrites:
 
 Weights computed at run time (StyleGAN2's modulated upsampling) are re-laid out by
 Slice/Reshape/Transpose nodes instead of at compile time, and the Conv then packs them
-itself (codegen/kernels/conv/runtime_weights.py). AVX2 code against onnxruntime: 4x4/2 128
--> 64 on 28x28 10.1 -> see docs/performance.md."""
+itself (codegen/kernels/conv/runtime_weights.py). AVX2 code: 4x4/2 128 -> 64 on 28x28 10.1
+-> 1.95 ms (onnxruntime 2.32), 3x3/2 256 -> 256 on 16x16 43.4 -> 2.96 ms (onnxruntime 3.16)."""
 from __future__ import annotations
 
 import math

@@ -15,7 +15,8 @@ convolution's M x C x KH x KW x positions multiply-adds; on vector targets W x W
 transposed in registers). The channel-vectorized tiles
 then run as on constant weights; without the scratch (memory-first targets) the pixel tiles
 read the weights in the model's layout. Same layers, same machine: 42.5 and 34.4 ms through
-the pixel tiles reading the model's layout; see docs/performance.md for the packed figures."""
+the pixel tiles reading the model's layout, 29.8 and 25.8 ms packed (onnxruntime 34.9 and
+27.8)."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ from glowpy.ir.program import ACTIVATION, Buffer
 SUFFIX = "_packed_weights"  # name suffix of the scratch output
 
 
-def runtime_weights(ins) -> bool:
+def applies(ins) -> bool:
     """A float Conv instruction of 1-D or 2-D windows whose weights are not a constant."""
     if ins.op != "Conv" or ins.node is None or len(ins.inputs) < 2:
         return False
@@ -41,7 +42,7 @@ def add_scratch(prog) -> None:
     """Each run-time-weights Conv gets its packing scratch as an extra output (before
     planning, as Winograd's transformed tiles do)."""
     for ins in prog.instrs:
-        if runtime_weights(ins) and len(ins.outputs) == 1:
+        if applies(ins) and len(ins.outputs) == 1:
             w = ins.inputs[1]
             ins.outputs = [ins.outputs[0], Buffer(ins.name + SUFFIX, np.dtype(np.float32),
                                                   (int(np.prod(w.shape)),), ACTIVATION)]
@@ -60,9 +61,7 @@ def pack(k, s, mr: int, axes) -> object:
     b = k.b
     src, dst = k.inp(1), k.out(k.instr.outputs.index(scratch(k)))
     dims = {1: s.cg, 2: s.kh, 3: s.kw}
-    src_stride = {1: s.kh * s.kw, 2: s.kw, 3: 1}
     full, tail = _blocks(s.mg, mr)
-
     vec = Vec(k, Simd.of(k.caps))
     w = vec.w
 
@@ -91,15 +90,10 @@ def pack(k, s, mr: int, axes) -> object:
                         out = b.add(first, b.add(b.mul(position(b.add(q0, k.c(a))), k.c(r)), k.c(i0)))
                         vec.store(col, dst, out)
             return
-        with k.loop_nest([dims[a] for a in axes], name="wk") as idx:
-            red = k.c(0)
-            pos = k.c(0)
-            for a, x in zip(axes, idx):
-                red = b.add(red, b.mul(x, k.c(src_stride[a])))
-                pos = b.add(b.mul(pos, k.c(dims[a])), x)
-            out = b.add(first, b.mul(pos, k.c(r)))
+        with k.for_range(s.ktot, name="wq") as q:  # element by element, the model's order
+            out = b.add(first, b.mul(position(q), k.c(r)))
             for i in range(r):
-                v = k.load(src, b.add(b.add(first, k.c(i * s.ktot)), red), np.float32)
+                v = k.load(src, b.add(b.add(first, k.c(i * s.ktot)), q), np.float32)
                 k.store(v, dst, b.add(out, k.c(i)))
 
     with k.for_range(s.g, name="wg") as gi:

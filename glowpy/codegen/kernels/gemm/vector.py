@@ -212,13 +212,14 @@ PACK_MIN_BLOCKS = 4
 
 
 def _product(caps, node):
-    """(batch, m, kk, n, fold) of a float32 MatMul of matrices or a Gemm with a row-major B,
-    as the vector kernel runs it (fold: batched rows as one product, fold_batch), or None."""
+    """(m, kk, n, fold) of a float32 MatMul of matrices or a Gemm with a row-major B, as the
+    vector kernel runs it (m per product; fold: batched rows as one product, fold_batch), or
+    None."""
     ins = [x for x in node.inputs if x is not None] + list(node.outputs)
     if any(np.dtype(x.dtype) != np.float32 for x in ins):
         return None
     if node.op == "Gemm":
-        return None if node.attrs["transB"] else ((),) + tuple(node.opdef.dims(node)) + (False,)
+        return None if node.attrs["transB"] else tuple(node.opdef.dims(node)) + (False,)
     a, bb, y = node.inputs[0], node.inputs[1], node.outputs[0]
     if len(a.shape) < 2 or len(bb.shape) < 2:
         return None
@@ -226,7 +227,7 @@ def _product(caps, node):
     one_b = len(bb.shape) == 2 or int(np.prod(bb.shape[:-2])) == 1
     fold = one_b and len(y.shape) == len(a.shape) and a.shape[:-2] == tuple(batch) and \
         fold_batch(caps, batch, m, kk, n)
-    return (), (int(np.prod(batch)) * m if fold else m), kk, n, fold
+    return (int(np.prod(batch)) * m if fold else m), kk, n, fold
 
 
 def packed_floats(caps, m: int, kk: int, n: int) -> int:
@@ -252,7 +253,7 @@ def add_pack_scratch(prog, caps) -> None:
                 (b.value is not None and b.value.const is not None):
             continue
         form = _product(caps, ins.node)
-        floats = packed_floats(caps, *form[1:4]) if form is not None else 0
+        floats = packed_floats(caps, *form[:3]) if form is not None else 0
         if floats:
             ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                                   (floats,), ACTIVATION)]
@@ -281,7 +282,7 @@ def emit_gemm(k, params):
     a, c, y = k.in_buf(0), k.in_buf(2), k.out_buf()
     m, kk, n = node.opdef.dims(node)
     bconst = const_input(k, 1)
-    g = GemmEmitter(k, m, kk, n, y.shape, b_in_place=const_input(k, 1) is None)
+    g = GemmEmitter(k, m, kk, n, y.shape, b_in_place=bconst is None)
     g.pack = _pack_buffer(k)
     b, vec = k.b, g.vec
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
@@ -316,7 +317,7 @@ def plan_matmul(k):
     form = _product(k.caps, k.node)
     if form is None:
         return None
-    return {"fold": True} if form[4] else {}
+    return {"fold": True} if form[3] else {}
 
 
 @variant("MatMul", "vector", rank=10, plan=plan_matmul)
