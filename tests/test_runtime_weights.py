@@ -8,7 +8,8 @@ each runnable x86 vector level, run and compared with onnxruntime.
   there is no scratch and the pixel tiles read the model's layout.
 * ConvTranspose (glowpy/ir/passes/convtranspose.py): re-laid out by graph nodes into the
   Conv or the 1x1 product + Col2Im, as constant weights are at compile time.
-* Gemm with transB (glowpy/ir/passes/gemm_operands.py): a Transpose and the vector kernel."""
+* Gemm with transB: for a few rows of A, dot products over B's rows (glowpy/codegen/kernels/
+  gemm/dot.py); for more, a Transpose (glowpy/ir/passes/gemm_operands.py) and the vector kernel."""
 
 import numpy as np
 import pytest
@@ -107,20 +108,33 @@ def test_conv_transpose_matches_onnxruntime(case, level, tmp_path):
                               **level.options)
 
 
+GEMMS = {  # name: (M, K, N, transA, the kernels where time comes first)
+    "one_row": (1, 70, 19, 0, [("Gemm+Relu", "dot")]),
+    "one_row_transA": (1, 40, 9, 1, [("Gemm+Relu", "dot")]),
+    "few_rows": (5, 33, 17, 0, [("Gemm+Relu", "dot")]),
+    "many_rows": (40, 33, 17, 0, [("Transpose", "default"), ("Gemm+Relu", "vector")]),
+}
+
+
 @pytest.mark.parametrize("level", vector_levels.params())
 @pytest.mark.parametrize("beta", [0.0, 0.5])
-def test_gemm_runtime_transposed_b(beta, level, tmp_path):
-    """Y = alpha A B^T + beta C with B a graph input: a Transpose, then the vector kernel; where
-    bytes come first the generic kernel, the same values."""
-    gb = GraphBuilder(a=RNG.standard_normal((5, 33)).astype(np.float32),
-                      b=RNG.standard_normal((17, 33)).astype(np.float32))
-    gb.node("Gemm", ["a", "b", RNG.standard_normal((1, 17)).astype(np.float32)], transB=1,
-            alpha=0.7, beta=beta)
+@pytest.mark.parametrize("case", sorted(GEMMS))
+def test_gemm_runtime_transposed_b(case, beta, level, tmp_path):
+    """Y = Relu(alpha A B^T + beta C) with B a graph input: up to gemm/dot.py's DOT_MAX_M rows
+    of A, dot products over B's rows as they are; more, a Transpose and the vector kernel;
+    where bytes come first neither Transpose nor scratch. The same values each way (K and N
+    not whole vectors: the masked tail of each dot product and the partial block of B's
+    rows)."""
+    m, kk, n, trans_a, expected = GEMMS[case]
+    a = RNG.standard_normal((kk, m) if trans_a else (m, kk)).astype(np.float32)
+    gb = GraphBuilder(a=a, b=RNG.standard_normal((n, kk)).astype(np.float32))
+    y = gb.node("Gemm", ["a", "b", RNG.standard_normal((1, n)).astype(np.float32)], output=False,
+                transA=trans_a, transB=1, alpha=0.7, beta=beta)
+    gb.node("Relu", [y])
     model = gb.model(opset=13)
-    assert kernels(model, tmp_path / "plan", **level.options) == [("Transpose", "default"),
-                                                                  ("Gemm", "vector")]
+    assert kernels(model, tmp_path / "plan", **level.options) == expected
     check_against_onnxruntime(model, gb.feeds, tmp_path / "run", rtol=1e-4, atol=1e-4,
                               **level.options)
-    assert [op for op, _ in kernels(model, tmp_path / "min", activation_memory="min")] == ["Gemm"]
+    assert [op for op, _ in kernels(model, tmp_path / "min", activation_memory="min")] == ["Gemm+Relu"]
     check_against_onnxruntime(model, gb.feeds, tmp_path / "run_min", rtol=1e-4, atol=1e-4,
                               activation_memory="min")

@@ -5,7 +5,7 @@ from glowpy.codegen.kernels.conv import channel, channel_last, col2im, depthwise
 from glowpy.codegen.kernels.conv import im2col, pixel  # noqa: F401
 from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd, winograd_select  # noqa: F401,E501
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
-from glowpy.codegen.kernels.gemm import direct as gemm_direct, einsum  # noqa: F401
+from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
@@ -27,7 +27,8 @@ def graph_rewrites(memory_first: bool):
 
 def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     """The backend's step after the graph pipeline, where time comes first: a Gemm's
-    transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py);
+    transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py)
+    unless its few rows of A take dot products over B as it lies (gemm/dot.py);
     on vector targets with cache figures, dilated convolutions by phases where the
     phase images are large enough (glowpy/ir/passes/dilated.py); convolutions whose block weights outgrow
     half of L2 split over chunks of input channels (glowpy/ir/passes/split_reduction.py) such
@@ -50,8 +51,11 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     width = Simd.of(caps).width
     if memory_first:  # all add activation bytes
         return lambda graph: graph
+
+    def transposed_b(graph):
+        return transpose_runtime_b(graph, lambda node: gemm_dot.takes(caps, node))
     if width == 1 or not caps.l2_bytes:
-        return transpose_runtime_b
+        return transposed_b
 
     def chunk_of(node):
         packed = pointwise_packed.channel_chunk(caps, node)
@@ -82,7 +86,7 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
         h, w = node.inputs[0].shape[2:]
         return math.ceil(h / d) * math.ceil(w / d) >= MIN_PHASE_PLANE and \
             d * d * node.inputs[1].nbytes <= PHASE_WEIGHT_READS * caps.l2_bytes
-    return lambda graph: split_reduction(space_to_batch(transpose_runtime_b(graph), phases_pay),
+    return lambda graph: split_reduction(space_to_batch(transposed_b(graph), phases_pay),
                                          chunk_of)
 
 

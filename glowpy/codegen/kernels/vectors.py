@@ -410,5 +410,22 @@ class Vec:
             h //= 2
         return b.extract_element(v, ir.Constant(cg.I32, 0)) if self.w > 1 else v
 
+    def lane_sums(self, vs):
+        """One vector whose lane j is the sum of vs[j]'s lanes (width vectors): log2(width)
+        levels, each adding pairs of vectors shuffled so that a lane's position names its
+        vector among the pair's (width - 1 adds and twice as many shuffles in all, where
+        reducing each vector alone takes width * log2(width) of each)."""
+        b, w = self.b, self.w
+        if w == 1:
+            return vs[0]
+        s = 1
+        while len(vs) > 1:
+            lo = [(i // s) // 2 * 2 * s + i % s + (w if (i // s) % 2 else 0) for i in range(w)]
+            pick = [ir.Constant(ir.VectorType(cg.I32, w), [x + d for x in lo]) for d in (0, s)]
+            vs = [b.fadd(b.shuffle_vector(x, y, pick[0]), b.shuffle_vector(x, y, pick[1]))
+                  for x, y in zip(vs[0::2], vs[1::2])]
+            s *= 2
+        return vs[0]
+
     def and_(self, a, c):
         return c if a is None else a if c is None else self.b.and_(a, c)

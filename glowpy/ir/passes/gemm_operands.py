@@ -15,12 +15,14 @@ from glowpy.ir.graph import Graph
 from glowpy.ir.passes.util import make_node
 
 
-def transpose_runtime_b(graph: Graph) -> Graph:
+def transpose_runtime_b(graph: Graph, in_place=lambda node: False) -> Graph:
+    """in_place(node): the backend reads this Gemm's B transposed as it is (few rows of A:
+    codegen/kernels/gemm/dot.py), so it gets no Transpose."""
     nodes = []
     for n in graph.nodes:
         b = n.input(1) if n.op == "Gemm" else None
         if b is not None and n.attrs.get("transB") and not b.is_const and \
-                np.dtype(b.dtype) == np.float32:
+                np.dtype(b.dtype) == np.float32 and not in_place(n):
             t = make_node(graph, "Transpose", [b], {"perm": [1, 0]}, n.name + "_b_rows")
             nodes.append(t)
             n.inputs = [n.inputs[0], t.outputs[0]] + n.inputs[2:]

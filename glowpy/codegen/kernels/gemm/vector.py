@@ -279,18 +279,25 @@ def plan_gemm(k):
 @variant("Gemm", "vector", rank=10, plan=plan_gemm)
 def emit_gemm(k, params):
     node = k.node
-    a, c, y = k.in_buf(0), k.in_buf(2), k.out_buf()
+    a, y = k.in_buf(0), k.out_buf()
     m, kk, n = node.opdef.dims(node)
     bconst = const_input(k, 1)
     g = GemmEmitter(k, m, kk, n, y.shape, b_in_place=bconst is None)
     g.pack = _pack_buffer(k)
-    b, vec = k.b, g.vec
+    vec = g.vec
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
     if bconst is not None:
         bmat = bconst.T if node.attrs["transB"] else bconst
         bsrc = ("packed", pack_constant(k, 1, pack_panels(bmat, g.nb), "packed_b"), k.c(0))
     else:
         bsrc = ("rows", k.inp(1), k.c(0))
+    g.matrix(k.inp(0), k.c(0), a_st, bsrc, k.c(0), [], gemm_finish(k, vec, m, n))
+
+
+def gemm_finish(k, vec, m: int, n: int):
+    """finish(row, col, acc, mask): a Gemm's alpha and beta * C applied to the accumulator
+    vector of output row `row`, columns from `col` (before the fused epilogue)."""
+    node, b, c = k.node, k.b, k.in_buf(2)
     alpha, beta = float(node.attrs["alpha"]), float(node.attrs["beta"])
     c_st = cg.broadcast_strides(c.shape, (m, n)) if c is not None and beta != 0.0 else None
 
@@ -307,8 +314,7 @@ def emit_gemm(k, params):
                     k.load(k.inp(2), b.add(base, b.mul(col, k.c(c_st[1]))), np.float32)
             acc = b.fadd(acc, cv if beta == 1.0 else b.fmul(cv, cg.const(vec.ty, beta)))
         return acc
-
-    g.matrix(k.inp(0), k.c(0), a_st, bsrc, k.c(0), [], finish)
+    return finish
 
 
 def plan_matmul(k):
