@@ -4,7 +4,8 @@ element types the ONNX node tests do not cover (their Einsum and CumSum cases ar
 import numpy as np
 import pytest
 
-from util import check_against_onnxruntime, compile_and_run, make_model, reference_of
+import vector_levels
+from util import check_against_onnxruntime, compile_and_run, make_model, memory_report, reference_of
 
 RNG = np.random.default_rng(7)
 
@@ -124,6 +125,37 @@ def test_arg_reduce_types(op, dtype, tmp_path):
     feeds = {"x": rand(3, 4, 5, dtype=dtype, lo=0 if dtype == np.uint8 else -5, hi=6)}
     m = make_model(op, feeds, attrs={"axis": 1, "keepdims": 0, "select_last_index": 1}, opset=13)
     check(m, feeds, tmp_path)
+
+
+@pytest.mark.parametrize("level", vector_levels.params())
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+def test_arg_rows_along_the_lanes(op, last, level, tmp_path):
+    """Along the innermost axis, float32 rows of a vector or more run on the lanes
+    (tensor/index.py's vector variant): rows of 21 (two vectors and a masked tail on AVX2)
+    and 300 (several registers per vector), values from a few integers (ties across lanes and
+    across a lane's vectors), +-inf rows; the outputs equal onnxruntime's. Rows with NaN
+    (first, last, several) equal the numpy reference: NaN is the largest, as np.argmax."""
+    for n in (21, 300):
+        x = RNG.integers(-3, 4, (6, n)).astype(np.float32)
+        x[1] = -np.inf
+        x[2, n // 2] = np.inf
+        feeds = {"x": x}
+        m = make_model(op, feeds, attrs={"axis": -1, "keepdims": 1, "select_last_index": last},
+                       opset=13)
+        report = memory_report(m, tmp_path / f"plan{n}", **level.options)
+        assert [i["variant"]["name"] for i in report["instructions"]] == ["vector"]
+        check_against_onnxruntime(m, feeds, tmp_path / f"ort{n}", **level.options)
+        x[3, [0, 5, n - 1]] = np.nan
+        x[4, n - 1] = np.nan
+        x[5, [n // 3, n // 2]] = np.nan
+        got = compile_and_run(m, feeds, tmp_path / f"nan{n}", **level.options)
+        np.testing.assert_array_equal(got[0], reference_of(m, feeds)[0])
+        pick = np.argmax if op == "ArgMax" else np.argmin
+        rows = x[:, ::-1] if last else x
+        want = [(n - 1 - pick(r) if last else pick(r)) if not np.isnan(r).any() else
+                (n - 1 - np.argmax(np.isnan(r)) if last else np.argmax(np.isnan(r))) for r in rows]
+        np.testing.assert_array_equal(got[0][:, 0], want)
 
 
 # -- comparisons, logic, Where ------------------------------------------------------------------

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import numpy as np
+from llvmlite import ir
+
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.registry import emits
+from glowpy.codegen.registry import emits, variant
 from glowpy.codegen.kernels.elementwise.logical import compare
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.ir.ops.index import axis_layout
 
 
@@ -53,6 +57,89 @@ def emit_arg(k):
             b.store(b.select(take, v, best), best_p)
             b.store(b.select(take, b.sext(j, cg.I64) if j.type != cg.I64 else j, b.load(idx_p)), idx_p)
         k.store(b.load(idx_p), k.out(), pos)
+
+
+def plan_arg_rows(k):
+    """{} for a float32 ArgMax / ArgMin along the innermost axis, rows of a vector or more, on
+    a vector target; the rows run along the lanes (the scalar walk's chain of a compare and
+    two selects per element took 1.1 ms for Hardmax's ArgMax over 256 rows of 1000 on the
+    Zen 4, AVX-512 code, onnxruntime 86 us)."""
+    x, simd = k.in_buf(0), Simd.of(k.caps)
+    _, n, inner = axis_layout(x.shape, k.node.opdef.axis(k.node))
+    return {} if x.dtype == np.float32 and simd.width > 1 and inner == 1 and n >= simd.width \
+        else None
+
+
+@variant("ArgMax", "vector", rank=10, plan=plan_arg_rows)
+@variant("ArgMin", "vector", rank=10, plan=plan_arg_rows)
+def emit_arg_rows(k, params):
+    """Per row, each lane keeps the best value of its column of vectors and that value's
+    index (the row's first vector, then the rest in a loop, the last one masked); the lanes
+    are then merged (_first_best), ties going to the lower index (the higher with
+    select_last_index), NaN the largest as in the scalar walk."""
+    b, x = k.b, k.in_buf(0)
+    outer, n, _ = axis_layout(x.shape, k.node.opdef.axis(k.node))
+    largest, last = k.instr.op == "ArgMax", bool(k.attrs["select_last_index"])
+    vec = Vec(k, Simd.of(k.caps).widened(n // 2))  # several registers only for long rows
+    w = vec.w
+    ity = ir.VectorType(cg.I32, w)
+    full, rem = divmod(n, w)
+
+    def better(v, best, or_equal):
+        return _better(b, v, best, x.dtype, largest, or_equal)
+
+    with k.for_range(outer, name="o") as o:
+        row = b.mul(o, k.c(n))
+
+        def step(t, mask, acc):
+            """acc with the vector from element t of the row (an IR index) merged in."""
+            v = vec.load(k.inp(0), b.add(row, t), mask)
+            take = better(v, acc[0], last)
+            if mask is not None:
+                take = b.and_(take, ir.Constant(ir.VectorType(cg.I1, w), list(mask)))
+            t32 = b.trunc(t, cg.I32) if t.type != cg.I32 else t
+            lane0 = b.insert_element(ir.Constant(ity, ir.Undefined), t32, ir.Constant(cg.I32, 0))
+            idx = b.add(b.shuffle_vector(lane0, ir.Constant(ity, ir.Undefined),
+                                         ir.Constant(ity, [0] * w)), ir.Constant(ity, list(range(w))))
+            return [b.select(take, v, acc[0]), b.select(take, idx, acc[1])]
+        first = [vec.load(k.inp(0), row), ir.Constant(ity, list(range(w)))]
+        with cg.for_range_carry(b, full, first, start=1, intp=k.intp, name="v") as lp:
+            lp.carry(step(b.mul(lp.index, k.c(w)), None, lp.values))
+        acc = lp.results
+        if rem:
+            acc = step(k.c(full * w), tuple(lane < rem for lane in range(w)), acc)
+        k.store(b.sext(_first_best(b, vec, acc, largest, last), cg.I64), k.out(), o)
+
+
+def _lanes(b, v, op, w):
+    """op over the lanes of vector v, in every lane (halving shuffles)."""
+    h = w // 2
+    while h:
+        idx = ir.Constant(ir.VectorType(cg.I32, w), [(lane + h) % w for lane in range(w)])
+        v = op(v, b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), idx))
+        h //= 2
+    return v
+
+
+def _first_best(b, vec, acc, largest: bool, last: bool):
+    """The index the lanes' (best value, its index) pairs give the row: the lanes holding NaN
+    if any (NaN is the largest for both ops, as in _better), else those equal to the lanes'
+    max (min), and among them the lowest index (the highest with select_last_index)."""
+    v, idx = acc
+    w = vec.w
+    nan = b.fcmp_unordered("uno", v, v)
+    worst = cg.const(v.type, -np.inf if largest else np.inf)
+    keyed = b.select(nan, worst, v)
+    pick = ">" if largest else "<"
+    best = _lanes(b, keyed, lambda p, q: b.select(b.fcmp_ordered(pick, p, q), p, q), w)
+    any_nan = b.icmp_unsigned("!=", b.bitcast(nan, ir.IntType(w)), ir.Constant(ir.IntType(w), 0))
+    match = b.select(any_nan, nan, b.fcmp_ordered("==", keyed, best))
+    ity = idx.type
+    none = ir.Constant(ity, [-1 if last else 2 ** 31 - 1] * w)
+    cand = b.select(match, idx, none)
+    sel = (lambda p, q: b.select(b.icmp_signed(">", p, q), p, q)) if last else \
+        (lambda p, q: b.select(b.icmp_signed("<", p, q), p, q))
+    return b.extract_element(_lanes(b, cand, sel, w), ir.Constant(cg.I32, 0))
 
 
 def _before(b, va, ia, vb, ib, dtype, largest: bool):
