@@ -8,8 +8,8 @@ benchmarks/zoo_perf.py) and returns (onnx.ModelProto, feeds {input name: array})
 """
 from __future__ import annotations
 
-from . import (audio, classic, dense, generative, mobile, points, recurrent, text_tf, video,
-               vision_tf)
+from . import (audio, classic, dense, detection, generative, mobile, points, recurrent, text_tf,
+               video, vision_tf)
 
 ZOO = {
     "vgg_small": classic.vgg,
@@ -60,6 +60,12 @@ ZOO = {
     "llama": text_tf.llama,
     "mobilevit": vision_tf.mobilevit,
     "stylegan2": generative.stylegan2,
+    "xception": mobile.xception,
+    "hrnet": dense.hrnet,
+    "ssdlite": detection.ssdlite,
+    "bifpn": detection.bifpn,
+    "detr": vision_tf.detr,
+    "t5_encoder": text_tf.t5_encoder,
 }
 
 

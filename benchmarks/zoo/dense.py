@@ -294,3 +294,46 @@ def yolov8(perf=False):
     b = net.node("Conv", [b, net.init("dfl", np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1))])
     b = net.node("Reshape", [b, net.i64([1, 4, -1])])
     return net.model(net.node("Concat", [b, net.node("Sigmoid", [cls])], axis=1))
+
+
+def hrnet(perf=False):
+    """HRNet-W18-style pose network at 256x192: a stride-4 stem, then branches at 1/4, 1/8
+    and 1/16 (18, 36, 72 channels) of BasicBlocks, each stage ending in exchange units that
+    sum every branch into every other (1x1 conv + BN + nearest upsampling from the lower
+    resolutions, chains of 3x3/2 conv + BN from the higher), a 1x1 head of 17 keypoints."""
+    net = Net("hrnet", 41)
+    x = net.input("input", (1, 3) + ((256, 192) if perf else (64, 48)))
+    x = net.conv_bn(net.conv_bn(x, 3, 64, 3, 2), 64, 64, 3, 2)
+    ch = [18, 36, 72]
+
+    def basic(x, c):
+        y = net.bn(net.conv(net.conv_bn(x, c, c, 3), c, c, 3), c)
+        return net.node("Relu", [net.node("Add", [x, y])])
+
+    def into(br, i, j):
+        """Branch j brought to branch i's resolution and width."""
+        if j > i:
+            u = net.bn(net.conv(br[j], ch[j], ch[i], 1), ch[i])
+            scale = np.array([1, 1, 2 ** (j - i), 2 ** (j - i)], np.float32)
+            return net.node("Resize", [u, "", net.const(scale, "scales")], mode="nearest")
+        d = br[j]
+        for s in range(i - j):
+            last = s == i - j - 1
+            d = net.bn(net.conv(d, ch[j], ch[i] if last else ch[j], 3, 2), ch[i] if last else ch[j])
+            d = d if last else net.node("Relu", [d])
+        return d
+    br = [net.conv_bn(x, 64, ch[0], 3)]
+    for stage in range(3):
+        if stage:
+            br.append(net.conv_bn(br[-1], ch[stage - 1], ch[stage], 3, 2))
+        for _ in range(2):
+            br = [basic(basic(b, c), c) for b, c in zip(br, ch)]
+            fused = []
+            for i in range(len(br)):
+                acc = br[i]
+                for j in range(len(br)):
+                    if j != i:
+                        acc = net.node("Add", [acc, into(br, i, j)])
+                fused.append(net.node("Relu", [acc]))
+            br = fused
+    return net.model(net.convnd(br[0], ch[0], 17, 1))

@@ -256,3 +256,28 @@ def ghostnet(perf=False):
     x = net.node("GlobalAveragePool", [net.conv_bn(x, cin, last, 1)])
     x = net.node("Flatten", [net.act(net.convnd(x, last, hidden, 1), "relu")], axis=1)
     return net.model(net.linear(x, hidden, 1000 if perf else 10))
+
+
+def xception(perf=False):
+    """Xception at 299x299 (entry flow, 4 of the 8 middle-flow blocks, the exit flow's
+    separable conv): separable convolutions (3x3 depthwise then 1x1, no activation between,
+    BN after), Relu before them, 1x1/2 shortcuts with BN, MaxPool 3x3/2 with padding."""
+    net = Net("xception", 43)
+    x = net.input("input", (1, 3) + ((299, 299) if perf else (71, 71)))
+    x = net.conv_bn(net.conv_bn(x, 3, 32, 3, 2), 32, 64, 3)
+
+    def sep(x, ci, co):
+        return net.bn(net.conv(net.conv(x, ci, ci, 3, group=ci), ci, co, 1), co)
+    cin = 64
+    for co in (128, 256, 728):
+        shortcut = net.bn(net.conv(x, cin, co, 1, 2), co)
+        y = sep(net.node("Relu", [x]) if cin != 64 else x, cin, co)
+        y = net.node("MaxPool", [sep(net.node("Relu", [y]), co, co)], kernel_shape=[3, 3],
+                     strides=[2, 2], pads=[1, 1, 1, 1])
+        x, cin = net.node("Add", [y, shortcut]), co
+    for _ in range(4 if perf else 1):
+        y = x
+        for _ in range(3):
+            y = sep(net.node("Relu", [y]), 728, 728)
+        x = net.node("Add", [x, y])
+    return net.model(net.classifier(net.node("Relu", [sep(x, 728, 1024)]), 1024, 1000))

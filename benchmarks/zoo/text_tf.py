@@ -133,3 +133,28 @@ def llama(perf=False):
         y = net.node("Mul", [g, net.linear(h, c, inter, bias=False, rank=3)])
         x = net.node("Add", [x, net.linear(y, inter, c, bias=False, rank=3)])
     return net.model(net.linear(_rmsnorm(net, x, c), c, vocab, bias=False, rank=3))
+
+
+def t5_encoder(perf=False):
+    """A T5 v1.1 encoder (T5-small's sizes, 256 tokens): RMSNorm, attention without the
+    1/sqrt(d) scaling plus a relative position bias (one constant [1, heads, n, n] table, as
+    the bucketed bias folds to in an export at a fixed length), the gated-GELU FFN
+    (gelu(wi_0 x) * wi_1 x), bias-free Linears, the token embedding as Gather."""
+    net = Net("t5_encoder", 45)
+    n, c, heads, ff, layers, vocab = ((256, 512, 8, 1024, 6, 32128) if perf
+                                      else (16, 64, 4, 128, 2, 100))
+    d = c // heads
+    ids = net.input("input_ids", (1, n), np.int64, high=vocab)
+    x = net.node("Gather", [net.init("emb", net.rng.standard_normal((vocab, c)) * 0.5), ids], axis=0)
+    bias = net.init("relbias", net.rng.standard_normal((1, heads, n, n)) * 0.5)
+    for _ in range(layers):
+        h = _rmsnorm(net, x, c)
+        q, k, v = (_heads(net, net.linear(h, c, c, bias=False, rank=3), n, heads, d) for _ in range(3))
+        s = net.node("Add", [net.node("MatMul", [q, net.node("Transpose", [k], perm=[0, 1, 3, 2])]), bias])
+        o = attention.merge_heads(net, attention.softmax_attend(net, s, v), c)
+        x = net.node("Add", [x, net.linear(o, c, c, bias=False, rank=3)])
+        h = _rmsnorm(net, x, c)
+        g = net.act(net.linear(h, c, ff, bias=False, rank=3), "gelu")
+        u = net.linear(h, c, ff, bias=False, rank=3)
+        x = net.node("Add", [x, net.linear(net.node("Mul", [g, u]), ff, c, bias=False, rank=3)])
+    return net.model(_rmsnorm(net, x, c))

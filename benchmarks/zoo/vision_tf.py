@@ -241,3 +241,45 @@ def mobilevit(perf=False):
     x = _mobilevit_block(net, mv2(x, 80, 96, 2), 96, 144, 3, hw // 32)
     x = net.conv_bn(x, 96, 384, 1, act="swish")
     return net.model(net.classifier(x, 384, 1000 if perf else 10))
+
+
+def detr(perf=False):
+    """DETR's transformer (d=256, 8 heads of 32, post-norm) over a 25x34 map: a 1x1
+    projection of the backbone's 2048 channels, 3 encoder layers (positional embeddings
+    added to the queries and keys), 3 decoder layers of 100 object queries (self-attention,
+    cross-attention to the memory), FFN 2048, the class head and the box MLP with Sigmoid."""
+    net = Net("detr", 44, opset=17)
+    hh, ww, nq = (25, 34, 100) if perf else (5, 6, 10)
+    c, heads, n = 256, 8, hh * ww
+    d = c // heads
+    x = net.convnd(net.input("features", (1, 2048, hh, ww)), 2048, c, 1)
+    x = net.node("Transpose", [net.node("Reshape", [x, net.i64([1, c, n])])], perm=[0, 2, 1])
+    pos = net.init("pos", net.rng.standard_normal((1, n, c)) * 0.1)
+    qpos = net.init("qpos", net.rng.standard_normal((1, nq, c)) * 0.1)
+
+    def heads_of(t, count, perm):
+        return net.node("Transpose", [net.node("Reshape", [net.linear(t, c, c, rank=3),
+                                                           net.i64([1, count, heads, d])])], perm=perm)
+
+    def mha(q_in, k_in, v_in, nqs, nks):
+        q = heads_of(q_in, nqs, [0, 2, 1, 3])
+        s = net.node("MatMul", [net.node("Mul", [q, net.f32(d ** -0.5)]), heads_of(k_in, nks, [0, 2, 3, 1])])
+        o = attention.softmax_attend(net, s, heads_of(v_in, nks, [0, 2, 1, 3]))
+        o = net.node("Reshape", [net.node("Transpose", [o], perm=[0, 2, 1, 3]), net.i64([1, nqs, c])])
+        return net.linear(o, c, c, rank=3)
+
+    def ffn(t):
+        return net.linear(net.node("Relu", [net.linear(t, c, 2048, rank=3)]), 2048, c, rank=3)
+    for _ in range(3):
+        qk = net.node("Add", [x, pos])
+        x = net.layernorm(net.node("Add", [x, mha(qk, qk, x, n, n)]), c)
+        x = net.layernorm(net.node("Add", [x, ffn(x)]), c)
+    mem, keys = x, net.node("Add", [x, pos])
+    t = net.init("tgt", np.zeros((1, nq, c)))
+    for _ in range(3):
+        qk = net.node("Add", [t, qpos])
+        t = net.layernorm(net.node("Add", [t, mha(qk, qk, t, nq, nq)]), c)
+        t = net.layernorm(net.node("Add", [t, mha(net.node("Add", [t, qpos]), keys, mem, nq, n)]), c)
+        t = net.layernorm(net.node("Add", [t, ffn(t)]), c)
+    box = net.node("Relu", [net.linear(net.node("Relu", [net.linear(t, c, c, rank=3)]), c, c, rank=3)])
+    return net.model([net.linear(t, c, 92, rank=3), net.node("Sigmoid", [net.linear(box, c, 4, rank=3)])])
