@@ -116,19 +116,28 @@ def precheck(output_dir: str, name: str):
     moves leave a NAME.o without its NAME.json for a moment."""
     if not os.path.isdir(output_dir):
         return
-    lock = _Lock(output_dir, LOCK_WAIT)
+    lock = None
     try:
+        with signals.deferred():  # see _Lock: `lock` names the held lock before a signal strikes
+            lock = _Lock(output_dir, LOCK_WAIT)
         check_replaceable(output_dir, name)
     finally:
-        with signals.deferred():
-            lock.release()
+        if lock is not None:
+            with signals.deferred():
+                lock.release()
 
 
 class _Lock:
     """`.glowpy.lock` in the output directory, held with flock. The compile that created the file
     removes it (while still holding it); one whose file was removed meanwhile locks the new one,
     so every holder holds the file that is there. A file left by a killed compile stays, empty,
-    and is reused (flock itself ends with the process)."""
+    and is reused (flock itself ends with the process).
+
+    Callers construct it inside signals.deferred() and assign it there, within the try whose
+    finally releases it: a signal handled between the constructor's return and the assignment
+    would otherwise leave the flock held by an fd nobody closes, and a later lock of the same
+    directory in the process would wait LOCK_WAIT for it. So that the wait stays interruptible,
+    a signal held back while waiting ends the wait (`_acquire`)."""
 
     def __init__(self, output_dir: str, wait: float):
         self.path = os.path.join(output_dir, LOCK)
@@ -149,6 +158,9 @@ class _Lock:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
+                    signum = signals.held()
+                    if signum is not None:  # a signal came while waiting: it ends the wait
+                        raise signals.Interrupted(signum) from None
                     if time.monotonic() > deadline:
                         raise UsageError(f"{where}: another compile into this directory has held "
                                          f"{LOCK} for more than {wait:g} s; try again when it has "
@@ -209,7 +221,8 @@ def publish(output_dir: str, name: str, files: dict, lock_wait: float | None = N
         except OSError as e:
             raise UsageError(f"cannot create output directory '{show(output_dir)}': "
                              f"{e.strerror}") from None
-        lock = _Lock(output_dir, LOCK_WAIT if lock_wait is None else lock_wait)
+        with signals.deferred():  # `lock` names the held lock before a signal strikes
+            lock = _Lock(output_dir, LOCK_WAIT if lock_wait is None else lock_wait)
         check_replaceable(output_dir, name)  # again: something may have appeared meanwhile
         try:
             with signals.deferred():  # so that `tmp` names the directory before a signal

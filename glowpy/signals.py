@@ -87,6 +87,12 @@ def checkpoint():
         raise Interrupted(_received[0])
 
 
+def held() -> int | None:
+    """The signal deferred() holds back at the moment, if any (a wait inside the block may end
+    on it: output._Lock)."""
+    return getattr(_state, "pending", None) if _depth() else None
+
+
 @contextmanager
 def deferred(raise_pending: bool = True):
     """Holds SIGINT/SIGTERM back inside the block; on leaving it, a held signal is raised as

@@ -180,6 +180,40 @@ def test_signal_from_outside_after_a_delay(tmp_path, sig, delay):
     assert snapshot(out) == before
 
 
+def holds_open(pid: int, suffix: str) -> bool:
+    """Whether process `pid` has a file whose path ends in `suffix` open (Linux /proc)."""
+    fds = f"/proc/{pid}/fd"
+    for fd in os.listdir(fds):
+        try:
+            if os.readlink(os.path.join(fds, fd)).endswith(suffix):
+                return True
+        except OSError:  # closed meanwhile
+            pass
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_signal_while_waiting_for_the_directory_lock(tmp_path, sig):
+    """Another compile holds out/.glowpy.lock: this one waits for it (up to output.LOCK_WAIT,
+    300 s) with the signals held back around taking it, and a signal during the wait still
+    ends the compile at once, the previous bundle untouched."""
+    import fcntl
+    out, before = previous_bundle(tmp_path)
+    lock = open(out / ".glowpy.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    p = child("none", 0, f"-model={MNIST}", f"-emit-bundle={out}")
+    t = time.monotonic()
+    while not holds_open(p.pid, ".glowpy.lock"):  # then it is waiting: its flock polls the file
+        assert p.poll() is None and time.monotonic() - t < 120
+        time.sleep(0.02)
+    time.sleep(0.2)
+    p.send_signal(sig)
+    o, e = p.communicate(timeout=60)
+    assert (p.returncode, e.splitlines(), o) == (STATUS[sig], [LINE[sig]], "")
+    lock.close()
+    assert {k: v for k, v in snapshot(out).items() if k != ".glowpy.lock"} == before
+
+
 def profiler_child(tmp_path, hook: str, *args) -> subprocess.CompletedProcess:
     """model-profiler over mnist8's reference input, `hook` run first in the child."""
     data = os.path.join(SHARED, "mnist8_data", "test_data_set_0", "input_0.pb")
