@@ -25,7 +25,6 @@ from dataclasses import replace
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.accumulators import const_input
 from glowpy.codegen.kernels.gemm.vector import gemm_finish
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.kernels.vectors import Simd, Vec
@@ -50,7 +49,7 @@ def takes(caps, node) -> bool:
 
 
 def plan(k):
-    return {} if const_input(k, 1) is None and takes(k.caps, k.node) else None
+    return {} if takes(k.caps, k.node) else None
 
 
 @variant("Gemm", "dot", rank=5, plan=plan)
