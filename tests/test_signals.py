@@ -101,8 +101,8 @@ def child(hook: str, sig: int, *args) -> subprocess.Popen:
                             preexec_fn=default_sigint)
 
 
-def finish(p: subprocess.Popen, sig: int):
-    out, err = p.communicate(timeout=300)
+def finish(p: subprocess.Popen, sig: int, timeout: float = 300):
+    out, err = p.communicate(timeout=timeout)
     assert p.returncode == STATUS[sig], (p.returncode, err)
     assert err.splitlines() == [LINE[sig]] and out == ""
 
@@ -190,6 +190,42 @@ def holds_open(pid: int, suffix: str) -> bool:
         except OSError:  # closed meanwhile
             pass
     return False
+
+
+# the signal handled in the main thread just after it took llvmlite's process-wide lock (its
+# lock callbacks run inside _LLVMLock.__enter__), while the parallel optimization's workers run
+LLVM_LOCK_HOOK = """
+import threading
+from llvmlite.binding import ffi
+import glowpy.codegen.optimize as opt
+armed = []
+class Pool(opt.ThreadPoolExecutor):
+    def submit(self, *a, **k):  # armed once a part is running: at the next part's machine
+        f = super().submit(*a, **k)
+        armed.append(1)
+        return f
+opt.ThreadPoolExecutor = Pool
+def acquired():
+    if armed and threading.current_thread() is threading.main_thread():
+        armed.clear()
+        os.kill(os.getpid(), SIG)
+        for _ in range(100):
+            pass
+ffi.register_lock_callback(acquired, lambda: None)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_signal_inside_llvm_lock_during_parallel_optimization(tmp_path, sig):
+    """A CI run hung here: yunet's parts were being optimized on worker threads, and SIGTERM
+    raised in the main thread inside llvmlite's lock acquisition left the lock held; the
+    workers waited for it and the main thread for them. The signal now ends the compile once
+    the parts are done, with the one line and the previous bundle back."""
+    out, before = previous_bundle(tmp_path)
+    HOOKS["llvm_lock"] = LLVM_LOCK_HOOK
+    p = child("llvm_lock", sig, f"-model={YUNET}", f"-emit-bundle={out}", "-network-name=mnist8")
+    finish(p, sig, timeout=120)
+    assert snapshot(out) == before
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])

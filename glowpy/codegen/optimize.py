@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from llvmlite import binding as llvm
 from llvmlite import ir
 
+from glowpy import signals
+
 # parts of a large module: more than threads, run largest first (text size only estimates cost)
 PARTS = 9
 SPLIT_TEXT = 400_000  # characters of kernel text from which a module is split (ResNet-18: 2.1M)
@@ -42,12 +44,17 @@ def optimize(mod: ir.Module, target, opt: int) -> llvm.ModuleRef:
                   else os.cpu_count() or 1)
     ex = ThreadPoolExecutor(threads, thread_name_prefix="glowpy-opt")
     try:
-        order = sorted(range(len(parts)), key=lambda i: -len(parts[i]))  # largest first
-        futures = {i: ex.submit(_run, parts[i], target.target_machine(opt=opt), opt,
-                                llvm.create_context()) for i in order}
-        codes = [futures[i].result() for i in range(len(parts))]
+        # SIGINT/SIGTERM held back until every part is done: raised in the main thread inside
+        # llvmlite's lock acquisition (_LLVMLock.__enter__ runs Python after taking the lock),
+        # the signal left the lock held, the workers waited for it and the main thread for
+        # them (a fresh-clone CI run hung so; tests/test_signals.py reproduces it)
+        with signals.deferred():
+            order = sorted(range(len(parts)), key=lambda i: -len(parts[i]))  # largest first
+            futures = {i: ex.submit(_run, parts[i], target.target_machine(opt=opt), opt,
+                                    llvm.create_context()) for i in order}
+            codes = [futures[i].result() for i in range(len(parts))]
     finally:
-        ex.shutdown(wait=True, cancel_futures=True)  # an interrupt waits for the running parts
+        ex.shutdown(wait=True, cancel_futures=True)
     merged = llvm.parse_bitcode(codes[0])
     for code in codes[1:]:
         merged.link_in(llvm.parse_bitcode(code))
