@@ -94,13 +94,18 @@ def test_softmax_vector_lengths(op, level, tmp_path):
     """The float32 vector kernel at 4, 8 and 16 lanes: last-axis rows shorter than a vector,
     whole vectors only and whole vectors plus a masked tail (1, 3, 8, 16, 17, 35, 128, 133),
     non-last axes whose inner dimension is narrower than, equal to and wider than a vector
-    (lanes along the inner dimension, the last vector masked); -inf entries, large offsets."""
+    (lanes along the inner dimension, the last vector masked); -inf entries, large offsets.
+    Rows of 200, 250 and 577 end after the wide vectors (up to four registers) in single
+    registers, whole and masked (577: one float after them). A NaN or a +inf in a row makes
+    the whole row NaN, as in numpy's max-first reference and onnxruntime."""
     feeds, g = {}, None
-    for n in [1, 3, 8, 16, 17, 35, 128, 133]:
-        x = (RNG.standard_normal((3, n)) * 4).astype(np.float32)
+    for n in [1, 3, 8, 16, 17, 35, 128, 133, 200, 250, 577]:
+        x = (RNG.standard_normal((5, n)) * 4).astype(np.float32)
         x[2] += 300
         if n > 2:
             x[1, n // 2] = -np.inf
+            x[3, n - 2] = np.nan
+            x[4, n // 3] = np.inf
         feeds[f"r{n}"] = x
     for shape in [(2, 5, 3), (3, 7, 8), (2, 4, 16), (1, 6, 37), (2, 3, 2, 9)]:
         feeds["c" + "_".join(map(str, shape))] = (RNG.standard_normal(shape) * 3).astype(np.float32)

@@ -88,12 +88,13 @@ class SoftmaxBase(Op):
     def reference(self, node, x):
         o, r, i = self.layout(node)
         x3 = x.reshape(o, r, i).astype(np.float64)
-        z = x3 - x3.max(axis=1, keepdims=True)
-        if self.log:
-            y = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        else:
-            e = np.exp(z)
-            y = e / e.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):  # inf - inf: a row with +inf is NaN, as in onnxruntime
+            z = x3 - x3.max(axis=1, keepdims=True)
+            if self.log:
+                y = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+            else:
+                e = np.exp(z)
+                y = e / e.sum(axis=1, keepdims=True)
         return [y.reshape(x.shape).astype(x.dtype)]
 
 

@@ -5,18 +5,24 @@ Three passes over each softmax group, each on whole vectors: the maximum, exp(x 
 its sum (Softmax stores the exponentials into the output on the way), then the output scaled
 by 1/sum (Softmax) or x - max - log(sum) (LogSoftmax). The lanes run along the reduced axis
 when it is the last one (one row at a time, the sums and maxima reduced across the lanes at
-the end of the row, the row's last vector masked) and along the inner dimension otherwise (the
-reduced axis is then a stride; every lane is its own softmax, the last vector of the inner
-dimension masked); each IR vector spans up to four registers (Simd.widened). The scalar
-kernel took 411 us for (1,4,128,128) over the last axis on an AVX2 Zen 3, this one 53,
-onnxruntime 40 (benchmarks/op_probe.py)."""
+the end of the row) and along the inner dimension otherwise (the reduced axis is then a
+stride; every lane is its own softmax, the last vector of the inner dimension masked). Each
+IR vector spans up to four registers (Simd.widened); a row's remainder after them runs on
+single registers, the last one masked. The scalar kernel took 411 us for (1,4,128,128) over
+the last axis on an AVX2 Zen 3, this one 53, onnxruntime 40 (benchmarks/op_probe.py).
+
+Softmax keeps its exponentials scaled by 2^64 (exp_nonpositive's times_2_64: normal down to
+the clamp, one multiply fewer per vector; the scale divides out with the sum), the maximum is
+one vmaxps (a NaN reaches every output through the sum), and the tail no longer takes a wide
+vector. AVX2 code on a Zen 4 against onnxruntime's AVX2 kernels, (1,6,577,577): 892 -> 838
+us (onnxruntime 775); (1,3,197,197): 59.6 -> 53.6 (55.7); (1,12,128,128): 94.8 -> 89.1 (91.2).
+Rows that come from memory, (1,8,850,850), stay level at 2.5 ms: the passes wait on loads."""
 from __future__ import annotations
 
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
-from glowpy.codegen.kernels.elementwise.arith import fmax
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
 
@@ -39,33 +45,57 @@ def _finisher(vec, mx, s, log):
     return lambda e: b.fmul(e, inv)
 
 
-def _rows(k, vec, outer, r, log):
+def _max(b, v, acc):
+    """The larger of v and acc, one vmaxps: a NaN in v is skipped here, but it reaches the
+    group's sum through exp (NaN - max is NaN), and a NaN sum makes every output NaN, as
+    numpy's max-first reference does."""
+    return b.select(b.fcmp_ordered(">", v, acc), v, acc)
+
+
+def _sweep(vecs, base, count, init, step, op):
+    """op over the lanes of step(vec, offset, mask, acc) swept over `count` elements from
+    `base`: vecs[0] (several registers wide) over the whole wide vectors, vecs[1] (one
+    register) over the rest, its last vector masked. The tail then costs at most a register
+    per element pass, not a wide vector: a row of 577 floats on AVX-512 code took a 64-lane
+    vector for its last element."""
+    wide, narrow = vecs
+    b = wide.b
+    full = count - count % wide.w
+    acc = wide.reduce(wide.sweep(base, full, init(wide), lambda o, m, a: step(wide, o, m, a)), op)
+    if full < count:
+        tail = narrow.sweep(b.add(base, wide.k.c(full)), count - full, init(narrow),
+                            lambda o, m, a: step(narrow, o, m, a))
+        acc = op(acc, narrow.reduce(tail, op))
+    return acc
+
+
+def _rows(k, vecs, outer, r, log):
     """Softmax over the last axis: `outer` contiguous rows of r."""
     b = k.b
     x, y = k.inp(0), k.out()
+    pick = lambda p, q: _max(b, p, q)  # noqa: E731
 
-    def vmax(off, mask, acc):
-        return fmax(b, vec.load(x, off, mask, fill=-np.inf), acc)
+    def vmax(v, off, mask, acc):
+        return _max(b, v.load(x, off, mask, fill=-np.inf), acc)
 
     with k.for_range(outer, name="o") as o:
         base = b.mul(o, k.c(r))
-        mx = vec.reduce(vec.sweep(base, r, cg.const(vec.ty, -np.inf), vmax), lambda p, q: fmax(b, p, q))
-        mxv = vec.splat(mx)
+        mx = _sweep(vecs, base, r, lambda v: cg.const(v.ty, -np.inf), vmax, pick)
 
-        def vsum(off, mask, acc):
-            e = mathfn.exp_nonpositive(b, b.fsub(vec.load(x, off, mask), mxv))
+        def vsum(v, off, mask, acc):
+            e = mathfn.exp_nonpositive(b, b.fsub(v.load(x, off, mask), v.splat(mx)), times_2_64=not log)
             if not log:
-                vec.store(e, y, off, mask)
-            return b.fadd(acc, vec.keep(e, mask))
+                v.store(e, y, off, mask)
+            return b.fadd(acc, v.keep(e, mask))
 
-        s = vec.splat(vec.reduce(vec.sweep(base, r, vec.zero(), vsum), b.fadd))
-        fin = _finisher(vec, mxv, s, log)
+        s = _sweep(vecs, base, r, lambda v: v.zero(), vsum, b.fadd)
 
-        def out(off, mask, acc):
-            vec.store(fin(vec.load(x if log else y, off, mask)), y, off, mask)
+        def out(v, off, mask, acc):
+            fin = _finisher(v, v.splat(mx), v.splat(s), log)
+            v.store(fin(v.load(x if log else y, off, mask)), y, off, mask)
             return acc
 
-        vec.sweep(base, r, vec.zero(), out)
+        _sweep(vecs, base, r, lambda v: v.zero(), out, b.fadd)
 
 
 def _columns(k, vec, outer, r, inner, log):
@@ -78,11 +108,11 @@ def _columns(k, vec, outer, r, inner, log):
     def group(base, mask):
         with cg.for_range_carry(b, r, [cg.const(vec.ty, -np.inf)], intp=k.intp, name="m") as lp:
             off = b.add(base, b.mul(lp.index, k.c(inner)))
-            lp.carry([fmax(b, vec.load(x, off, mask), lp.values[0])])
+            lp.carry([_max(b, vec.load(x, off, mask), lp.values[0])])
         mx = lp.results[0]
         with cg.for_range_carry(b, r, [vec.zero()], intp=k.intp, name="s") as lp:
             off = b.add(base, b.mul(lp.index, k.c(inner)))
-            e = mathfn.exp_nonpositive(b, b.fsub(vec.load(x, off, mask), mx))
+            e = mathfn.exp_nonpositive(b, b.fsub(vec.load(x, off, mask), mx), times_2_64=not log)
             if not log:
                 vec.store(e, y, off, mask)
             lp.carry([b.fadd(lp.values[0], e)])
@@ -105,9 +135,9 @@ def _columns(k, vec, outer, r, inner, log):
 @variant("LogSoftmax", "vector", rank=10, plan=plan)
 def emit_softmax_vector(k, params):
     outer, r, inner = k.node.opdef.layout(k.node)
-    vec = Vec(k, Simd.of(k.caps).widened(r if inner == 1 else inner))
+    simd = Simd.of(k.caps)
     log = k.instr.op == "LogSoftmax"
     if inner == 1:
-        _rows(k, vec, outer, r, log)
+        _rows(k, (Vec(k, simd.widened(r)), Vec(k, simd)), outer, r, log)
     else:
-        _columns(k, vec, outer, r, inner, log)
+        _columns(k, Vec(k, simd.widened(inner)), outer, r, inner, log)
