@@ -27,6 +27,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from toolchains import require_tool
@@ -99,6 +100,27 @@ def run_runner(runner: str, bundle_dir, manifest: dict, model: str, **make_vars)
     assert run["cycles"] is not None and run["cycles"] > 0, res.stdout[-500:]
     assert run["stack"] is not None and run["stack"] > 0, res.stdout[-500:]
     return run
+
+
+def run_on_aarch64(model, feeds: dict, out_dir) -> tuple:
+    """Compiles an in-memory model for `-target=aarch64`, links it into the AArch64 runner
+    (examples/bundles/aarch64) with `feeds` as its inputs and runs it under qemu-aarch64;
+    returns (CompileInfo, the outputs it printed, flat)."""
+    import glowpy
+    import onnx
+    for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64", "make"):
+        require_tool(tool)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "m.onnx")
+    onnx.save(model, path)
+    d = os.path.join(out_dir, "b")
+    info = glowpy.compile(path, d, target="aarch64")
+    write_io_header_from_manifest(os.path.join(d, "model_io.h"), info.manifest, feeds)
+    res = subprocess.run(["make", "-s", "-C", os.path.join(EXAMPLES, "aarch64"), f"BUNDLE_DIR={d}",
+                          f"NETWORK={info.manifest['network_name']}", "run"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return info, parse_run_output(res.stdout)["outputs"]
 
 
 def elf_info(path) -> tuple[dict, list]:
@@ -306,6 +328,53 @@ def test_aarch64_object_optimized_in_parts_matches_reference(tmp_path, monkeypat
     assert parts == [3], parts
     with open(tmp_path / "mnist8.json") as f:
         run_runner("aarch64", tmp_path, json.load(f), "mnist8")
+
+
+def test_aarch64_vector_kernels_match_onnxruntime(tmp_path):
+    """The row kernels at NEON's 4 lanes, compiled for the generic AArch64 CPU and run under
+    qemu-aarch64: Softmax over rows of 5, 37 and 577 (wide vectors, then single registers, the
+    last masked; -inf entries) and over a non-last axis, LogSoftmax, ArgMax/ArgMin on the
+    lanes (integer values: ties within and across lanes, select_last_index), the dot-product
+    Gemm on a run-time B, and Sigmoid/Erf (exp_scaled). Tolerances: rtol 1e-5, atol 1e-6;
+    indices exact."""
+    from util import GraphBuilder, memory_report, run_onnxruntime
+    rng = np.random.default_rng(7)
+
+    def f(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+    feeds = {}
+    for n in (5, 37, 577):
+        x = f(3, n, scale=4)
+        x[1, n // 2] = -np.inf
+        feeds[f"s{n}"] = x
+    feeds["c"] = f(2, 7, 9, scale=3)
+    for n in (21, 300):
+        feeds[f"a{n}"] = rng.integers(-3, 4, (6, n)).astype(np.float32)
+    feeds["ga"], feeds["gb"], feeds["u"] = f(5, 64), f(40, 64), f(4, 300, scale=3)
+    g = GraphBuilder(**feeds)
+    for n in (5, 37, 577):
+        g.node("Softmax", [f"s{n}"], axis=-1)
+    g.node("LogSoftmax", ["s577"], axis=-1)
+    g.node("Softmax", ["c"], axis=1)
+    for n in (21, 300):
+        g.node("ArgMax", [f"a{n}"], axis=-1, keepdims=1)
+        g.node("ArgMin", [f"a{n}"], axis=-1, keepdims=1, select_last_index=1)
+    g.node("Gemm", ["ga", "gb"], transB=1)
+    g.node("Sigmoid", ["u"])
+    g.node("Erf", ["u"])
+    m = g.model(13)
+    plan = memory_report(m, tmp_path / "plan", target="aarch64")["instructions"]
+    assert [(i["op"], i["variant"]["name"]) for i in plan if i["op"] in ("ArgMax", "Gemm")] == \
+        [("ArgMax", "vector"), ("ArgMax", "vector"), ("Gemm", "dot")]
+    assert {i["variant"]["name"] for i in plan if "Softmax" in i["op"]} == {"vector"}
+    info, got = run_on_aarch64(m, feeds, str(tmp_path / "run"))
+    assert len(got) == len(info.outputs) == 12
+    for p, out, want in zip(info.outputs, got, run_onnxruntime(m, feeds)):
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(out.reshape(want.shape), want, rtol=1e-5, atol=1e-6,
+                                       err_msg=p["name"])
+        else:
+            np.testing.assert_array_equal(out.reshape(want.shape), want, err_msg=p["name"])
 
 
 # ---------------------------------------------------------------------------------------------

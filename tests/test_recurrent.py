@@ -299,24 +299,10 @@ def test_lstm_on_cortex_m7_matches_onnxruntime(abi, tmp_path):
 def test_gru_on_aarch64_matches_onnxruntime(tmp_path):
     """A bidirectional GRU (both reset forms, NEON register tiles) as a static AArch64 Linux
     executable (examples/bundles/aarch64) under qemu-aarch64."""
-    import subprocess
-
-    from test_cross import EXAMPLES  # (puts examples/bundles, with gen_io_header, on the path)
-    from gen_io_header import parse_run_output, write_io_header_from_manifest
-    from toolchains import require_tool
-    for tool in ("aarch64-linux-gnu-gcc", "qemu-aarch64", "make"):
-        require_tool(tool)
+    from test_cross import run_on_aarch64
     model, feeds = recurrent_model("GRU", seq=6, batch=3, isz=5, hid=9, direction="bidirectional",
                                    states=True, lens=[6, 2, 5])
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
-    d = str(tmp_path / "b")
-    info = glowpy.compile(path, d, target="aarch64")
-    write_io_header_from_manifest(os.path.join(d, "model_io.h"), info.manifest, feeds)
-    res = subprocess.run(["make", "-s", "-C", os.path.join(EXAMPLES, "aarch64"), f"BUNDLE_DIR={d}",
-                          f"NETWORK={info.manifest['network_name']}", "run"],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    run = parse_run_output(res.stdout)
-    for p, got, want in zip(info.outputs, run["outputs"], run_onnxruntime(model, feeds)):
+    info, outputs = run_on_aarch64(model, feeds, str(tmp_path))
+    assert len(outputs) == len(info.outputs)
+    for p, got, want in zip(info.outputs, outputs, run_onnxruntime(model, feeds)):
         np.testing.assert_allclose(got.reshape(want.shape), want, **TOL, err_msg=p["name"])
