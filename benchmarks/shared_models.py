@@ -20,3 +20,10 @@ def shared_models(quantized: bool = False) -> list[str]:
         if any(n.op_type in QUANT_OPS for n in m.graph.node) == quantized:
             names.append(name)
     return names
+
+
+def shared_paths() -> dict:
+    """{name: path} of every shared model with reference data, float and quantized (the
+    host benchmarks time both against onnxruntime)."""
+    return {n: os.path.join(SHARED_MODELS, n + ".onnx")
+            for n in shared_models() + shared_models(quantized=True)}

@@ -117,8 +117,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     models = {n: None for n in ZOO}
     if a.shared:
-        shared = {n: os.path.join(perf.SHARED_MODELS, n + ".onnx") for n in perf.shared_models()}
-        models |= {"shared:" + n: p for n, p in (shared | perf.build_models.build()).items()}
+        models |= {"shared:" + n: p for n, p in (perf.shared_paths() | perf.build_models.build()).items()}
     rows, peak, said = perf.measure_all(ap, a, models, lambda n, work: measure(
         n, work, a.rounds, a.seconds, a.batches, a.clock, a.profile, a.mcpu) if models[n] is None
         else measure_shared(n, models[n], work, a), "zoo_perf.py")

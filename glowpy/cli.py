@@ -124,6 +124,7 @@ def model_compiler(
     kernel_variant: Optional[List[str]] = typer.Option(None, "--kernel-variant", help="Op:variant uses that kernel variant for every instruction of Op (an error where it does not apply); Op:!variant passes over it (repeatable). -dump-memory-report shows the variant each instruction got."),
     max_activations: Optional[str] = typer.Option(None, "--max-activations", help="An activation-region budget to meet (65536, 24K): the first layers run patch-based (row band by row band) as far as needed, whatever the compute overhead; refused with the smallest achievable figure when it cannot be met."),
     patch_overhead: Optional[float] = typer.Option(None, "--patch-overhead", help="Compute the first layers row band by row band when that lowers the activation region, adding at most this percentage of the model's multiply-adds in copies and calls (default: 10 with -activation-memory=min, else off; 0: off). It costs flash: one kernel per band shape.."),
+    quantized_convolutions: str = typer.Option("auto", "--quantized-convolutions", help="float: integer convolutions whose sums float32 holds exactly run on the float kernels, with outputs identical to the integer kernels' (several times faster on vector CPUs; weights stored as float, 4x their int8 bytes); integer: the integer kernels and int8 weights; auto (default): float on vector targets unless -activation-memory=min (the default on microcontrollers)."),
     winograd: str = typer.Option("true", "--winograd", help="false keeps every convolution direct: Winograd 3x3 convolutions (on targets with 8+ float lanes) are faster but need scratch activation memory and 16/9 (F2x2) or 36/9 (F4x4) of their weights."),
     instrument_debug: bool = typer.Option(False, "--instrument-debug", help="The entry calls NAME_instrument(kind, instr_id, num_operands, operand_addresses, operand_sizes) before and after each instruction (declared in NAME.h; described in NAME.json)."),
     instrument_profile: bool = typer.Option(False, "--instrument-profile", help="The entry counts each instruction's cycles into a table in the mutable region (NAME_PROFILE_OFFSET); bundle-profile turns them into a profile."),
@@ -166,6 +167,7 @@ def model_compiler(
         reuse_activation_memory=parse_bool("reuse-activation-memory-allocations",
                                            reuse_activation_memory_allocations),
         activation_memory=activation_memory, winograd=parse_bool("winograd", winograd),
+        quantized_convolutions=quantized_convolutions,
         max_activations=(parse_size(max_activations, "max-activations")
                          if max_activations is not None else None),
         patch_overhead=patch_overhead,

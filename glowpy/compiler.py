@@ -50,6 +50,9 @@ class Options:
     max_activations: int | None = None
     patch_overhead: float | None = None
     winograd: bool = True  # Winograd convolutions where the target's vectors repay them (more RAM)
+    # integer convolutions on the float kernels, exactly (ir/passes/quant/float_exact.py):
+    # auto (where time comes first on vector targets), float, integer
+    quantized_convolutions: str = "auto"
     # op -> variant name, (name, params) or "!name" (codegen/registry.py forcing; CLI
     # -kernel-variant=Op:name): kernel experiments and tests that reach every variant
     kernel_variants: dict = field(default_factory=dict)
@@ -87,6 +90,8 @@ class Options:
                   if self.patch_overhead is not None else {}),
                **({"activation_memory": self.activation_memory}
                   if self.activation_memory != "auto" else {}),
+               **({"quantized_convolutions": self.quantized_convolutions}
+                  if self.quantized_convolutions != "auto" else {}),
                **({"kernel_variants": {op: str(v) for op, v in self.kernel_variants.items()}}
                   if self.kernel_variants else {}),
                "model_inputs": [f"{s.name},{s.dtype.name},{list(s.shape)}" for s in self.model_inputs],
@@ -290,6 +295,20 @@ def _instrument_counter(opts: Options, target, name: str, entry: str) -> str | N
 
 
 ACTIVATION_MEMORY = ("auto", "min", "fast")
+QUANTIZED_CONVOLUTIONS = ("auto", "float", "integer")
+
+
+def _qconv_in_float(opts, target) -> bool:
+    """Whether integer convolutions run on the float kernels (ir/passes/quant/float_exact.py):
+    by default on vector targets where time comes first, whose float kernels do several
+    multiply-adds per instruction (the integer ones, made for the Cortex-M's DSP pairs, one),
+    at the cost of float weights (4x the int8 bytes) and float activations."""
+    if opts.quantized_convolutions not in QUANTIZED_CONVOLUTIONS:
+        raise UsageError(f"-quantized-convolutions={opts.quantized_convolutions}: expected "
+                         f"{', '.join(QUANTIZED_CONVOLUTIONS)}")
+    if opts.quantized_convolutions == "auto":
+        return target.caps.float_lanes > 1 and not _memory_first(opts, target)
+    return opts.quantized_convolutions == "float"
 
 
 def _memory_first(opts, target) -> bool:
@@ -358,7 +377,8 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
         graph = optimize(graph, opts.opt_level)
         if opts.opt_level > 0:
             from glowpy.codegen.kernels.catalog import late_rewrites
-            graph = late_rewrites(target.caps, _memory_first(opts, target), opts.winograd)(graph)
+            graph = late_rewrites(target.caps, _memory_first(opts, target), opts.winograd,
+                                  _qconv_in_float(opts, target))(graph)
         if opts.dump_graph_dag:
             write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
         _check_dtypes(graph)

@@ -101,6 +101,15 @@ def ties_possible(bound, q, shift) -> bool:
                        (bound >= (np.int64(1) << np.clip(need, 0, 62)))))
 
 
+def sum_bound(w, bias, x_dtype, zp: int) -> np.ndarray:
+    """Per output channel (the rows of w), the largest |bias + sum w * (x - zp)| over every
+    input x of type x_dtype: what an accumulator can reach."""
+    info = np.iinfo(x_dtype)
+    dev = max(abs(int(info.min) - zp), abs(int(info.max) - zp))
+    w = np.asarray(w).reshape(np.shape(w)[0], -1).astype(np.int64)
+    return np.abs(np.asarray(bias, np.int64)).reshape(-1) + np.abs(w).sum(axis=1) * dev
+
+
 def saturate(x, dtype) -> np.ndarray:
     info = np.iinfo(dtype)
     return np.clip(np.asarray(x, np.int64), info.min, info.max).astype(dtype)

@@ -25,7 +25,7 @@ def graph_rewrites(memory_first: bool):
     return (lambda graph: graph) if memory_first else as_product_col2im
 
 
-def late_rewrites(caps, memory_first: bool, winograd: bool = True):
+def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv_float: bool = False):
     """The backend's step after the graph pipeline, where time comes first: a Gemm's
     transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py)
     unless its few rows of A take dot products over B as it lies (gemm/dot.py);
@@ -40,20 +40,24 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True):
     28x28, Zen 3, 512 KiB of L2, machine under load; onnxruntime 157-194 ms in the same runs):
     unsplit 271-277 ms; chunks of 448 channels (block weights in half of L2) 185-187; 144
     (input + block weights 534 KiB, past L2) 188-201; 128 (475 KiB) 104; 112 (416 KiB)
-    99-129; 56 141 (the output read and written once per chunk)."""
+    99-129; 56 141 (the output read and written once per chunk). With qconv_float, first the
+    integer convolutions whose sums float32 holds exactly become float ones
+    (glowpy/ir/passes/quant/float_exact.py; compiler._qconv_in_float decides)."""
     import math
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.gemm_operands import transpose_runtime_b
+    from glowpy.ir.passes.quant.float_exact import qconv_in_float
     from glowpy.ir.passes.split_reduction import split_reduction
     from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
+    first = qconv_in_float if qconv_float else (lambda graph: graph)
     if memory_first:  # all add activation bytes
-        return lambda graph: graph
+        return first
 
     def transposed_b(graph):
-        return transpose_runtime_b(graph, lambda node: gemm_dot.takes(caps, node))
+        return transpose_runtime_b(first(graph), lambda node: gemm_dot.takes(caps, node))
     if width == 1 or not caps.l2_bytes:
         return transposed_b
 

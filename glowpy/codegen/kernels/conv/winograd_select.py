@@ -84,9 +84,11 @@ def select(prog, caps):
     # region may grow by the share planner.build accepts (-winograd=false: not at all)
     live = _live_bytes(prog)
     bound = max(live, default=0)
+    # integer sums in float (passes/quant/float_exact.py) must stay exact: the transforms round
+    exact = {i.node.inputs[0].name for i in prog.instrs if i.op == "QFinish"}
     for idx, ins in enumerate(prog.instrs):
         s = _shape(ins)
-        if s is None:
+        if s is None or ins.node.outputs[0].name in exact:
             continue
         n, c, h, w, kk, pads = s
         ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2

@@ -34,15 +34,12 @@ LIMIT = 1 << 31
 
 def sum_bound(k, x_dtype, zp: int) -> np.ndarray | None:
     """Per output channel, the largest |bias + sum w * (x - zp)| over every input of type
-    x_dtype, for a kernel whose inputs 1 and 2 are the constant weights (one row per output
-    channel) and bias; None when they are not constant."""
+    x_dtype (qmath.sum_bound), for a kernel whose inputs 1 and 2 are the constant weights (one
+    row per output channel) and bias; None when they are not constant."""
     w, bias = k.const(1), k.const(2)
     if w is None or bias is None:
         return None
-    info = np.iinfo(x_dtype)
-    dev = max(abs(int(info.min) - zp), abs(int(info.max) - zp))
-    w = np.asarray(w).reshape(w.shape[0], -1).astype(np.int64)
-    return np.abs(np.asarray(bias, np.int64)).reshape(-1) + np.abs(w).sum(axis=1) * dev
+    return qmath.sum_bound(w, bias, x_dtype, zp)
 
 
 @dataclass

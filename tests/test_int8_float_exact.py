@@ -1,0 +1,133 @@
+"""Integer convolutions on the float kernels (glowpy/ir/passes/quant/float_exact.py): on
+vector targets a QConv whose sums of products stay below 2**24 runs as DequantizeLinear, a
+float Conv and QFinish. The outputs must equal the integer kernel's bit for bit (the same
+model compiled with -quantized-convolutions=integer) and the integer ops' numpy references, and lie within 1 LSB of onnxruntime (which rounds its requantization in
+float); -quantized-convolutions=integer keeps the integer kernels. Cases: uint8 and int8 inputs with zero points (padding read, and folded into the
+bias), a fused Relu, 1x1 with planes that end in a partial vector, strided depthwise layers
+whose output planes end in a partial vector (5x5) or are narrower than a vector (2x2), a 3x3 layer Winograd would take (it must
+not: its transforms round), biases near 2**30 (channels with a tiny weight scale), and a 1x1
+over 2,048 channels whose sums may pass 2**24 (it stays an integer kernel)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import glowpy
+from glowpy.frontend.onnx import load_onnx
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.passes.pipeline import optimize
+from glowpy.runtime import Bundle
+from test_int8 import QDQ, lsb
+from util import make_graph_model, memory_report, run_onnxruntime
+from vector_levels import params
+
+
+def conv_model(dtype, rng):
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    xs, xz = 0.05, lo + 120
+    outs = []
+
+    def x(name="x"):
+        return m.dq(name, xs, m.zp(xz))
+
+    def conv(ws, inp="x", big_bias=False, **attrs):
+        w, sw = m.weight(ws, 0, rng)
+        b = rng.integers(-2000, 2000, ws[0]).astype(np.int32)
+        if big_bias:  # as a channel with a tiny weight scale gets: far past 2**24
+            b[0] = (1 << 30) - 5
+        bias = m.dq(m.c(b), (xs * np.asarray(sw)).astype(np.float32), np.zeros(ws[0], np.int32), 0)
+        return m.op("Conv", [x(inp), w, bias], **attrs)
+
+    outs.append(m.q(m.op("Relu", [conv((24, 16, 3, 3), pads=[1, 1, 1, 1])]), 0.05, lo))
+    outs.append(m.q(conv((8, 16, 1, 1)), 0.08, lo + 125))
+    outs.append(m.q(conv((16, 1, 3, 3), group=16, pads=[0, 0, 1, 1], strides=[2, 2]), 0.04,
+                    lo + 3))
+    outs.append(m.q(conv((16, 1, 3, 3), inp="s", group=16, pads=[0, 0, 1, 1], strides=[2, 2]),
+                    0.04, lo + 3))
+    outs.append(m.q(conv((32, 32, 3, 3), inp="z", pads=[1, 1, 1, 1]), 0.3, lo + 100))
+    outs.append(m.q(conv((12, 16, 1, 1), big_bias=True), 0.05, lo + 64))
+    outs.append(m.q(conv((4, 2048, 1, 1), inp="d"), 2.0, lo + 5))
+    feeds = {"x": rng.integers(lo, lo + 256, (1, 16, 10, 10)).astype(dtype),
+             "s": rng.integers(lo, lo + 256, (1, 16, 4, 4)).astype(dtype),
+             "z": rng.integers(lo, lo + 256, (1, 32, 28, 28)).astype(dtype),
+             "d": rng.integers(lo, lo + 256, (1, 2048, 3, 3)).astype(dtype)}
+    # weights at the int8 extremes: the 2048-channel sums may reach 2048 * 127 * 255 > 2**24
+    m.inits[next(n for n, a in m.inits.items() if a.shape == (4, 2048, 1, 1))][:] = 127
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path):
+    rng = np.random.default_rng(11)
+    model, feeds = conv_model(dtype, rng)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    ops = [i["op"] for i in plan]
+    assert ops.count("QFinish") == 6 and ops.count("QConv") == 1, ops
+    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
+    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
+                          **level.options)
+    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
+    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    for p, r, e in zip(fast.outputs, refs, run_onnxruntime(model, feeds)):
+        y = got[p["name"]]
+        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs integer kernel")
+        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
+        assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    assert len(np.unique(got[fast.outputs[5]["name"]][0, 0])) == 1  # the 2**30 bias saturates
+
+
+def test_qconv_on_float_kernels_under_qemu_aarch64(tmp_path):
+    """The same model on NEON (4 lanes), run under qemu-aarch64, equals the references."""
+    from test_cross import run_on_aarch64
+    rng = np.random.default_rng(12)
+    model, feeds = conv_model(np.uint8, rng)
+    plan = memory_report(model, tmp_path / "plan", target="aarch64")["instructions"]
+    assert [i["op"] for i in plan].count("QFinish") == 6
+    info, outs = run_on_aarch64(model, feeds, str(tmp_path / "run"))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    assert len(outs) == len(info.outputs) == len(refs)
+    for p, y, r in zip(info.outputs, outs, refs):
+        np.testing.assert_array_equal(y.reshape(r.shape), r, err_msg=p["name"])
+
+
+def test_winograd_leaves_the_exact_sums_direct(tmp_path):
+    """Winograd forced through the registry takes a float Conv but not the same shape whose
+    integer sums a QFinish reads (its transforms round): one winograd variant, the float
+    branch's, and the integer output exact."""
+    from vector_levels import LEVELS
+    level = next(lv for lv in LEVELS if lv.name == "avx2")
+    rng = np.random.default_rng(13)
+    m = QDQ(np.uint8)
+    w, sw = m.weight((32, 32, 3, 3), 0, rng)
+    outs = [m.q(m.op("Conv", [m.dq("z", 0.05, m.zp(120)), w], pads=[1, 1, 1, 1]), 0.3, 100)]
+    # the float branch as tests/test_winograd.py builds it: a 1x1 on a 4x larger plane and a
+    # pooling before the 3x3 make room in the activations for the transforms' scratch
+    t = m.op("MaxPool", [m.op("Relu", [m.op("Conv", ["f", m.c(
+        rng.standard_normal((32, 32, 1, 1)).astype(np.float32))])])], kernel_shape=[4, 4],
+        strides=[4, 4])
+    outs.append(m.op("Conv", [t, m.c(rng.standard_normal((32, 32, 3, 3)).astype(np.float32))],
+                     pads=[1, 1, 1, 1]))
+    feeds = {"z": rng.integers(0, 256, (1, 32, 28, 28)).astype(np.uint8),
+             "f": rng.standard_normal((1, 32, 112, 112)).astype(np.float32)}
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    forced = {"ConvWinograd": ("winograd", dict(m=2))}
+    plan = memory_report(model, tmp_path / "plan", kernel_variants=forced,
+                         **level.options)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan]
+    assert [v for _, v in kinds].count("winograd") == 1 and kinds[-1][1] == "winograd", kinds
+    assert [o for o, _ in kinds].count("QFinish") == 1, kinds
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"), kernel_variants=forced, **level.options)
+    got = Bundle(str(tmp_path / "b"), info.name).run(feeds)
+    ref = evaluate(optimize(load_onnx(path)), feeds)[0]
+    np.testing.assert_array_equal(got[info.outputs[0]["name"]], ref)
