@@ -131,3 +131,39 @@ def test_winograd_leaves_the_exact_sums_direct(tmp_path):
     got = Bundle(str(tmp_path / "b"), info.name).run(feeds)
     ref = evaluate(optimize(load_onnx(path)), feeds)[0]
     np.testing.assert_array_equal(got[info.outputs[0]["name"]], ref)
+
+
+@pytest.mark.parametrize("level", params())
+def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
+    """Matrix products the same way: a QDQ MatMul over 3-D activations with 21 output columns
+    (channels along the rows' vectors, then a remainder), per-column weight scales and a
+    fused Relu, and MatMulInteger's int32 sums with a zero point (onnxruntime's
+    quantize_dynamic writes it): identical to the integer kernel and the references."""
+    rng = np.random.default_rng(14)
+    m = QDQ(np.uint8)
+    w, sw = m.weight((40, 21), 1, rng)
+    b = rng.integers(-2000, 2000, 21).astype(np.int32)
+    bias = m.dq(m.c(b), (0.04 * np.asarray(sw)).astype(np.float32), np.zeros(21, np.int32), 0)
+    outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(131)), w]),
+                                             bias])]), 0.05, 0)]
+    wq = rng.integers(-127, 128, (40, 19)).astype(np.int8)
+    outs.append(m.op("MatMulInteger", ["a", m.c(wq), m.c(np.array(131, np.uint8))]))
+    feeds = {"a": rng.integers(0, 256, (2, 5, 40)).astype(np.uint8)}
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    assert [i["op"] for i in plan].count("QFinish") == 2, [i["op"] for i in plan]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
+    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
+                          **level.options)
+    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
+    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    ort = run_onnxruntime(model, feeds)
+    for p, r, e in zip(fast.outputs, refs, ort):
+        y = got[p["name"]]
+        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+        np.testing.assert_array_equal(y, want[p["name"]])
+        np.testing.assert_array_equal(y, r)
+        assert lsb(y, e) <= (1 if y.dtype != np.int32 else 0), p["name"]

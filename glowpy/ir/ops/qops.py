@@ -18,9 +18,10 @@ kernels (codegen/kernels/qconv.py, qmatmul.py, quant.py) perform, so they are th
                normalization, rounded to the output grid.
   QTable       y = T[x - min(dtype)]: any unary op of an int8 value as a 256-entry table.
   Requantize   y = clamp(requantize(x - x_zp) + y_zp): scale changes, Relu/Clip alone.
-  QFinish      X float32 holding exact integer sums (a float Conv of integer operands, from
-               passes/quant/float_exact.py), B (int32 bias), M, S per channel of axis 1 ->
-               QConv's output: the same bias, requantization, clamp and type."""
+  QFinish      X float32 holding exact integer sums (a float Conv or MatMul of integer
+               operands, from passes/quant/float_exact.py), B (int32 bias), M, S per channel
+               of `axis` -> the QConv's / QMatMul's output: the same bias, requantization,
+               clamp and type."""
 from __future__ import annotations
 
 import numpy as np
@@ -246,15 +247,20 @@ class Requantize(IntOp):
 
 @register
 class QFinish(IntOp):
-    """ties=0: no accumulator the inputs allow meets a rounding tie (qmath.ties_possible), so
-    the kernel may leave out the tie correction; the result is the same."""
+    """axis: the channel axis of the bias and the requantization tables (a Conv's 1, a
+    MatMul's last). An int32 output is the sum itself (ConvInteger, MatMulInteger). ties=0: no
+    accumulator the inputs allow meets a rounding tie (qmath.ties_possible), so the kernel may
+    leave out the tie correction; the result is the same."""
     inputs = ("X", "B", "M", "S")
-    attrs = dict(REQ, ties=1)
+    attrs = dict(REQ, ties=1, axis=1)
 
     def infer(self, node):
         return [(np.dtype(node.attrs["out_dtype"]), node.inputs[0].shape)]
 
     def reference(self, node, x, b, m, s):
         acc = np.asarray(x, np.int64)
-        acc = acc + _chan(b, acc.ndim)
-        return [finish(acc, _chan(m, acc.ndim), _chan(s, acc.ndim), node)]
+        nd, ax = acc.ndim, node.attrs["axis"] % acc.ndim
+        acc = acc + _chan(b, nd, ax)
+        if node.attrs["out_dtype"] == "int32":
+            return [acc.astype(np.int32)]
+        return [finish(acc, _chan(m, nd, ax), _chan(s, nd, ax), node)]

@@ -1,4 +1,4 @@
-"""Integer convolutions computed by the float kernels, exactly.
+"""Integer convolutions and matrix products computed by the float kernels, exactly.
 
 A QConv's accumulator is bias + sum w * (x - x_zp) over integers. Where every such sum of
 products, and so every partial sum in any order, stays below 2**24 in magnitude
@@ -10,8 +10,11 @@ its kernel chooses, gives the sum bit for bit. The QConv then becomes
 
 with QFinish adding the int32 bias (which may be far larger: channels whose weight scale is
 tiny get biases near 2**30) and applying the QConv's own requantization, clamp and output type
-(ops/qops.py): outputs identical to the integer kernel's, at the float kernels' speed
-(winograd_select leaves these Convs direct: its transforms round). The backend's choice where time comes first
+(ops/qops.py), or giving the int32 sum (ConvInteger): outputs identical to the integer
+kernel's, at the float kernels' speed (winograd_select leaves these Convs direct: its
+transforms round). A QMatMul (its B constant, one row per output column) becomes a float
+MatMul the same way (onnxruntime's quantize_dynamic writes MatMulInteger on run-time
+quantized activations). The backend's choice where time comes first
 (kernels/catalog.late_rewrites): on vector targets, where the float kernels run several
 multiply-adds per instruction and the integer ones (made for the Cortex-M's DSP pairs) one.
 The float copies of the input and the accumulator cost activation memory that the int8
@@ -33,39 +36,45 @@ EXACT = 1 << 24  # integers float32 holds exactly: |n| <= 2**24
 
 
 def exact_in_float(node) -> bool:
-    """A QConv with constant weights, bias and requantization tables whose every sum of
-    products (and partial sum) is below 2**24 for any input, ending in a requantization (not an
-    int32 output)."""
-    if node.op != "QConv" or node.attrs["out_dtype"] == "int32":
+    """A QConv or QMatMul with constant weights, bias and requantization tables whose every
+    sum of products (and partial sum) is below 2**24 for any input."""
+    if node.op not in ("QConv", "QMatMul"):
         return False
     x, w = node.inputs[0], node.input(1)
     if any(v is None or v.const is None for v in node.inputs[1:5]):
         return False
-    bound = qmath.sum_bound(w.const, np.zeros(w.shape[0], np.int64), x.dtype, node.attrs["x_zp"])
+    zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
+    bound = qmath.sum_bound(w.const, np.zeros(w.shape[0], np.int64), x.dtype, zp)
     return bool(np.all(bound < EXACT))
 
 
 def qconv_in_float(graph: Graph, pays=lambda node: True) -> Graph:
-    """Every QConv that exact_in_float and `pays` (the backend's predicate) as DequantizeLinear,
-    a float Conv and QFinish writing the QConv's own output value."""
+    """Every QConv and QMatMul that exact_in_float and `pays` (the backend's predicate) as
+    DequantizeLinear, a float Conv or MatMul, and QFinish writing the node's own output
+    value."""
     nodes = []
     for n in graph.nodes:
         if not (exact_in_float(n) and pays(n)):
             nodes.append(n)
             continue
         x, w, b, m, s = n.inputs[:5]
-        zp = graph.constant(np.array(n.attrs["x_zp"], x.dtype), n.name + "_x_zp")
+        conv = n.op == "QConv"
+        x_zp = n.attrs["x_zp" if conv else "a_zp"]
+        zp = graph.constant(np.array(x_zp, x.dtype), n.name + "_x_zp")
         one = graph.constant(np.array(1.0, np.float32), n.name + "_one")
         xf = make_node(graph, "DequantizeLinear", [x, one, zp], {}, n.name + "_x")
-        conv = make_node(graph, "Conv", [xf.outputs[0],
-                                         graph.constant(w.const.astype(np.float32), n.name + "_w")],
-                         {k: n.attrs[k] for k in CONV_ATTRS}, n.name + "_sum")
-        bound = qmath.sum_bound(w.const, b.const, x.dtype, n.attrs["x_zp"])
+        if conv:
+            wf = graph.constant(w.const.astype(np.float32), n.name + "_w")
+            prod = make_node(graph, "Conv", [xf.outputs[0], wf],
+                             {k: n.attrs[k] for k in CONV_ATTRS}, n.name + "_sum")
+        else:  # QMatMul's B is [N, K]: one row per output column
+            wf = graph.constant(np.ascontiguousarray(w.const.T.astype(np.float32)), n.name + "_w")
+            prod = make_node(graph, "MatMul", [xf.outputs[0], wf], {}, n.name + "_sum")
+        bound = qmath.sum_bound(w.const, b.const, x.dtype, x_zp)
         ties = qmath.ties_possible(bound, m.const, s.const)
-        fin = make_node(graph, "QFinish", [conv.outputs[0], b, m, s],
-                        dict({k: n.attrs[k] for k in REQ}, ties=int(ties)), n.name,
-                        out=n.outputs[0])
-        nodes += [xf, conv, fin]
+        fin = make_node(graph, "QFinish", [prod.outputs[0], b, m, s],
+                        dict({k: n.attrs[k] for k in REQ}, ties=int(ties), axis=1 if conv else -1),
+                        n.name, out=n.outputs[0])
+        nodes += [xf, prod, fin]
     graph.nodes = nodes
     return graph
-
