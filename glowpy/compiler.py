@@ -300,14 +300,17 @@ QUANTIZED_CONVOLUTIONS = ("auto", "float", "integer")
 
 def _qconv_in_float(opts, target) -> bool:
     """Whether integer convolutions run on the float kernels (ir/passes/quant/float_exact.py):
-    by default on vector targets where time comes first, whose float kernels do several
+    by default on vector targets where time comes first (no -activation-memory=min,
+    -max-activations or -patch-overhead), whose float kernels do several
     multiply-adds per instruction (the integer ones, made for the Cortex-M's DSP pairs, one),
     at the cost of float weights (4x the int8 bytes) and float activations."""
     if opts.quantized_convolutions not in QUANTIZED_CONVOLUTIONS:
         raise UsageError(f"-quantized-convolutions={opts.quantized_convolutions}: expected "
                          f"{', '.join(QUANTIZED_CONVOLUTIONS)}")
     if opts.quantized_convolutions == "auto":
-        return target.caps.float_lanes > 1 and not _memory_first(opts, target)
+        # an activation budget or patches asked for: memory comes first there too
+        asked = opts.max_activations is not None or bool(opts.patch_overhead)
+        return target.caps.float_lanes > 1 and not _memory_first(opts, target) and not asked
     return opts.quantized_convolutions == "float"
 
 

@@ -78,7 +78,8 @@ def test_runtime_weights_are_sliced(tmp_path):
 def test_quantized_weights_stay_quantized(per_channel, tmp_path):
     """QDQ weights (int8, per output channel or per tensor): the cut is taken of the integer
     constant, and the Conv still becomes an integer kernel (within one output quantum of
-    onnxruntime)."""
+    onnxruntime); on the float kernels (the host's default, passes/quant/float_exact.py) it
+    runs the cut too."""
     x = np.clip(f32(1, 8, 14, 14), -2, 2)
     g = GraphBuilder(x=x)
     xs = np.float32(4 / 255)
@@ -97,11 +98,16 @@ def test_quantized_weights_stay_quantized(per_channel, tmp_path):
     yq = g.node("QuantizeLinear", [y, np.array(ys), np.array(128, np.uint8)], output=False)
     g.node("DequantizeLinear", [yq, np.array(ys), np.array(128, np.uint8)])
     model = g.model(opset=13)
-    instrs = memory_report(model, tmp_path / "plan")["instructions"]
+    instrs = memory_report(model, tmp_path / "plan", quantized_convolutions="integer")["instructions"]
     ops = [i["op"] for i in instrs]
     assert "QConv" in ops and "Conv" not in ops, ops
     assert sum(i["executed_macs"] for i in instrs if i["op"] == "QConv") == 8 * 8 * 14 * 14
-    check_against_onnxruntime(model, g.feeds, tmp_path / "run", rtol=0, atol=float(ys) * 1.01)
+    check_against_onnxruntime(model, g.feeds, tmp_path / "run", rtol=0, atol=float(ys) * 1.01,
+                              quantized_convolutions="integer")
+    instrs = memory_report(model, tmp_path / "fplan")["instructions"]
+    assert [i["op"] for i in instrs].count("QFinish") == 1
+    assert sum(i["executed_macs"] for i in instrs if i["op"] == "Conv") == 8 * 8 * 14 * 14
+    check_against_onnxruntime(model, g.feeds, tmp_path / "frun", rtol=0, atol=float(ys) * 1.01)
 
 
 def test_qlinearconv_is_cut_too(tmp_path):

@@ -39,7 +39,9 @@ def _run(info, x):
 
 @pytest.mark.parametrize("name", sorted(HALF_FLOOR))
 def test_int8_models_patched_halve_the_floor_bit_identically(name, tmp_path):
-    plain, rep0 = _build(name, str(tmp_path / "plain"))
+    # the unpatched plan of the same kernels: patches keep the integer ones (by default a
+    # host runs the convolutions on the float kernels, passes/quant/float_exact.py)
+    plain, rep0 = _build(name, str(tmp_path / "plain"), quantized_convolutions="integer")
     patched, rep1 = _build(name, str(tmp_path / "patched"), patch_overhead=10.0)
     act0, act1 = rep0["activations"]["size"], rep1["activations"]["size"]
     assert act1 <= HALF_FLOOR[name] < act0
