@@ -99,8 +99,11 @@ def table(rows: list[dict], peak: float | None) -> str:
         pct = (f"{100 * r['gflops'] / peak:.0f}%, "
                + (f"{100 * ex / peak:.0f}%" if ex else "?")) if peak else "?"
         err = f"{r['max_error']:.2g}" if "max_error" in r else \
-            f"abs {r['max_error_abs'] or 0:.2g}, perf.py's tolerance"
+            ("perf.py's tolerance" if r.get("max_error_abs") is None else
+             f"abs {r['max_error_abs']:.2g}, perf.py's tolerance")
         ok = "agree" if r["agrees"] else "**differ**"
+        if not r.get("agrees_with_ort", True) and r.get("matches_reference"):
+            ok = "**differ from onnxruntime**, match reference"  # (onnxruntime is off it)
         out += (f"| {r['model']} | {r['inputs']} | {r['gflop']:.3g} | {r['weights_mb']:.3g} | "
                 f"{r['bundle_ms']:.4g} | {r['ort_ms']:.4g} | {r['ratio']:.2f} | "
                 f"{r['gflops']:.1f} ({r['ort_gflops']:.1f}) | {pct} | {r['compile_s']:.1f} | "
