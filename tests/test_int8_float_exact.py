@@ -167,3 +167,20 @@ def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
         np.testing.assert_array_equal(y, want[p["name"]])
         np.testing.assert_array_equal(y, r)
         assert lsb(y, e) <= (1 if y.dtype != np.int32 else 0), p["name"]
+
+
+@pytest.mark.parametrize("level", params())
+def test_away_rounding_on_float_kernels(level, tmp_path):
+    """TFLite's rounding (-quantization-rounding=away: the doubling high multiply, then the
+    rounding shift, on 64-bit lanes): the float path equals the integer kernels bit for bit."""
+    model, feeds = conv_model(np.int8, np.random.default_rng(15))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    outs = []
+    for kind in ("float", "integer"):
+        info = glowpy.compile(path, str(tmp_path / kind), quantization_rounding="away",
+                              quantized_convolutions=kind, **level.options)
+        outs.append(Bundle(str(tmp_path / kind), info.name).run(feeds))
+    assert len(outs[0]) == 7
+    for name, y in outs[0].items():
+        np.testing.assert_array_equal(y, outs[1][name], err_msg=name)
