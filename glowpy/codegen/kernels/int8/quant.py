@@ -36,11 +36,6 @@ def _like(ty, width):
     return ir.VectorType(it, ty.count) if isinstance(ty, ir.VectorType) else it
 
 
-def _const(ty, x):
-    """The constant x of type ty (splat over a vector type)."""
-    return ir.Constant(ty, [int(x)] * ty.count if isinstance(ty, ir.VectorType) else int(x))
-
-
 def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = True):
     """acc (i32, or a vector of them) * q * 2**(shift-31) rounded per `mode`
     (qmath.requantize); q and shift are Python ints (per-tensor) or i32 values of acc's shape
@@ -51,7 +46,7 @@ def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = Tru
     correction is left out. Where no tie can occur, the scalar kernels use requant_fast."""
     p_q, p_s = isinstance(q, (int, np.integer)), isinstance(shift, (int, np.integer))
     t32, t64 = _like(acc.type, 32), _like(acc.type, 64)
-    c32, c64 = (lambda x: _const(t32, x)), (lambda x: _const(t64, x))  # noqa: E731
+    c32, c64 = (lambda x: cg.const(t32, x)), (lambda x: cg.const(t64, x))  # noqa: E731
     a64 = b.sext(acc, t64)
     q64 = c64(q) if p_q else b.sext(q, t64)
     i1 = _like(acc.type, 1)
@@ -104,9 +99,9 @@ def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = Tru
 
 def clamp(b, v, attrs):
     """v + y_zp clamped to [lo, hi] (a scalar or a vector)."""
-    v = b.add(v, _const(v.type, attrs["y_zp"])) if attrs["y_zp"] else v
-    v = smax(b, v, _const(v.type, attrs["lo"]))
-    return smin(b, v, _const(v.type, attrs["hi"]))
+    v = b.add(v, cg.const(v.type, attrs["y_zp"])) if attrs["y_zp"] else v
+    v = smax(b, v, cg.const(v.type, attrs["lo"]))
+    return smin(b, v, cg.const(v.type, attrs["hi"]))
 
 
 def clamp_store(k, v64, attrs, ptr, off, dtype):

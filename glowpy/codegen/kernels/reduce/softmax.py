@@ -37,8 +37,8 @@ def plan(k):
 
 def _finisher(vec, mx, s, log):
     """The output as a function of the value the last pass loads (the input for LogSoftmax,
-    the stored exponential for Softmax), given the group's max and sum of exponentials (both
-    kept scaled by 2^64, _exp)."""
+    the stored exponential for Softmax), given the group's max and sum of exponentials (the
+    exponentials and their sum scaled by 2^64: exp_nonpositive's times_2_64)."""
     b = vec.b
     if log:
         # (x - max) - log(sum): folding max + log(sum) into one shift first loses the small

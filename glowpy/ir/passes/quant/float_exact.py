@@ -48,13 +48,12 @@ def exact_in_float(node) -> bool:
     return bool(np.all(bound < EXACT))
 
 
-def qconv_in_float(graph: Graph, pays=lambda node: True) -> Graph:
-    """Every QConv and QMatMul that exact_in_float and `pays` (the backend's predicate) as
-    DequantizeLinear, a float Conv or MatMul, and QFinish writing the node's own output
-    value."""
+def qconv_in_float(graph: Graph) -> Graph:
+    """Every QConv and QMatMul that exact_in_float as DequantizeLinear, a float Conv or
+    MatMul, and QFinish writing the node's own output value."""
     nodes = []
     for n in graph.nodes:
-        if not (exact_in_float(n) and pays(n)):
+        if not exact_in_float(n):
             nodes.append(n)
             continue
         x, w, b, m, s = n.inputs[:5]
