@@ -6,7 +6,8 @@ float); -quantized-convolutions=integer keeps the integer kernels. Cases: uint8 
 bias), a fused Relu, 1x1 with planes that end in a partial vector, strided depthwise layers
 whose output planes end in a partial vector (5x5) or are narrower than a vector (2x2), a 3x3 layer Winograd would take (it must
 not: its transforms round), biases near 2**30 (channels with a tiny weight scale), and a 1x1
-over 2,048 channels whose sums may pass 2**24 (it stays an integer kernel)."""
+over 2,048 channels whose sums may pass 2**24 (float Convs over chunks of 512 or 1,024
+channels, their sums added as integers). A grouped convolution whose sums pass 2**24 stays integer."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,7 +68,10 @@ def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path
     onnx.save(model, path)
     plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
     ops = [i["op"] for i in plan]
-    assert ops.count("QFinish") == 6 and ops.count("QConv") == 1, ops
+    assert ops.count("QFinish") == 7 and "QConv" not in ops, ops
+    # the 2048-channel layer in chunks: its zero point folded into the bias (1x1, no padding),
+    # a uint8 input reaches 255 x 127 per channel (4 chunks of 512), an int8 one 128 x 127 (2)
+    assert ops.count("Conv") == 6 + (4 if dtype == np.uint8 else 2), ops
     fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
     ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
                           **level.options)
@@ -89,7 +93,7 @@ def test_qconv_on_float_kernels_under_qemu_aarch64(tmp_path):
     rng = np.random.default_rng(12)
     model, feeds = conv_model(np.uint8, rng)
     plan = memory_report(model, tmp_path / "plan", target="aarch64")["instructions"]
-    assert [i["op"] for i in plan].count("QFinish") == 6
+    assert [i["op"] for i in plan].count("QFinish") == 7
     info, outs = run_on_aarch64(model, feeds, str(tmp_path / "run"))
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
@@ -191,3 +195,39 @@ def test_away_rounding_on_float_kernels(level, tmp_path):
     for (name, y), r in zip(outs[0].items(), refs):
         np.testing.assert_array_equal(y, outs[1][name], err_msg=name)
         np.testing.assert_array_equal(y, r, err_msg=f"{name}: vs reference")
+
+
+@pytest.mark.parametrize("level", params())
+def test_sums_past_2_24_in_chunks(level, tmp_path):
+    """MatMulInteger over 600 columns with weights at the int8 extremes (sums up to
+    600 x 127 x 255 > 2**24): two float MatMuls over 304 and 296 columns, their sums added as
+    integers; a depthwise 24x24 layer (576 taps x 127 x 255 > 2**24 in one group) stays on the
+    integer kernel. Both equal the integer kernels and the references bit for bit."""
+    rng = np.random.default_rng(16)
+    m = QDQ(np.uint8)
+    wq = np.where(rng.random((600, 19)) < 0.5, -127, 127).astype(np.int8)
+    outs = [m.op("MatMulInteger", ["a", m.c(wq), m.c(np.array(131, np.uint8))])]
+    w = np.full((3, 1, 24, 24), 127, np.int8)
+    wd = m.dq(m.c(w), np.full(3, 0.001, np.float32), np.zeros(3, np.int8), 0)
+    outs.append(m.q(m.op("Conv", [m.dq("d", 0.05, m.zp(0)), wd], group=3), 2.0, 7))
+    feeds = {"a": rng.integers(0, 256, (2, 3, 600)).astype(np.uint8),
+             "d": rng.integers(0, 256, (1, 3, 26, 25)).astype(np.uint8)}
+    feeds["a"][0, 0] = np.where(wq[:, 0] > 0, 255, 0)  # one sum near its bound: about 9.7e6
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    ops = [i["op"] for i in memory_report(model, tmp_path / "plan", **level.options)
+           ["instructions"]]
+    assert ops.count("MatMul") == 2 and ops.count("QFinish") == 1 and \
+        ops.count("QConv") == 1, ops
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
+    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
+                          **level.options)
+    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
+    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    for p, r in zip(fast.outputs, refs):
+        np.testing.assert_array_equal(got[p["name"]], want[p["name"]], err_msg=p["name"])
+        np.testing.assert_array_equal(got[p["name"]], r, err_msg=p["name"])
+    big = np.abs(got[fast.outputs[0]["name"]].astype(np.int64))
+    assert big.max() > 1 << 23  # sums of the size that needed the chunks

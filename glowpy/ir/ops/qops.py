@@ -20,7 +20,8 @@ kernels (codegen/kernels/qconv.py, qmatmul.py, quant.py) perform, so they are th
   Requantize   y = clamp(requantize(x - x_zp) + y_zp): scale changes, Relu/Clip alone.
   QFinish      X float32 holding exact integer sums (a float Conv or MatMul of integer
                operands, from passes/quant/float_exact.py), B (int32 bias), M, S per channel
-               of `axis` -> the QConv's / QMatMul's output: the same bias, requantization,
+               of `axis`, and more such sums (chunks of the input channels) -> the QConv's /
+               QMatMul's output: the sums added as integers, the same bias, requantization,
                clamp and type."""
 from __future__ import annotations
 
@@ -250,15 +251,16 @@ class QFinish(IntOp):
     """axis: the channel axis of the bias and the requantization tables (a Conv's 1, a
     MatMul's last). An int32 output is the sum itself (ConvInteger, MatMulInteger). ties=0: no
     accumulator the inputs allow meets a rounding tie (qmath.ties_possible), so the kernel may
-    leave out the tie correction; the result is the same."""
-    inputs = ("X", "B", "M", "S")
+    leave out the tie correction; the result is the same. Parts: the sums over further chunks
+    of the input channels, each exact in float32, added to X as integers."""
+    inputs = ("X", "B", "M", "S", "parts*")
     attrs = dict(REQ, ties=1, axis=1)
 
     def infer(self, node):
         return [(np.dtype(node.attrs["out_dtype"]), node.inputs[0].shape)]
 
-    def reference(self, node, x, b, m, s):
-        acc = np.asarray(x, np.int64)
+    def reference(self, node, x, b, m, s, *parts):
+        acc = sum((np.asarray(p, np.int64) for p in parts), np.asarray(x, np.int64))
         nd, ax = acc.ndim, node.attrs["axis"] % acc.ndim
         acc = acc + _chan(b, nd, ax)
         if node.attrs["out_dtype"] == "int32":

@@ -24,7 +24,9 @@ def _params(node, x, scale, zp, what: str):
     if scale.dtype != np.float32:
         raise ModelError(f"node '{node.name}' ({node.op}): {what} scale must be float32, got "
                          f"{scale.dtype.name}")
-    if zp is not None and zp.shape != scale.shape:
+    # a scalar beside a one-element 1-D tensor is the same per-tensor parameter (onnxruntime's
+    # quantize_static writes such pairs and runs them)
+    if zp is not None and zp.shape != scale.shape and not (zp.size == 1 == int(np.prod(scale.shape))):
         raise ModelError(f"node '{node.name}' ({node.op}): zero point shape {list(zp.shape)} "
                          f"differs from the scale's {list(scale.shape)}")
     if node.attrs.get("block_size"):

@@ -85,7 +85,8 @@ def select(prog, caps):
     live = _live_bytes(prog)
     bound = max(live, default=0)
     # integer sums in float (passes/quant/float_exact.py) must stay exact: the transforms round
-    exact = {i.node.inputs[0].name for i in prog.instrs if i.op == "QFinish"}
+    exact = {v.name for i in prog.instrs if i.op == "QFinish"
+             for v in i.node.inputs[:1] + i.node.inputs[4:]}
     for idx, ins in enumerate(prog.instrs):
         s = _shape(ins)
         if s is None or ins.node.outputs[0].name in exact:

@@ -15,7 +15,8 @@ from glowpy.codegen.registry import emits
 @emits("QFinish")
 def emit_qfinish(k):
     """The bias and requantization of a QConv / QMatMul after its float form's exact integer
-    sums (passes/quant/float_exact.py), on the target's vectors: fptosi, the bias, the
+    sums (passes/quant/float_exact.py), on the target's vectors: fptosi (of each chunk's sum,
+    added as integers), the bias, the
     fixed-point product, the clamp and a narrow store per vector, or the int32 sum itself for
     an int32 output (ConvInteger, MatMulInteger). Channels along a plane (Conv: axis 1) take
     the channel's values as splats; channels along the last axis (MatMul) take vectors of
@@ -39,6 +40,15 @@ def emit_qfinish(k):
     wide = k.attrs["mode"] == "even" and shifts is not None and bool(np.all(shifts <= -2))
     ties = bool(k.attrs["ties"])
     yt = cg.llvm_type(y.dtype)
+    sums = [0] + list(range(4, len(k.instr.inputs)))  # X and the further chunks' sums
+
+    def total(load, convert):
+        """The sums' integer total (each exact in float32, their total perhaps not)."""
+        acc = None
+        for i in sums:
+            v = convert(load(k.inp(i)))
+            acc = v if acc is None else b.add(acc, v)
+        return acc
 
     def ivec(ptr, off):
         return b.load(cg.gep(b, ptr, off, I32), typ=vec.ity, align=4)
@@ -51,7 +61,7 @@ def emit_qfinish(k):
                 cg.gep(b, k.out(), off, yt), align=1)
 
     def one(i, bias, q, s):
-        acc = b.add(b.fptosi(k.load(k.inp(0), i, np.float32), I32), bias)
+        acc = b.add(total(lambda p: k.load(p, i, np.float32), lambda v: b.fptosi(v, I32)), bias)
         if out32:
             k.store(acc, k.out(), i)
         else:
@@ -71,7 +81,8 @@ def emit_qfinish(k):
                 bv, qv, sv = vec.isplat(bias), splat(q), splat(s)
                 with k.for_range(full, name="v") as t:
                     off = b.add(base, b.mul(t, k.c(w)))
-                    put(b.add(b.fptosi(vec.load(k.inp(0), off), vec.ity), bv), qv, sv, off)
+                    put(b.add(total(lambda p: vec.load(p, off), lambda v: b.fptosi(v, vec.ity)),
+                              bv), qv, sv, off)
             if full * w < inner:
                 with k.for_range(inner, start=full * w, name="p") as p:
                     one(b.add(base, p), bias, q, s)
@@ -85,8 +96,8 @@ def emit_qfinish(k):
                 off = b.add(base, c0)
                 qv = q_c if q_c is not None else ivec(k.inp(2), c0)
                 sv = s_c if s_c is not None else ivec(k.inp(3), c0)
-                put(b.add(b.fptosi(vec.load(k.inp(0), off), vec.ity), ivec(k.inp(1), c0)), qv, sv,
-                    off)
+                put(b.add(total(lambda p: vec.load(p, off), lambda v: b.fptosi(v, vec.ity)),
+                          ivec(k.inp(1), c0)), qv, sv, off)
         if full * w < c:
             with k.for_range(c, start=full * w, name="ch") as ch:
                 one(b.add(base, ch), k.load(k.inp(1), ch, np.int32), param(q_c, 2, ch),

@@ -1,0 +1,126 @@
+"""QAdd and QMul on the target's vectors (x86, AArch64): the general kernel's arithmetic
+(quant.emit_qadd, the op's reference in ir/ops/qops.py) on i32/i64 lanes over runs of the
+output along which each operand is contiguous or one broadcast value.
+
+The general kernel's scalar loop stays scalar after LLVM (its 64-bit products and selects):
+about 5 cycles per element. Int8 networks spend much of their time there: EfficientNet-B0
+quantized by onnxruntime (QDQ, per-channel) has 65 QMul (SiLU's x * sigmoid(x), the
+squeeze-excitation scales) taking 6.75 of its 19.2 ms; ResNet-50's 16 residual QAdd 6.7 of
+86 ms (Zen 4, AVX2 code, -instrument-profile). Figures after this kernel: docs/performance.md."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.int8.quant import I32, clamp, finish, requantize
+from glowpy.codegen.kernels.vectors import Simd
+from glowpy.codegen.registry import variant
+from glowpy.ir import qmath
+
+
+def _runs(k):
+    """(split, inner, contiguous, strides): the run is the output's dims from `split` on (inner
+    elements), the longest suffix along which each operand is either contiguous (its strides
+    the output's) or broadcast (strides 0); contiguous[i] says which; strides are the operands'
+    broadcast strides over the output."""
+    y = k.out_buf()
+    sy = cg.contiguous_strides(y.shape)
+    st = [cg.broadcast_strides(k.in_buf(i).shape, y.shape) for i in (0, 1)]
+    kinds, split = [None, None], len(y.shape)
+    for d in range(len(y.shape) - 1, -1, -1):
+        if y.shape[d] > 1:
+            now = ["c" if s[d] == sy[d] else "b" if s[d] == 0 else None for s in st]
+            if any(kd is None or kinds[i] not in (None, kd) for i, kd in enumerate(now)):
+                break
+            kinds = now
+        split = d
+    return split, math.prod(y.shape[split:]), [kd != "b" for kd in kinds], st
+
+
+def _plan(k):
+    """Vector targets, a run of at least one vector; the output's high-word product (`wide`)
+    and the tie correction as far as the bounds allow."""
+    w = Simd.of(k.caps).width
+    if w == 1 or k.attrs["out_dtype"] == "int32":
+        return None
+    split, inner, _, _ = _runs(k)
+    if inner < w:
+        return None
+    t = k.attrs
+    bound = _bound(k)
+    return {"wide": t["mode"] == "even" and t["y_s"] <= -2,
+            "ties": qmath.ties_possible(bound, t["y_q"], t["y_s"])}
+
+
+def _bound(k) -> int:
+    """The largest |accumulator| the operands' types allow (before the output's
+    requantization)."""
+    t = k.attrs
+    devs = []
+    for i, n in ((0, "a"), (1, "b")):
+        info = np.iinfo(k.in_buf(i).dtype)
+        devs.append(max(abs(int(info.min) - t[f"{n}_zp"]), abs(int(info.max) - t[f"{n}_zp"])))
+    if k.node.op == "QMul":
+        return devs[0] * devs[1]
+    return sum(abs(int(qmath.requantize(np.int64(d) << t["left_shift"], t[f"{n}_q"],
+                                        t[f"{n}_s"], "away"))) + 1
+               for d, n in zip(devs, "ab"))
+
+
+@variant("QAdd", "vector", rank=5, plan=_plan)
+@variant("QMul", "vector", rank=5, plan=_plan)
+def emit(k, params):
+    b, t = k.b, k.attrs
+    y = k.out_buf()
+    w = Simd.of(k.caps).width
+    ity = ir.VectorType(I32, w)
+    split, inner, contig, st = _runs(k)
+    sy = cg.contiguous_strides(y.shape)
+    dts = [k.in_buf(i).dtype for i in (0, 1)]
+    zps = [t["a_zp"], t["b_zp"]]
+
+    def value(i, off, ty):
+        """Operand i at off (a scalar or w lanes), widened to i32, less its zero point."""
+        et = cg.llvm_type(dts[i])
+        n = ty.count if isinstance(ty, ir.VectorType) else 1
+        lt = et if n == 1 else ir.VectorType(et, n)
+        v = b.load(cg.gep(b, k.inp(i), off, et), typ=lt, align=1)
+        v = b.sext(v, ty) if cg.is_signed(dts[i]) else b.zext(v, ty)
+        return b.sub(v, cg.const(ty, zps[i])) if zps[i] else v
+
+    def acc_of(da, db):
+        if k.node.op == "QMul":
+            return b.mul(da, db)
+        sh = cg.const(da.type, t["left_shift"])
+        ra = b.trunc(requantize(b, b.shl(da, sh), t["a_q"], t["a_s"], "away"), da.type)
+        rb = b.trunc(requantize(b, b.shl(db, sh), t["b_q"], t["b_s"], "away"), db.type)
+        return b.add(ra, rb)
+
+    yt = cg.llvm_type(y.dtype)
+    outer = y.shape[:split] or (1,)
+    strides = [s[:split] or [0] for s in (st[0], st[1], sy)]
+    full = inner // w
+    with k.strided_loop(outer, strides) as (ia, ib, iy):
+        # a broadcast operand: one value for the whole run, splat once
+        fixed = [None if contig[i] else value(i, base, I32) for i, base in ((0, ia), (1, ib))]
+        splats = [None if f is None else b.shuffle_vector(
+            b.insert_element(ir.Constant(ity, ir.Undefined), f, ir.Constant(I32, 0)),
+            ir.Constant(ity, ir.Undefined), ir.Constant(ity, [0] * w)) for f in fixed]
+        with k.for_range(full, name="v") as v:
+            off = b.mul(v, k.c(w))
+            da, db = [splats[i] if splats[i] is not None else value(i, b.add(base, off), ity)
+                      for i, base in ((0, ia), (1, ib))]
+            r = requantize(b, acc_of(da, db), t["y_q"], t["y_s"], t["mode"], params["wide"],
+                           params["ties"])
+            r = clamp(b, r, t)  # on the requantized width: a scale above 1 may pass 32 bits
+            b.store(b.trunc(r, ir.VectorType(yt, w)), cg.gep(b, k.out(), b.add(iy, off), yt),
+                    align=1)
+        if full * w < inner:
+            with k.for_range(inner, start=full * w, name="e") as e:
+                da, db = [fixed[i] if fixed[i] is not None else value(i, b.add(base, e), I32)
+                          for i, base in ((0, ia), (1, ib))]
+                finish(k, acc_of(da, db), t["y_q"], t["y_s"], k.out(), b.add(iy, e), y.dtype,
+                       params["wide"])

@@ -1,0 +1,108 @@
+"""QAdd and QMul on vectors (glowpy/codegen/kernels/int8/qbinary.py) at every x86 vector
+level: outputs equal the general scalar kernel's (forced through the registry) and the ops'
+numpy references bit for bit, and lie within 1 LSB of onnxruntime (which rounds in float).
+Shapes: the same shape with a tail after the last full vector (5x17 planes), a per-channel
+operand broadcast over the planes (squeeze-excitation's scale), a row broadcast along the
+last axis, a scalar, and an operand broadcast over the leading axis only; uint8 and int8; an
+output scale above 1 (requantized values past 32 bits before the clamp) and TFLite's rounding
+(-quantization-rounding=away)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import glowpy
+from glowpy.frontend.onnx import load_onnx
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.passes.pipeline import optimize
+from glowpy.runtime import Bundle
+from test_int8 import QDQ, lsb
+from util import make_graph_model, memory_report, run_onnxruntime
+from vector_levels import params
+
+SHAPES = {"x": (2, 6, 5, 17), "c": (1, 6, 1, 1), "r": (17,), "s": (), "l": (1, 6, 5, 17)}
+
+
+def binary_model(dtype, rng):
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    scale = {"x": 0.05, "c": 0.02, "r": 0.04, "s": 0.03, "l": 0.06}
+    zero = {"x": lo + 120, "c": lo + 3, "r": lo + 200, "s": lo + 90, "l": lo + 128}
+
+    def dq(name):
+        return m.dq(name, scale[name], m.zp(zero[name]))
+    outs = []
+    for op in ("Add", "Mul"):
+        for other in ("x", "c", "r", "s", "l"):
+            outs.append(m.q(m.op(op, [dq("x"), dq(other)]), 0.07 if op == "Add" else 0.1,
+                            lo + 100))
+    # a requantization scale above 1 (tiny output scale): values far past int32 before the
+    # clamp saturates them
+    outs.append(m.q(m.op("Mul", [dq("x"), dq("l")]), 1e-5, lo + 5))
+    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in SHAPES.items()}
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("rounding", ["even", "away"])
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
+    model, feeds = binary_model(dtype, np.random.default_rng(21))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    plan = memory_report(model, tmp_path / "plan", quantization_rounding=rounding,
+                         **level.options)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan if i["op"] in ("QAdd", "QMul")]
+    # every output is a run of a full vector or more except the scalar-only ones (none here)
+    assert len(kinds) == 11 and all(v == "vector" for _, v in kinds), kinds
+    scalar = {"QAdd": ("default", {}), "QMul": ("default", {})}
+    outs = []
+    for name, forced in (("v", {}), ("s", scalar)):
+        info = glowpy.compile(path, str(tmp_path / name), quantization_rounding=rounding,
+                              kernel_variants=forced, **level.options)
+        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
+    g = load_onnx(path)
+    g.quant_rounding = rounding  # what -quantization-rounding sets (passes/quant/patterns.py)
+    refs = evaluate(optimize(g), feeds)
+    ort = run_onnxruntime(model, feeds)
+    (info, got), (_, want) = outs
+    assert len(refs) == len(info.outputs) == 11
+    for p, r, e in zip(info.outputs, refs, ort):
+        y = got[p["name"]]
+        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs scalar")
+        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
+        if rounding == "even":
+            assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    last = got[info.outputs[-1]["name"]]
+    info8 = np.iinfo(dtype)
+    assert np.any(last == info8.max) and np.any(last == info8.min)  # the clamp did work
+
+
+def test_one_element_scale_beside_a_scalar_zero_point(tmp_path):
+    """onnxruntime's quantize_static writes per-tensor pairs of a [1] scale and a [] zero
+    point (its QDQ ResNet-50 and MobileNetV2): the same parameter, compiled and run; a zero
+    point of two elements beside one scale stays an error naming the node."""
+    from glowpy.errors import ModelError
+    from onnx import numpy_helper
+    rng = np.random.default_rng(22)
+    m = QDQ(np.uint8)
+    a = m.op("DequantizeLinear", ["x", m.c(np.array([0.05], np.float32)),
+                                  m.c(np.array(120, np.uint8))])
+    out = m.q(m.op("Add", [a, m.dq("y", 0.03, m.zp(7))]), 0.07, 100)
+    feeds = {"x": rng.integers(0, 256, (1, 4, 9, 9)).astype(np.uint8),
+             "y": rng.integers(0, 256, (1, 4, 9, 9)).astype(np.uint8)}
+    model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"))
+    y = Bundle(str(tmp_path / "b"), info.name).run(feeds)[info.outputs[0]["name"]]
+    np.testing.assert_array_equal(y, evaluate(optimize(load_onnx(path)), feeds)[0])
+    assert lsb(y, run_onnxruntime(model, feeds)[0]) <= 1
+    zp = next(i for i in model.graph.initializer if numpy_helper.to_array(i).dtype == np.uint8
+              and numpy_helper.to_array(i).shape == ())
+    zp.CopyFrom(numpy_helper.from_array(np.array([120, 120], np.uint8), zp.name))
+    onnx.save(model, path)
+    with pytest.raises(ModelError, match="DequantizeLinear.*zero point shape"):
+        glowpy.compile(path, str(tmp_path / "c"))
