@@ -379,9 +379,12 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
             graph = graph_rewrites(_memory_first(opts, target))(graph)
         graph = optimize(graph, opts.opt_level)
         if opts.opt_level > 0:
+            from glowpy.codegen import registry
             from glowpy.codegen.kernels.catalog import late_rewrites
-            graph = late_rewrites(target.caps, _memory_first(opts, target), opts.winograd,
-                                  _qconv_in_float(opts, target))(graph)
+            # forced variants count here too: a rewrite may leave a layer for one (int8/pairs)
+            with registry.forcing(opts.kernel_variants):
+                graph = late_rewrites(target.caps, _memory_first(opts, target), opts.winograd,
+                                      _qconv_in_float(opts, target))(graph)
         if opts.dump_graph_dag:
             write_dump("dump-graph-DAG", opts.dump_graph_dag, to_dot(graph))
         _check_dtypes(graph)

@@ -23,6 +23,10 @@ from test_int8 import QDQ, lsb
 from util import make_graph_model, memory_report, run_onnxruntime
 from vector_levels import params
 
+# the 1x1 layers go to the float kernels here, not to x86's int16 pair GEMM
+# (tests/test_int8_pairs.py)
+NO_PAIRS = {"QConv": "!pairs"}
+
 
 def conv_model(dtype, rng):
     m = QDQ(dtype)
@@ -66,13 +70,14 @@ def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path
     model, feeds = conv_model(dtype, rng)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
-    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    plan = memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
+                         **level.options)["instructions"]
     ops = [i["op"] for i in plan]
     assert ops.count("QFinish") == 7 and "QConv" not in ops, ops
     # the 2048-channel layer in chunks: its zero point folded into the bias (1x1, no padding),
     # a uint8 input reaches 255 x 127 per channel (4 chunks of 512), an int8 one 128 x 127 (2)
     assert ops.count("Conv") == 6 + (4 if dtype == np.uint8 else 2), ops
-    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
+    fast = glowpy.compile(path, str(tmp_path / "f"), kernel_variants=NO_PAIRS, **level.options)
     ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
                           **level.options)
     got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
@@ -186,7 +191,8 @@ def test_away_rounding_on_float_kernels(level, tmp_path):
     outs = []
     for kind in ("float", "integer"):
         info = glowpy.compile(path, str(tmp_path / kind), quantization_rounding="away",
-                              quantized_convolutions=kind, **level.options)
+                              quantized_convolutions=kind, kernel_variants=NO_PAIRS,
+                              **level.options)
         outs.append(Bundle(str(tmp_path / kind), info.name).run(feeds))
     g = load_onnx(path)
     g.quant_rounding = "away"  # what -quantization-rounding=away sets (passes/quant/patterns.py)

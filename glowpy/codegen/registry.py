@@ -122,6 +122,18 @@ def is_forced(op: str, name: str) -> bool:
     return forced is not None and forced[0] == name
 
 
+def allowed(op: str, name: str) -> bool:
+    """May variant `name` of `op` be chosen in the current compile (neither another variant
+    forced nor this one passed over)? For choices made before code generation on behalf of a
+    variant, such as leaving a layer integer for it."""
+    forced = _FORCED.get().get(op)
+    if forced is None:
+        return True
+    if forced[0] == "!":
+        return name not in forced[1]
+    return forced[0] == name
+
+
 def forced_params(op: str):
     """The params forced for `op`'s variant in the current compile, or None (for choices made
     before code generation, such as the Winograd rewrite's blocking)."""

@@ -9,7 +9,7 @@ from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, 
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
-from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, qadd_table, qbinary, qfinish, quant  # noqa: F401
+from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs, qadd_table, qbinary, qfinish, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax, vector  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
@@ -52,7 +52,9 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv_float: 
     from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
-    first = qconv_in_float if qconv_float else (lambda graph: graph)
+    # the 1x1 layers the int16 pair GEMM takes stay integer (kernels/int8/pairs.py)
+    first = (lambda graph: qconv_in_float(graph, lambda n: pairs.takes(caps, n))) \
+        if qconv_float else (lambda graph: graph)
     if memory_first:  # all add activation bytes
         return first
 

@@ -61,6 +61,10 @@ class TargetCaps:
     # kernels keep their size-free rules): the host's own from sysfs, else the family's usual
     l1d_bytes: int = 0
     l2_bytes: int = 0
+    # int16 pairs multiplied and added into int32 lanes at twice the float FMA's multiply-adds
+    # per instruction (x86's pmaddwd, every level from SSE2): the int8 1x1 kernel
+    # (kernels/int8/pairs.py). AArch64's smlal does a float FMA's four.
+    pair_madd: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -149,6 +153,7 @@ def caps_of(spec) -> TargetCaps:
                            or attrs.get(TAG_DSP_EXTENSION) == 1),
         fp_round=any(f in (arm_fpu or "") for f in ("fpv5", "armv8")),
         pointer_bits=spec.pointer_bits, memory_first=m_profile or arch == "riscv32",
+        pair_madd=arch in ("x86_64", "i386") and lanes > 1,
         **_caches(spec, m_profile or arch == "riscv32"))
 
 

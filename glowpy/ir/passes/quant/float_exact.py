@@ -111,13 +111,13 @@ def _products(graph: Graph, n, xf, bounds: list[int]) -> list:
     return sums
 
 
-def qconv_in_float(graph: Graph) -> Graph:
-    """Every QConv and QMatMul with exact_chunks as DequantizeLinear, a float Conv or MatMul
-    per chunk, and QFinish adding the chunks' sums as integers and writing the node's own
-    output value."""
+def qconv_in_float(graph: Graph, keep=lambda node: False) -> Graph:
+    """Every QConv and QMatMul with exact_chunks, unless `keep(node)` (an integer kernel serves
+    it better), as DequantizeLinear, a float Conv or MatMul per chunk, and QFinish adding the
+    chunks' sums as integers and writing the node's own output value."""
     nodes = []
     for n in graph.nodes:
-        bounds = exact_chunks(n)
+        bounds = None if keep(n) else exact_chunks(n)
         if bounds is None:
             nodes.append(n)
             continue

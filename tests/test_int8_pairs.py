@@ -1,0 +1,88 @@
+"""Stride-1 1x1 QConv on x86's int16 pair multiply-add (glowpy/codegen/kernels/int8/pairs.py)
+at every x86 vector level: outputs equal the scalar integer kernel's (QConv:direct, forced)
+and the integer ops' numpy references bit for bit, and lie within 1 LSB of onnxruntime.
+Cases: an odd channel count (the last pair's zero half) with 13 output channels (a partial
+register block) on a 7x7 plane (a partial tile) and a fused Relu; 64 -> 40 on 10x12
+(full tiles, then a rest) with per-tensor weights; 3 input channels on 4x4; a channel
+whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; uint8 and
+int8 inputs with zero points; both roundings."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import glowpy
+from glowpy.frontend.onnx import load_onnx
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.passes.pipeline import optimize
+from glowpy.runtime import Bundle
+from test_int8 import QDQ, lsb
+from util import make_graph_model, memory_report, run_onnxruntime
+from vector_levels import params
+
+INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),
+          "e": (1, 20, 37)}
+
+
+def pointwise_model(dtype, rng):
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    xs = {"a": 0.05, "b": 0.03, "c": 0.2, "d": 0.04, "e": 0.06}
+
+    def conv(name, mo, per_channel=True, big_bias=False, relu=False, ys=0.05, yz=lo + 100):
+        c = INPUTS[name][1]
+        w, sw = m.weight((mo, c) + (1,) * (len(INPUTS[name]) - 2), 0, rng, per_channel)
+        b = rng.integers(-3000, 3000, mo).astype(np.int32)
+        if big_bias:
+            b[0] = (1 << 30) - 5
+        bias = m.dq(m.c(b), (xs[name] * np.asarray(sw) * np.ones(mo)).astype(np.float32),
+                    np.zeros(mo, np.int32), 0)
+        y = m.op("Conv", [m.dq(name, xs[name], m.zp(lo + 120)), w, bias])
+        return m.q(m.op("Relu", [y]) if relu else y, ys, lo if relu else yz)
+    outs = [conv("a", 13, relu=True), conv("b", 40, per_channel=False), conv("c", 8),
+            conv("b", 12, big_bias=True), conv("d", 24), conv("e", 9)]
+    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in INPUTS.items()}
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("rounding", ["even", "away"])
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_pointwise_qconv_on_pairs(dtype, level, rounding, tmp_path):
+    model, feeds = pointwise_model(dtype, np.random.default_rng(31))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    opts = dict(quantization_rounding=rounding, **level.options)
+    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
+    assert kinds == [("QConv", "pairs")] * 6, kinds
+    outs = []
+    for name, forced in (("p", {}), ("d", {"QConv": "direct"})):
+        info = glowpy.compile(path, str(tmp_path / name), kernel_variants=forced, **opts)
+        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
+    g = load_onnx(path)
+    g.quant_rounding = rounding  # what -quantization-rounding sets (passes/quant/patterns.py)
+    refs = evaluate(optimize(g), feeds)
+    (info, got), (_, want) = outs
+    assert len(refs) == len(info.outputs) == 6
+    for p, r, e in zip(info.outputs, refs, run_onnxruntime(model, feeds)):
+        y = got[p["name"]]
+        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs direct")
+        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
+        if rounding == "even":
+            assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    sat = got[info.outputs[3]["name"]][0, 0]
+    assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
+    assert len(np.unique(got[info.outputs[1]["name"]])) > 50  # a spread of values, not a clamp
+
+
+def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
+    """AArch64 has no pair multiply-add worth it (TargetCaps.pair_madd): the layers take the
+    float kernels there; -kernel-variant=QConv:!pairs does the same on x86."""
+    model, _ = pointwise_model(np.uint8, np.random.default_rng(32))
+    for name, opts in (("arm", dict(target="aarch64")),
+                       ("x86", dict(mcpu="x86-64-v3", kernel_variants={"QConv": "!pairs"}))):
+        ops = [i["op"] for i in memory_report(model, tmp_path / name, **opts)["instructions"]]
+        assert "QConv" not in ops and ops.count("QFinish") == 6, (name, ops)
