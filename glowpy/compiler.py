@@ -298,20 +298,24 @@ ACTIVATION_MEMORY = ("auto", "min", "fast")
 QUANTIZED_CONVOLUTIONS = ("auto", "float", "integer")
 
 
-def _qconv_in_float(opts, target) -> bool:
-    """Whether integer convolutions run on the float kernels (ir/passes/quant/float_exact.py):
-    by default on vector targets where time comes first (no -activation-memory=min,
-    -max-activations or -patch-overhead), whose float kernels do several
-    multiply-adds per instruction (the integer ones, made for the Cortex-M's DSP pairs, one),
-    at the cost of float weights (4x the int8 bytes) and float activations."""
+def _qconv_in_float(opts, target) -> str | None:
+    """How integer convolutions run where their integer kernels are slow: "auto", by default
+    on vector targets where time comes first (no -activation-memory=min, -max-activations or
+    -patch-overhead): x86's int16 pair GEMM where it applies (kernels/int8/pairs.py: int16
+    weights beside the int8 ones), the rest on the float kernels (ir/passes/quant/
+    float_exact.py: float weights, 4x the int8 bytes, and float activations), whose
+    multiply-adds per instruction are several (the integer kernels, made for the Cortex-M's
+    DSP pairs, do one); "float" (-quantized-convolutions=float): the float kernels only;
+    None: the integer kernels and int8 weights."""
     if opts.quantized_convolutions not in QUANTIZED_CONVOLUTIONS:
         raise UsageError(f"-quantized-convolutions={opts.quantized_convolutions}: expected "
                          f"{', '.join(QUANTIZED_CONVOLUTIONS)}")
     if opts.quantized_convolutions == "auto":
         # an activation budget or patches asked for: memory comes first there too
         asked = opts.max_activations is not None or bool(opts.patch_overhead)
-        return target.caps.float_lanes > 1 and not _memory_first(opts, target) and not asked
-    return opts.quantized_convolutions == "float"
+        fast = target.caps.float_lanes > 1 and not _memory_first(opts, target) and not asked
+        return "auto" if fast else None
+    return "float" if opts.quantized_convolutions == "float" else None
 
 
 def _memory_first(opts, target) -> bool:

@@ -128,7 +128,7 @@ def test_winograd_leaves_the_exact_sums_direct(tmp_path):
     feeds = {"z": rng.integers(0, 256, (1, 32, 28, 28)).astype(np.uint8),
              "f": rng.standard_normal((1, 32, 112, 112)).astype(np.float32)}
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    forced = {"ConvWinograd": ("winograd", dict(m=2))}
+    forced = {"ConvWinograd": ("winograd", dict(m=2)), **NO_PAIRS}
     plan = memory_report(model, tmp_path / "plan", kernel_variants=forced,
                          **level.options)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan]

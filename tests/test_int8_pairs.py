@@ -1,5 +1,5 @@
-"""Stride-1 1x1 QConv on x86's int16 pair multiply-add (glowpy/codegen/kernels/int8/pairs.py)
-at every x86 vector level: outputs equal the scalar integer kernel's (QConv:direct, forced)
+"""QConv on x86's int16 pair multiply-add (glowpy/codegen/kernels/int8/pairs.py, and
+pairs_window.py for windows) at every x86 vector level: outputs equal the scalar integer kernel's (QConv:direct, forced)
 and the integer ops' numpy references bit for bit, and lie within 1 LSB of onnxruntime.
 Cases: an odd channel count (the last pair's zero half) with 13 output channels (a partial
 register block) on a 7x7 plane (a partial tile) and a fused Relu; 64 -> 40 on 10x12
@@ -78,11 +78,72 @@ def test_pointwise_qconv_on_pairs(dtype, level, rounding, tmp_path):
     assert len(np.unique(got[info.outputs[1]["name"]])) > 50  # a spread of values, not a clamp
 
 
+WINDOWS = {"f": (1, 16, 13, 11), "g": (1, 3, 19, 17), "h": (2, 9, 6, 5), "i": (1, 12, 29)}
+
+
+def window_model(dtype, rng):
+    """QConvs with windows: 3x3 padded (13x11: a row of one full vector and a rest on AVX2),
+    3x3 at stride 2, 3x3 at dilation 2 with asymmetric padding, a 7x7 stride-2 stem over 3
+    channels (an odd channel count, 147 reduction steps: an odd pair count), a 2x3 kernel over
+    9 channels on 6x5 (rows narrower than a vector, a batch of two), a Conv1d of kernel 5 at
+    stride 2 with padding, a fused Relu."""
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+
+    def conv(name, mo, kernel, relu=False, **attrs):
+        c = WINDOWS[name][1]
+        w, sw = m.weight((mo, c) + kernel, 0, rng)
+        bias = m.dq(m.c(rng.integers(-3000, 3000, mo).astype(np.int32)),
+                    (0.05 * np.asarray(sw)).astype(np.float32), np.zeros(mo, np.int32), 0)
+        y = m.op("Conv", [m.dq(name, 0.05, m.zp(lo + 120)), w, bias], **attrs)
+        return m.q(m.op("Relu", [y]) if relu else y, 0.2, lo if relu else lo + 100)
+    outs = [conv("f", 10, (3, 3), pads=[1, 1, 1, 1], relu=True),
+            conv("f", 7, (3, 3), pads=[1, 1, 1, 1], strides=[2, 2]),
+            conv("f", 8, (3, 3), pads=[2, 1, 0, 2], dilations=[2, 2]),
+            conv("g", 16, (7, 7), pads=[3, 3, 3, 3], strides=[2, 2]),
+            conv("h", 5, (2, 3)),
+            conv("i", 6, (5,), pads=[2, 1], strides=[2])]
+    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in WINDOWS.items()}
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_window_qconv_on_pairs(dtype, level, tmp_path):
+    model, feeds = window_model(dtype, np.random.default_rng(33))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"], i["variant"]["params"]["window"]) for i in plan
+             if "Conv" in i["op"]]
+    assert kinds == [("QConv", "pairs", True)] * 6, kinds
+    outs = []
+    for name, forced in (("p", {}), ("d", {"QConv": "direct"})):
+        info = glowpy.compile(path, str(tmp_path / name), kernel_variants=forced,
+                              **level.options)
+        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    (info, got), (_, want) = outs
+    for p, r, e in zip(info.outputs, refs, run_onnxruntime(model, feeds)):
+        y = got[p["name"]]
+        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs direct")
+        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
+        assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+        assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
+
+
 def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
     """AArch64 has no pair multiply-add worth it (TargetCaps.pair_madd): the layers take the
-    float kernels there; -kernel-variant=QConv:!pairs does the same on x86."""
+    float kernels there; -kernel-variant=QConv:!pairs does the same on x86, and
+    -quantized-convolutions=integer keeps the int8-weight integer kernels."""
     model, _ = pointwise_model(np.uint8, np.random.default_rng(32))
     for name, opts in (("arm", dict(target="aarch64")),
                        ("x86", dict(mcpu="x86-64-v3", kernel_variants={"QConv": "!pairs"}))):
         ops = [i["op"] for i in memory_report(model, tmp_path / name, **opts)["instructions"]]
         assert "QConv" not in ops and ops.count("QFinish") == 6, (name, ops)
+    # -quantized-convolutions=integer: the integer kernels with int8 weights alone
+    plan = memory_report(model, tmp_path / "int", mcpu="x86-64-v3",
+                         quantized_convolutions="integer")["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
+    assert len(kinds) == 6 and all(o == "QConv" and v != "pairs" for o, v in kinds), kinds

@@ -9,7 +9,8 @@ from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, 
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
-from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs, qadd_table, qbinary, qfinish, quant  # noqa: F401
+from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs, pairs_window  # noqa: F401
+from glowpy.codegen.kernels.int8 import qadd_table, qbinary, qfinish, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax, vector  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
@@ -25,7 +26,7 @@ def graph_rewrites(memory_first: bool):
     return (lambda graph: graph) if memory_first else as_product_col2im
 
 
-def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv_float: bool = False):
+def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | None = None):
     """The backend's step after the graph pipeline, where time comes first: a Gemm's
     transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py)
     unless its few rows of A take dot products over B as it lies (gemm/dot.py);
@@ -40,9 +41,10 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv_float: 
     28x28, Zen 3, 512 KiB of L2, machine under load; onnxruntime 157-194 ms in the same runs):
     unsplit 271-277 ms; chunks of 448 channels (block weights in half of L2) 185-187; 144
     (input + block weights 534 KiB, past L2) 188-201; 128 (475 KiB) 104; 112 (416 KiB)
-    99-129; 56 141 (the output read and written once per chunk). With qconv_float, first the
+    99-129; 56 141 (the output read and written once per chunk). With qconv, first the
     integer convolutions whose sums float32 holds exactly become float ones
-    (glowpy/ir/passes/quant/float_exact.py; compiler._qconv_in_float decides)."""
+    (glowpy/ir/passes/quant/float_exact.py; compiler._qconv_in_float decides), except, with
+    "auto", those x86's int16 pair GEMM takes (kernels/int8/pairs.py; marked for it)."""
     import math
 
     from glowpy.ir.passes.dilated import space_to_batch
@@ -52,9 +54,11 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv_float: 
     from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
-    # the 1x1 layers the int16 pair GEMM takes stay integer (kernels/int8/pairs.py)
-    first = (lambda graph: qconv_in_float(graph, lambda n: pairs.takes(caps, n))) \
-        if qconv_float else (lambda graph: graph)
+    def first(graph):
+        if qconv is None:
+            return graph
+        return qconv_in_float(graph, (lambda n: pairs.mark(caps, n)) if qconv == "auto"
+                              else (lambda n: False))
     if memory_first:  # all add activation bytes
         return first
 

@@ -29,49 +29,75 @@ from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Simd, Vec, declare
 from glowpy.codegen import registry
-from glowpy.codegen.registry import variant
 from glowpy.ir import qmath
 
 I16 = ir.IntType(16)
 
 
+def _pointwise(node) -> bool:
+    """An unpadded stride-1 1x1 (the flat panels: positions across rows)."""
+    win = node.opdef.window(node)
+    return all(d == 1 for d in node.inputs[1].shape[2:]) and all(v == 1 for v in win.strides) \
+        and not any(win.pads_begin) and not any(win.pads_end)
+
+
+def tile_shape(caps, node):
+    """(MR, NV) of the register tile, or None where one tile's packed pairs (C x taps / 2 x NR
+    int32) outgrow SCRATCH_MAX even with one vector of positions."""
+    simd = simd_of(caps)
+    x, y = node.inputs[0], node.outputs[0]
+    k2 = (x.shape[1] * math.prod(node.inputs[1].shape[2:]) + 1) // 2
+    npos = math.prod(y.shape[2:]) if _pointwise(node) else y.shape[-1]
+    mr, nv = plan_tiles(y.shape[1], k2, npos, simd)
+    while nv > 1 and 4 * k2 * nv * simd.width > SCRATCH_MAX:
+        nv -= 1
+    return None if 4 * k2 * nv * simd.width > SCRATCH_MAX else (mr, nv)
+
+
 def takes(caps, node) -> bool:
-    """A QConv this kernel runs: 1x1, stride 1, unpadded, one group, constant weights, bias and
-    requantization tables, 8-bit input and output, on a target with the pair multiply-add
-    (and the variant not passed over: -kernel-variant=QConv:!pairs)."""
+    """A QConv this kernel runs: one group, one or two spatial dims, constant weights, bias and
+    requantization tables, 8-bit input and output, one tile's pairs within SCRATCH_MAX, on a
+    target with the pair multiply-add (and the variant not passed over:
+    -kernel-variant=QConv:!pairs)."""
     if not caps.pair_madd or node.op != "QConv" or node.attrs["group"] != 1 or \
             not registry.allowed("QConv", "pairs"):
         return False
     x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
     if any(v is None or v.const is None for v in node.inputs[1:5]) or \
-            any(np.dtype(v.dtype) not in (np.int8, np.uint8) for v in (x, y)):
-        return False
-    win = node.opdef.window(node)
-    if any(d != 1 for d in w.shape[2:]) or any(s != 1 for s in win.strides) or \
-            any(win.pads_begin) or any(win.pads_end) or x.shape[2:] != y.shape[2:]:
+            any(np.dtype(v.dtype) not in (np.int8, np.uint8) for v in (x, y)) or \
+            len(x.shape) not in (3, 4):
         return False
     bound = qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, node.attrs["x_zp"])
-    return bool(np.all(bound < 1 << 31))
+    return bool(np.all(bound < 1 << 31)) and tile_shape(caps, node) is not None
+
+
+def mark(caps, node) -> bool:
+    """Where time comes first (-quantized-convolutions=auto; compiler._qconv_in_float): marks
+    a QConv this kernel takes for it; the float rewrite then leaves it integer. Elsewhere the
+    integer kernels keep int8 weights alone (this kernel adds their int16 pairs)."""
+    if not takes(caps, node):
+        return False
+    node.attrs["_pairs"] = 1
+    return True
 
 
 def plan(k):
     """{"mr", "nv", "tiles", "wide", "ties"}: the float packed GEMM's register tile (the same
-    registers, one int32 vector per accumulator), panels of whole tiles within SCRATCH_MAX."""
-    if not takes(k.caps, k.node):
+    registers, one int32 vector per accumulator), panels of whole tiles within SCRATCH_MAX
+    (a 1x1; one tile, a row's positions, otherwise)."""
+    if not (k.node.attrs.get("_pairs") or registry.is_forced("QConv", "pairs")) or \
+            not takes(k.caps, k.node):
         return None
+    mr, nv = tile_shape(k.caps, k.node)
     x, y = k.in_buf(0), k.out_buf()
-    simd = simd_of(k.caps)
-    m, c, npos = y.shape[1], x.shape[1], math.prod(x.shape[2:])
-    mr, nv = plan_tiles(m, (c + 1) // 2, npos, simd)
-    nr = nv * simd.width
-    pair_bytes = 4 * ((c + 1) // 2) * nr
-    if pair_bytes > SCRATCH_MAX:
-        return None
+    k2 = (x.shape[1] * math.prod(k.in_buf(1).shape[2:]) + 1) // 2
+    nr = nv * simd_of(k.caps).width
     t = k.attrs
     shifts = k.const(4)
     bound = qmath.sum_bound(k.const(1), k.const(2), x.dtype, t["x_zp"])
-    return {"mr": mr, "nv": nv,
-            "tiles": panel_tiles((c + 1) // 2, nr, math.ceil(npos / nr), SCRATCH_MAX),
+    tiles = panel_tiles(k2, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
+        if _pointwise(k.node) else 1
+    return {"mr": mr, "nv": nv, "tiles": tiles, "window": not _pointwise(k.node),
             "wide": t["mode"] == "even" and bool(np.all(shifts <= -2)),
             "ties": qmath.ties_possible(bound, k.const(3), shifts)}
 
@@ -131,8 +157,9 @@ class PairsEmitter:
         x, y = k.in_buf(0), k.out_buf()
         self.xdt, self.ydt = x.dtype, y.dtype
         self.n, self.c, self.m = x.shape[0], x.shape[1], y.shape[1]
-        self.c2 = (self.c + 1) // 2
-        self.npos = math.prod(x.shape[2:])
+        self.taps = math.prod(k.in_buf(1).shape[2:])
+        self.c2 = (self.c * self.taps + 1) // 2  # int32 pairs per position
+        self.npos = math.prod(y.shape[2:])
         self.nr = self.nv * self.w
         self.wp = k.add_table(packed_weights(k.const(1), self.mr), "pairs")
         buf = cg.alloca_in_entry(self.b, ir.ArrayType(I32, self.nt * self.c2 * self.nr), "pairs")
@@ -265,8 +292,3 @@ class PairsEmitter:
                     for e in range(lanes):
                         b.store(b.extract_element(r, ir.Constant(I32, e)),
                                 cg.gep(b, k.out(), b.add(off, k.c(e)), yt))
-
-
-@variant("QConv", "pairs", rank=30, plan=plan)
-def emit(k, p):
-    PairsEmitter(k, p).emit()

@@ -1,0 +1,134 @@
+"""The int16 pair GEMM (pairs.py) for QConvs with a window: any kernel, stride, dilation and
+padding, one or two spatial dims. A tile is a run of NR positions of one output row; before
+its GEMM the tile's reduction (C x taps, in the weights' order c * taps + t) is packed as
+int32 pairs of neighbouring reduction steps: per input channel pair and tap a vector load
+of the input row (every s-th byte at stride s), less the zero point, with the lanes that
+fall in the padding zeroed. Rows of a plane narrower than a tile leave lanes empty (7 of 8
+on a 7x7 plane); the packing is done once per tile for all output channels."""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen.kernels.int8.pairs import I16, PairsEmitter, plan
+from glowpy.codegen.kernels.int8.quant import I32
+from glowpy.codegen.registry import variant
+
+
+def _2d(t, fill):
+    return tuple(t) if len(t) == 2 else (fill,) + tuple(t)
+
+
+class WindowPairs(PairsEmitter):
+    def __init__(self, k, p):
+        super().__init__(k, p)
+        x, y = k.in_buf(0), k.out_buf()
+        win = k.node.opdef.window(k.node)
+        self.h, self.wd = _2d(x.shape[2:], 1)
+        self.ho, self.wo = _2d(y.shape[2:], 1)
+        self.kh, self.kw = _2d(k.in_buf(1).shape[2:], 1)
+        self.sh, self.sw = _2d(win.strides, 1)
+        self.dh, self.dw = _2d(win.dilations, 1)
+        self.ph, self.pw = _2d(win.pads_begin, 0)
+        span = (self.w - 1) * self.sw + 1
+        # strays of an edge vector read bytes of the region (Kernel.readable), not past it
+        self.room = k.room_around(k.inp(0), math.ceil((span + self.pw + self.kw * self.dw) / 4))
+        self.ht = ir.VectorType(I16, self.w)
+
+    def emit(self):
+        k, b = self.k, self.b
+        with k.for_range(self.n, name="n") as n:
+            with k.for_range(self.ho, name="oh") as oh:
+                for ow0 in range(0, self.wo, self.nr):
+                    lanes = min(self.nr, self.wo - ow0)
+                    self.pack_row(n, oh, ow0, lanes)
+                    p0 = b.add(b.mul(oh, k.c(self.wo)), k.c(ow0))
+                    last = None if lanes == self.nr else lanes
+                    cg.for_runs(b, self.m, self.mr,
+                                lambda o0, rows: self.tile(n, p0, k.c(0), o0, rows, last),
+                                k.intp, "mb")
+
+    def _row(self, n, c, oh, kh):
+        """(offset of input row ih = oh * sh + kh * dh - ph of channel c, an i1 that it lies
+        inside the input, or None where it always does)."""
+        k, b = self.k, self.b
+        lo = kh * self.dh - self.ph
+        hi = (self.ho - 1) * self.sh + lo
+        ih = b.add(b.mul(oh, k.c(self.sh)), k.c(lo)) if self.sh != 1 or lo else oh
+        ok = None
+        if lo < 0 or hi >= self.h:
+            ok = b.and_(b.icmp_signed(">=", ih, k.c(0)), b.icmp_signed("<", ih, k.c(self.h)))
+            ih = b.select(ok, ih, k.c(0))  # an address inside the input; the lanes are zeroed
+        chan = b.add(b.mul(n, k.c(self.c)), c)
+        return b.mul(b.add(b.mul(chan, k.c(self.h)), ih), k.c(self.wd)), ok
+
+    def _vector(self, row, ok, kw, first, lanes):
+        """The 16-bit lanes (x - zp) of tap column kw for output columns first .. first + w
+        (those from `lanes` on, and those in the padding, zero)."""
+        k, b, w = self.k, self.b, self.w
+        iws = [(first + e) * self.sw + kw * self.dw - self.pw for e in range(w)]
+        valid = [e < lanes and 0 <= iw < self.wd for e, iw in enumerate(iws)]
+        zero = cg.const(self.ht, 0)
+        if not any(valid):
+            return zero
+        et = cg.llvm_type(self.xdt)
+        ptr = k.inp(0)
+        if all(valid) or self.room:
+            span = (w - 1) * self.sw + 1
+            v = b.load(cg.gep(b, ptr, b.add(row, k.c(iws[0])), et),
+                       typ=ir.VectorType(et, span), align=1)
+            if self.sw > 1:
+                v = b.shuffle_vector(v, ir.Constant(ir.VectorType(et, span), ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, w),
+                                                 [e * self.sw for e in range(w)]))
+        else:  # an edge vector, read lane by lane
+            v = ir.Constant(ir.VectorType(et, w), [0] * w)
+            for e in (e for e in range(w) if valid[e]):
+                v = b.insert_element(v, k.load(ptr, b.add(row, k.c(iws[e])), self.xdt),
+                                     ir.Constant(I32, e))
+        v = b.sext(v, self.ht) if cg.is_signed(self.xdt) else b.zext(v, self.ht)
+        zp = k.attrs["x_zp"]
+        v = b.sub(v, cg.const(self.ht, zp)) if zp else v
+        if not all(valid):
+            v = b.select(ir.Constant(ir.VectorType(cg.I1, w), valid), v, zero)
+        return b.select(ok, v, zero) if ok is not None else v
+
+    def _taps(self, n, c, oh, ow0, lanes):
+        """Per tap (kh, kw), the NV vectors of channel c for the tile's positions."""
+        out = []
+        for kh in range(self.kh):
+            row, ok = self._row(n, c, oh, kh)
+            for kw in range(self.kw):
+                out.append([self._vector(row, ok, kw, ow0 + j * self.w, lanes - j * self.w)
+                            for j in range(self.nv)])
+        return out
+
+    def pack_row(self, n, oh, ow0, lanes):
+        """buf[r // 2][0:NR] = the pairs (r, r + 1) of reduction steps r = c * taps + t."""
+        k, b, w = self.k, self.b, self.w
+        inter = ir.Constant(ir.VectorType(I32, 2 * w), [v for e in range(w) for v in (e, e + w)])
+        taps = self.kh * self.kw
+
+        def store(seq, first):
+            """Pairs of consecutive items of seq from pair index `first` on."""
+            if len(seq) % 2:
+                seq = seq + [[cg.const(self.ht, 0)] * self.nv]
+            for i in range(len(seq) // 2):
+                d = b.mul(b.add(first, k.c(i)), k.c(self.nr))
+                for j in range(self.nv):
+                    v = b.shuffle_vector(seq[2 * i][j], seq[2 * i + 1][j], inter)
+                    self.vec_store(b.bitcast(v, ir.VectorType(I32, w)), b.add(d, k.c(j * w)))
+        if self.c // 2:
+            with k.for_range(self.c // 2, name="cp") as cp:
+                c0 = b.mul(cp, k.c(2))
+                store(self._taps(n, c0, oh, ow0, lanes) +
+                      self._taps(n, b.add(c0, k.c(1)), oh, ow0, lanes), b.mul(cp, k.c(taps)))
+        if self.c % 2:
+            store(self._taps(n, k.c(self.c - 1), oh, ow0, lanes), k.c(self.c // 2 * taps))
+
+
+@variant("QConv", "pairs", rank=30, plan=plan)
+def emit(k, p):
+    (WindowPairs if p["window"] else PairsEmitter)(k, p).emit()
