@@ -7,6 +7,8 @@
     python benchmarks/zoo_perf.py --models resnet18,bert_tiny --no-docs
     python benchmarks/zoo_perf.py --profile            # and the time per op family, both sides
     python benchmarks/zoo_perf.py --shared --no-docs   # and perf.py's models, in one run
+    python benchmarks/zoo_perf.py --models resnet50_int8,mobilenet_v2_int8 --no-docs
+                                                       # int8 QDQ CNNs (zoo/quantized.py)
     python benchmarks/zoo_perf.py --mcpu znver3        # AVX2 code (a Zen 3's) on this host
     python benchmarks/zoo_perf.py --mcpu znver3 --ort-avx2   # and onnxruntime's AVX2 kernels:
                                                        # rewrites the AVX2 zoo table
@@ -18,7 +20,8 @@ work directory, compiled for the host CPU and measured the way benchmarks/perf.p
 onnxruntime with intra_op_num_threads=1, default graph optimizations and IOBinding; the
 best batch of back-to-back calls, the two sides alternating for several rounds, the calling
 thread's CPU time). The outputs are checked against onnxruntime's with the issue's model
-tolerance (1e-3 * max|ref| + 1e-4). GFLOP/s count 2 per multiply-add of Conv, ConvTranspose,
+tolerance (1e-3 * max|ref| + 1e-4); the int8 CNNs' (zoo/quantized.py) against the integer
+ops' numpy references bit for bit, with their distance from onnxruntime's in output quanta. GFLOP/s count 2 per multiply-add of Conv, ConvTranspose,
 Gemm and MatMul (perf.model_macs, from the shapes glowpy infers)."""
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ import op_families  # noqa: E402
 import perf  # noqa: E402  (puts the checkout and tests/ on the path)
 import glowpy  # noqa: E402
 from zoo import ZOO, errors  # noqa: E402
+from zoo.quantized import ZOO_INT8  # noqa: E402
 
 BEGIN, END = "<!-- zoo benchmark: begin -->", "<!-- zoo benchmark: end -->"
 AVX2_BEGIN, AVX2_END = "<!-- zoo avx2 benchmark: begin -->", "<!-- zoo avx2 benchmark: end -->"
@@ -45,7 +49,7 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
             profile: bool = False, mcpu: str | None = None) -> dict:
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
-    model, feeds = ZOO[name](perf=True)
+    model, feeds = (ZOO.get(name) or ZOO_INT8[name])(perf=True)
     path = os.path.join(d, name + ".onnx")
     onnx.save(model, path)
     t0 = time.process_time()
@@ -62,6 +66,9 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
         bt = min(bt, t)
         ot = min(ot, ort.run(seconds, batches, clock))
     errs = errors(outs, ort.outputs)
+    checks = {"agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs)}
+    if name in ZOO_INT8:
+        checks = int8_checks(path, feeds, outs, ort.outputs)
     flops = 2 * perf.model_macs(path)
     fams = op_families.profile(path, feeds, d, bt, ot, mcpu) if profile else {}
     return {"model": name, "bundle_ms": bt, "ort_ms": ot, "ratio": bt / ot, "gflop": flops / 1e9,
@@ -69,8 +76,25 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
             "executed_gflops": None if executed is None else 2 * executed / (bt * 1e-3) / 1e9,
             "weights_mb": info.manifest["memory"]["constant"] / 1e6, "compile_s": compile_s,
             "inputs": ", ".join("x".join(map(str, v.shape)) for v in feeds.values()),
-            "agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs),
-            **({"families": fams} if profile else {})}
+            **checks, **({"families": fams} if profile else {})}
+
+
+def int8_checks(path: str, feeds: dict, outs: list, ort_outs: list) -> dict:
+    """An int8 model's outputs against the integer ops' numpy references (bit for bit: the
+    arbiter, as onnxruntime's AVX2 int8 kernels saturate 16-bit sums and its requantization
+    rounds in float), and their distance from onnxruntime's in quanta of the output grid."""
+    import numpy as np
+    from glowpy.frontend.onnx import load_onnx
+    from glowpy.ir.evaluate import evaluate
+    from glowpy.ir.passes.pipeline import optimize
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    quanta = 0.0
+    for g, r, e in zip(outs, refs, ort_outs):
+        grid = np.diff(np.unique(np.asarray(r, np.float64)))
+        step = grid.min() if grid.size else 1.0
+        quanta = max(quanta, float(np.abs(np.asarray(g, np.float64) - e).max() / step))
+    return {"agrees": all(np.array_equal(g, r) for g, r in zip(outs, refs)),
+            "quanta_from_ort": quanta}
 
 
 def measure_shared(name: str, path: str, work: str, a) -> dict:
@@ -102,6 +126,9 @@ def table(rows: list[dict], peak: float | None) -> str:
             ("perf.py's tolerance" if r.get("max_error_abs") is None else
              f"abs {r['max_error_abs']:.2g}, perf.py's tolerance")
         ok = "agree" if r["agrees"] else "**differ**"
+        if "quanta_from_ort" in r:  # an int8 zoo model (int8_checks)
+            ok = "match reference" if r["agrees"] else "**differ from reference**"
+            err = f"{r['quanta_from_ort']:.0f} output quanta from onnxruntime"
         if not r.get("agrees_with_ort", True) and r.get("matches_reference"):
             ok = "**differ from onnxruntime**, match reference"  # (onnxruntime is off it)
         out += (f"| {r['model']} | {r['inputs']} | {r['gflop']:.3g} | {r['weights_mb']:.3g} | "
@@ -118,7 +145,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shared", action="store_true", help="also measure benchmarks/perf.py's "
                     "models (../shared/models, ResNet-18, MobileNetV2) in the same run")
     a = ap.parse_args(argv)
-    models = {n: None for n in ZOO}
+    models = {n: None for n in list(ZOO) + list(ZOO_INT8)}
     if a.shared:
         models |= {"shared:" + n: p for n, p in (perf.shared_paths() | perf.build_models.build()).items()}
     rows, peak, said = perf.measure_all(ap, a, models, lambda n, work: measure(

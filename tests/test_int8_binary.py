@@ -21,20 +21,21 @@ from test_int8 import QDQ, lsb
 from util import make_graph_model, memory_report, run_onnxruntime
 from vector_levels import params
 
-SHAPES = {"x": (2, 6, 5, 17), "c": (1, 6, 1, 1), "r": (17,), "s": (), "l": (1, 6, 5, 17)}
+SHAPES = {"x": (2, 6, 5, 17), "y": (2, 6, 5, 17), "c": (1, 6, 1, 1), "r": (17,), "s": (),
+          "l": (1, 6, 5, 17)}
 
 
 def binary_model(dtype, rng):
     m = QDQ(dtype)
     lo = -128 if np.dtype(dtype) == np.int8 else 0
-    scale = {"x": 0.05, "c": 0.02, "r": 0.04, "s": 0.03, "l": 0.06}
-    zero = {"x": lo + 120, "c": lo + 3, "r": lo + 200, "s": lo + 90, "l": lo + 128}
+    scale = {"x": 0.05, "y": 0.025, "c": 0.02, "r": 0.04, "s": 0.03, "l": 0.06}
+    zero = {"x": lo + 120, "y": lo + 30, "c": lo + 3, "r": lo + 200, "s": lo + 90, "l": lo + 128}
 
     def dq(name):
         return m.dq(name, scale[name], m.zp(zero[name]))
     outs = []
     for op in ("Add", "Mul"):
-        for other in ("x", "c", "r", "s", "l"):
+        for other in ("y", "c", "r", "s", "l"):
             outs.append(m.q(m.op(op, [dq("x"), dq(other)]), 0.07 if op == "Add" else 0.1,
                             lo + 100))
     # a requantization scale above 1 (tiny output scale): values far past int32 before the
@@ -106,3 +107,37 @@ def test_one_element_scale_beside_a_scalar_zero_point(tmp_path):
     onnx.save(model, path)
     with pytest.raises(ModelError, match="DequantizeLinear.*zero point shape"):
         glowpy.compile(path, str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_gated_activations_become_one_table(dtype, tmp_path):
+    """SiLU (x * Sigmoid(x)), hard-swish (x * HardSigmoid(x)) and x + Tanh(x) in QDQ form:
+    one QTable each (passes/quant/tables.py), equal bit for bit to the QTable + QMul/QAdd
+    they replace (the pipeline without the pass) and within 1 LSB of onnxruntime."""
+    from glowpy.ir.passes import pipeline
+    from glowpy.ir.passes.quant.tables import compose_tables
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    outs = []
+    for act, op, ys in (("Sigmoid", "Mul", 0.02), ("HardSigmoid", "Mul", 0.03),
+                        ("Tanh", "Add", 0.04)):
+        x = m.dq("x", 0.05, m.zp(lo + 120))
+        g = m.dq(m.q(m.op(act, [x]), 1 / 256 if act != "Tanh" else 1 / 128,
+                     lo if act != "Tanh" else lo + 128), 1 / 256 if act != "Tanh" else 1 / 128,
+                 m.zp(lo if act != "Tanh" else lo + 128))
+        outs.append(m.q(m.op(op, [m.dq("x", 0.05, m.zp(lo + 120)), g]), ys, lo + 60))
+    feeds = {"x": np.arange(lo, lo + 256).astype(dtype).reshape(1, 4, 8, 8)}
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    ops = [i["op"] for i in memory_report(model, tmp_path / "plan")["instructions"]]
+    assert ops.count("QTable") == 3 and "QMul" not in ops and "QAdd" not in ops, ops
+    info = glowpy.compile(path, str(tmp_path / "b"))
+    got = Bundle(str(tmp_path / "b"), info.name).run(feeds)
+    apart = [p for p in pipeline.PIPELINE if p is not compose_tables]
+    refs = evaluate(optimize(load_onnx(path), passes=apart), feeds)
+    for p, r, e in zip(info.outputs, refs, run_onnxruntime(model, feeds)):
+        y = got[p["name"]]
+        np.testing.assert_array_equal(y, r, err_msg=p["name"])
+        assert lsb(y, e) <= 1, p["name"]
+        assert len(np.unique(y)) > 30, p["name"]

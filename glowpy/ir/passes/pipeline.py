@@ -25,6 +25,7 @@ from glowpy.ir.passes.gelu import recognize_gelu
 from glowpy.ir.passes.merge_pad import merge_pad
 from glowpy.ir.passes.patchify import patchify_to_pointwise
 from glowpy.ir.passes.quant.fold import fold_quantization
+from glowpy.ir.passes.quant.tables import compose_tables
 from glowpy.ir.passes.quant.profile import quantize_from_profile
 from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
@@ -70,6 +71,9 @@ PIPELINE = [
     # -load-profile: float ops on profiled ranges become integer ops (the profiler's graph is
     # the graph as it is here: everything above runs before model-profiler records a range)
     quantize_from_profile,
+    # an int8 QMul/QAdd of x and a table of x (SiLU, hard-swish) as one table (after both
+    # quantization passes have written their QTables)
+    compose_tables,
     # kernel == stride Convs as SpaceToDepth + 1x1 Conv (after merge_pad: a merged pad keeps
     # the window; after profiling: QConv is not rewritten)
     patchify_to_pointwise,

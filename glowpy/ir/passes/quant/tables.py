@@ -1,0 +1,48 @@
+"""Functions of one byte composed into one table: a QMul or QAdd whose two operands are each
+the same 8-bit value x or a QTable of x is itself a function of x alone, so a 256-entry table
+(computed with the op's own reference on every value of x: the same arithmetic, bit for bit).
+
+That is how int8 models spell the gated activations: SiLU / Swish (x * sigmoid(x), which
+onnxruntime's quantizer writes as a QDQ Sigmoid and a QDQ Mul of it with x), hard-swish
+(x * HardSigmoid(x)) and GELU's x * Phi(x). Two passes over the tensor and a QMul become one
+table lookup. EfficientNet-B0 quantized by onnxruntime (49 SiLU), Zen 4, AVX2 code: the QMul
+and QTable passes took 3.6 of 11.4 ms (benchmarks/zoo/quantized.py; figures after this pass in
+docs/performance.md)."""
+from __future__ import annotations
+
+import numpy as np
+
+from glowpy.ir.graph import Graph
+from glowpy.ir.passes.util import make_node
+
+BINARY = ("QMul", "QAdd")
+
+
+def _of_byte(v):
+    """(x, table) when v is x itself (table None) or QTable(x) with a constant table."""
+    p = v.producer
+    if p is not None and p.op == "QTable" and p.inputs[1].const is not None:
+        return p.inputs[0], np.asarray(p.inputs[1].const)
+    return v, None
+
+
+def compose_tables(graph: Graph) -> Graph:
+    """Every QMul/QAdd of two functions of the same byte tensor (same shape) as a QTable."""
+    nodes = []
+    for n in graph.nodes:
+        y = n.outputs[0] if n.outputs else None
+        if n.op not in BINARY or y.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+            nodes.append(n)
+            continue
+        (xa, ta), (xb, tb) = _of_byte(n.inputs[0]), _of_byte(n.inputs[1])
+        if xa is not xb or xa.dtype.itemsize != 1 or xa.shape != y.shape or \
+                n.inputs[0].shape != n.inputs[1].shape:
+            nodes.append(n)
+            continue
+        lo = int(np.iinfo(xa.dtype).min)
+        grid = np.arange(lo, lo + 256).astype(xa.dtype)
+        table = n.opdef.reference(n, grid if ta is None else ta, grid if tb is None else tb)[0]
+        t = graph.constant(np.asarray(table, y.dtype), n.name + "_table")
+        nodes.append(make_node(graph, "QTable", [xa, t], {}, n.name, out=y))
+    graph.nodes = nodes
+    return graph
