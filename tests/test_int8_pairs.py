@@ -73,6 +73,12 @@ def test_pointwise_qconv_on_pairs(dtype, level, rounding, tmp_path):
         np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
         if rounding == "even":
             assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    if rounding == "even":  # weights stored once: their int16 pairs in place of the int8 ones
+        ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
+                              **level.options)
+        weights = sum(int(np.prod(i.dims)) for i in model.graph.initializer if i.data_type == 3)
+        extra = info.memory["constant"] - ints.memory["constant"]
+        assert weights <= extra <= weights + 16 * 64, (extra, weights)  # 1 byte more each
     sat = got[info.outputs[3]["name"]][0, 0]
     assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
     assert len(np.unique(got[info.outputs[1]["name"]])) > 50  # a spread of values, not a clamp

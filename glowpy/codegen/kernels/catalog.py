@@ -57,7 +57,7 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
     def first(graph):
         if qconv is None:
             return graph
-        return qconv_in_float(graph, (lambda n: pairs.mark(caps, n)) if qconv == "auto"
+        return qconv_in_float(graph, (lambda n: pairs.mark(caps, n, graph)) if qconv == "auto"
                               else (lambda n: False))
     if memory_first:  # all add activation bytes
         return first
