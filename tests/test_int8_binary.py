@@ -17,6 +17,7 @@ from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
+from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ, lsb
 from util import make_graph_model, memory_report, run_onnxruntime
 from vector_levels import params
@@ -41,7 +42,7 @@ def binary_model(dtype, rng):
     # a requantization scale above 1 (tiny output scale): values far past int32 before the
     # clamp saturates them
     outs.append(m.q(m.op("Mul", [dq("x"), dq("l")]), 1e-5, lo + 5))
-    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in SHAPES.items()}
+    feeds = byte_feeds(SHAPES, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
@@ -50,32 +51,16 @@ def binary_model(dtype, rng):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
     model, feeds = binary_model(dtype, np.random.default_rng(21))
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
     plan = memory_report(model, tmp_path / "plan", quantization_rounding=rounding,
                          **level.options)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if i["op"] in ("QAdd", "QMul")]
     # every output is a run of a full vector or more except the scalar-only ones (none here)
     assert len(kinds) == 11 and all(v == "vector" for _, v in kinds), kinds
     scalar = {"QAdd": ("default", {}), "QMul": ("default", {})}
-    outs = []
-    for name, forced in (("v", {}), ("s", scalar)):
-        info = glowpy.compile(path, str(tmp_path / name), quantization_rounding=rounding,
-                              kernel_variants=forced, **level.options)
-        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
-    g = load_onnx(path)
-    g.quant_rounding = rounding  # what -quantization-rounding sets (passes/quant/patterns.py)
-    refs = evaluate(optimize(g), feeds)
-    ort = run_onnxruntime(model, feeds)
-    (info, got), (_, want) = outs
-    assert len(refs) == len(info.outputs) == 11
-    for p, r, e in zip(info.outputs, refs, ort):
-        y = got[p["name"]]
-        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
-        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs scalar")
-        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
-        if rounding == "even":
-            assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    opts = dict(quantization_rounding=rounding, **level.options)
+    info, got = same_as_references(model, feeds, tmp_path, [opts, dict(opts, kernel_variants=scalar)],
+                                   ort_lsb=1 if rounding == "even" else None)
+    assert len(info.outputs) == 11
     last = got[info.outputs[-1]["name"]]
     info8 = np.iinfo(dtype)
     assert np.any(last == info8.max) and np.any(last == info8.min)  # the clamp did work

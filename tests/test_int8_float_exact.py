@@ -19,8 +19,9 @@ from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
-from test_int8 import QDQ, lsb
-from util import make_graph_model, memory_report, run_onnxruntime
+from int8_check import same_as_references
+from test_int8 import QDQ
+from util import make_graph_model, memory_report
 from vector_levels import params
 
 # the 1x1 layers go to the float kernels here, not to x86's int16 pair GEMM
@@ -68,8 +69,6 @@ def conv_model(dtype, rng):
 def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path):
     rng = np.random.default_rng(11)
     model, feeds = conv_model(dtype, rng)
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
     plan = memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
                          **level.options)["instructions"]
     ops = [i["op"] for i in plan]
@@ -77,18 +76,9 @@ def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path
     # the 2048-channel layer in chunks: its zero point folded into the bias (1x1, no padding),
     # a uint8 input reaches 255 x 127 per channel (4 chunks of 512), an int8 one 128 x 127 (2)
     assert ops.count("Conv") == 6 + (4 if dtype == np.uint8 else 2), ops
-    fast = glowpy.compile(path, str(tmp_path / "f"), kernel_variants=NO_PAIRS, **level.options)
-    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
-                          **level.options)
-    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
-    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
-    refs = evaluate(optimize(load_onnx(path)), feeds)
-    for p, r, e in zip(fast.outputs, refs, run_onnxruntime(model, feeds)):
-        y = got[p["name"]]
-        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
-        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs integer kernel")
-        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
-        assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    fast, got = same_as_references(model, feeds, tmp_path, [
+        dict(kernel_variants=NO_PAIRS, **level.options),
+        dict(quantized_convolutions="integer", **level.options)])
     assert len(np.unique(got[fast.outputs[5]["name"]][0, 0])) == 1  # the 2**30 bias saturates
 
 
@@ -163,21 +153,8 @@ def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
     plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
     assert [i["op"] for i in plan].count("QFinish") == 2, [i["op"] for i in plan]
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
-    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
-    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
-                          **level.options)
-    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
-    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
-    refs = evaluate(optimize(load_onnx(path)), feeds)
-    ort = run_onnxruntime(model, feeds)
-    for p, r, e in zip(fast.outputs, refs, ort):
-        y = got[p["name"]]
-        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
-        np.testing.assert_array_equal(y, want[p["name"]])
-        np.testing.assert_array_equal(y, r)
-        assert lsb(y, e) <= (1 if y.dtype != np.int32 else 0), p["name"]
+    same_as_references(model, feeds, tmp_path, [
+        level.options, dict(quantized_convolutions="integer", **level.options)])
 
 
 @pytest.mark.parametrize("level", params())
@@ -224,16 +201,7 @@ def test_sums_past_2_24_in_chunks(level, tmp_path):
            ["instructions"]]
     assert ops.count("MatMul") == 2 and ops.count("QFinish") == 1 and \
         ops.count("QConv") == 1, ops
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
-    fast = glowpy.compile(path, str(tmp_path / "f"), **level.options)
-    ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
-                          **level.options)
-    got = Bundle(str(tmp_path / "f"), fast.name).run(feeds)
-    want = Bundle(str(tmp_path / "i"), ints.name).run(feeds)
-    refs = evaluate(optimize(load_onnx(path)), feeds)
-    for p, r in zip(fast.outputs, refs):
-        np.testing.assert_array_equal(got[p["name"]], want[p["name"]], err_msg=p["name"])
-        np.testing.assert_array_equal(got[p["name"]], r, err_msg=p["name"])
+    fast, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(quantized_convolutions="integer", **level.options)], ort_lsb=None)
     big = np.abs(got[fast.outputs[0]["name"]].astype(np.int64))
     assert big.max() > 1 << 23  # sums of the size that needed the chunks

@@ -9,16 +9,12 @@ int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 
 import glowpy
-from glowpy.frontend.onnx import load_onnx
-from glowpy.ir.evaluate import evaluate
-from glowpy.ir.passes.pipeline import optimize
-from glowpy.runtime import Bundle
-from test_int8 import QDQ, lsb
-from util import make_graph_model, memory_report, run_onnxruntime
+from int8_check import byte_feeds, same_as_references
+from test_int8 import QDQ
+from util import make_graph_model, memory_report
 from vector_levels import params
 
 INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),
@@ -42,7 +38,7 @@ def pointwise_model(dtype, rng):
         return m.q(m.op("Relu", [y]) if relu else y, ys, lo if relu else yz)
     outs = [conv("a", 13, relu=True), conv("b", 40, per_channel=False), conv("c", 8),
             conv("b", 12, big_bias=True), conv("d", 24), conv("e", 9)]
-    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in INPUTS.items()}
+    feeds = byte_feeds(INPUTS, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
@@ -52,27 +48,13 @@ def pointwise_model(dtype, rng):
 def test_pointwise_qconv_on_pairs(dtype, level, rounding, tmp_path):
     model, feeds = pointwise_model(dtype, np.random.default_rng(31))
     path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
     opts = dict(quantization_rounding=rounding, **level.options)
     plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
     assert kinds == [("QConv", "pairs")] * 6, kinds
-    outs = []
-    for name, forced in (("p", {}), ("d", {"QConv": "direct"})):
-        info = glowpy.compile(path, str(tmp_path / name), kernel_variants=forced, **opts)
-        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
-    g = load_onnx(path)
-    g.quant_rounding = rounding  # what -quantization-rounding sets (passes/quant/patterns.py)
-    refs = evaluate(optimize(g), feeds)
-    (info, got), (_, want) = outs
-    assert len(refs) == len(info.outputs) == 6
-    for p, r, e in zip(info.outputs, refs, run_onnxruntime(model, feeds)):
-        y = got[p["name"]]
-        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
-        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs direct")
-        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
-        if rounding == "even":
-            assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [opts, dict(opts, kernel_variants={"QConv": "direct"})],
+                                   ort_lsb=1 if rounding == "even" else None)
     if rounding == "even":  # weights stored once: their int16 pairs in place of the int8 ones
         ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
                               **level.options)
@@ -109,7 +91,7 @@ def window_model(dtype, rng):
             conv("g", 16, (7, 7), pads=[3, 3, 3, 3], strides=[2, 2]),
             conv("h", 5, (2, 3)),
             conv("i", 6, (5,), pads=[2, 1], strides=[2])]
-    feeds = {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in WINDOWS.items()}
+    feeds = byte_feeds(WINDOWS, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
@@ -117,25 +99,14 @@ def window_model(dtype, rng):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_window_qconv_on_pairs(dtype, level, tmp_path):
     model, feeds = window_model(dtype, np.random.default_rng(33))
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
     plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
     kinds = [(i["op"], i["variant"]["name"], i["variant"]["params"]["window"]) for i in plan
              if "Conv" in i["op"]]
     assert kinds == [("QConv", "pairs", True)] * 6, kinds
-    outs = []
-    for name, forced in (("p", {}), ("d", {"QConv": "direct"})):
-        info = glowpy.compile(path, str(tmp_path / name), kernel_variants=forced,
-                              **level.options)
-        outs.append((info, Bundle(str(tmp_path / name), info.name).run(feeds)))
-    refs = evaluate(optimize(load_onnx(path)), feeds)
-    (info, got), (_, want) = outs
-    for p, r, e in zip(info.outputs, refs, run_onnxruntime(model, feeds)):
+    info, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(level.options, kernel_variants={"QConv": "direct"})])
+    for p in info.outputs:
         y = got[p["name"]]
-        assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
-        np.testing.assert_array_equal(y, want[p["name"]], err_msg=f"{p['name']}: vs direct")
-        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
-        assert lsb(y, e) <= 1, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
 
 

@@ -1,0 +1,50 @@
+"""One check the int8 kernel tests share: a model compiled with several option sets (the
+kernel under test first, then the ones it must equal), each bundle run, every output equal bit
+for bit across them and to the integer ops' numpy references (with the rounding the options
+ask for), and within `ort_lsb` of onnxruntime where given (it rounds its requantization in
+float, so one LSB apart; int32 sums must equal its exactly)."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+import glowpy
+from glowpy.frontend.onnx import load_onnx
+from glowpy.ir.evaluate import evaluate
+from glowpy.ir.passes.pipeline import optimize
+from glowpy.runtime import Bundle
+from test_int8 import lsb
+from util import run_onnxruntime
+
+
+def byte_feeds(shapes: dict, dtype, rng) -> dict:
+    """Inputs of every value of `dtype` (int8 or uint8), one array per name and shape."""
+    lo = int(np.iinfo(dtype).min)
+    return {n: rng.integers(lo, lo + 256, s).astype(dtype) for n, s in shapes.items()}
+
+
+def same_as_references(model, feeds, tmp_path, options: list[dict], ort_lsb: int | None = 1):
+    """(BundleInfo, outputs) of the first option set, after the checks above."""
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    runs = []
+    for i, opts in enumerate(options):
+        info = glowpy.compile(path, str(tmp_path / f"b{i}"), **opts)
+        runs.append((info, Bundle(str(tmp_path / f"b{i}"), info.name).run(feeds)))
+    g = load_onnx(path)
+    g.quant_rounding = options[0].get("quantization_rounding", "even")  # what the option sets
+    refs = evaluate(optimize(g), feeds)
+    expected = run_onnxruntime(model, feeds) if ort_lsb is not None else [None] * len(refs)
+    info, got = runs[0]
+    assert len(refs) == len(info.outputs) == len(expected)
+    for p, r, e in zip(info.outputs, refs, expected):
+        y = got[p["name"]]
+        assert y.shape == r.shape, p["name"]
+        for i, (_, other) in enumerate(runs[1:], 1):
+            np.testing.assert_array_equal(y, other[p["name"]], err_msg=f"{p['name']}: vs {options[i]}")
+        np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
+        if e is not None:
+            assert y.dtype == e.dtype and y.shape == e.shape, p["name"]
+            limit = 0 if y.dtype == np.int32 else ort_lsb
+            assert lsb(y, e) <= limit, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
+    return info, got
