@@ -21,8 +21,9 @@ onnxruntime with intra_op_num_threads=1, default graph optimizations and IOBindi
 best batch of back-to-back calls, the two sides alternating for several rounds, the calling
 thread's CPU time). The outputs are checked against onnxruntime's with the issue's model
 tolerance (1e-3 * max|ref| + 1e-4); the int8 CNNs' (zoo/quantized.py) against the integer
-ops' numpy references bit for bit, with their distance from onnxruntime's in output quanta. GFLOP/s count 2 per multiply-add of Conv, ConvTranspose,
-Gemm and MatMul (perf.model_macs, from the shapes glowpy infers)."""
+ops' numpy references bit for bit, with their distance from onnxruntime's in output quanta.
+GFLOP/s count 2 per multiply-add of Conv, ConvTranspose, Gemm and MatMul (perf.model_macs,
+from the shapes glowpy infers)."""
 from __future__ import annotations
 
 import json

@@ -41,7 +41,8 @@ def same_as_references(model, feeds, tmp_path, options: list[dict], ort_lsb: int
         y = got[p["name"]]
         assert y.shape == r.shape, p["name"]
         for i, (_, other) in enumerate(runs[1:], 1):
-            np.testing.assert_array_equal(y, other[p["name"]], err_msg=f"{p['name']}: vs {options[i]}")
+            np.testing.assert_array_equal(y, other[p["name"]],
+                                          err_msg=f"{p['name']}: vs {options[i]}")
         np.testing.assert_array_equal(y, r, err_msg=f"{p['name']}: vs reference")
         if e is not None:
             assert y.dtype == e.dtype and y.shape == e.shape, p["name"]

@@ -58,7 +58,8 @@ def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
     assert len(kinds) == 11 and all(v == "vector" for _, v in kinds), kinds
     scalar = {"QAdd": ("default", {}), "QMul": ("default", {})}
     opts = dict(quantization_rounding=rounding, **level.options)
-    info, got = same_as_references(model, feeds, tmp_path, [opts, dict(opts, kernel_variants=scalar)],
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [opts, dict(opts, kernel_variants=scalar)],
                                    ort_lsb=1 if rounding == "even" else None)
     assert len(info.outputs) == 11
     last = got[info.outputs[-1]["name"]]

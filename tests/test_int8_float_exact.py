@@ -1,13 +1,16 @@
-"""Integer convolutions on the float kernels (glowpy/ir/passes/quant/float_exact.py): on
-vector targets a QConv whose sums of products stay below 2**24 runs as DequantizeLinear, a
-float Conv and QFinish. The outputs must equal the integer kernel's bit for bit (the same
-model compiled with -quantized-convolutions=integer) and the integer ops' numpy references, and lie within 1 LSB of onnxruntime (which rounds its requantization in
-float); -quantized-convolutions=integer keeps the integer kernels. Cases: uint8 and int8 inputs with zero points (padding read, and folded into the
-bias), a fused Relu, 1x1 with planes that end in a partial vector, strided depthwise layers
-whose output planes end in a partial vector (5x5) or are narrower than a vector (2x2), a 3x3 layer Winograd would take (it must
-not: its transforms round), biases near 2**30 (channels with a tiny weight scale), and a 1x1
-over 2,048 channels whose sums may pass 2**24 (float Convs over chunks of 512 or 1,024
-channels, their sums added as integers). A grouped convolution whose sums pass 2**24 stays integer."""
+"""Integer convolutions on the float kernels (glowpy/ir/passes/quant/float_exact.py): on vector
+targets a QConv whose sums of products stay below 2**24 runs as DequantizeLinear, a float Conv
+and QFinish (x86's int16 pair kernel passed over: tests/test_int8_pairs.py). The outputs must
+equal the integer kernel's bit for bit (the same model compiled with
+-quantized-convolutions=integer) and the integer ops' numpy references, and lie within 1 LSB of
+onnxruntime (which rounds its requantization in float); -quantized-convolutions=integer keeps
+the integer kernels. Cases: uint8 and int8 inputs with zero points (padding read, and folded
+into the bias), a fused Relu, 1x1 with planes that end in a partial vector, strided depthwise
+layers whose output planes end in a partial vector (5x5) or are narrower than a vector (2x2), a
+3x3 layer Winograd would take (it must not: its transforms round), biases near 2**30 (channels
+with a tiny weight scale), and a 1x1 over 2,048 channels whose sums may pass 2**24 (float Convs
+over chunks of 512 or 1,024 channels, their sums added as integers). A grouped convolution
+whose sums pass 2**24 stays integer."""
 from __future__ import annotations
 
 import numpy as np

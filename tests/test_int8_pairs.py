@@ -1,11 +1,11 @@
 """QConv on x86's int16 pair multiply-add (glowpy/codegen/kernels/int8/pairs.py, and
-pairs_window.py for windows) at every x86 vector level: outputs equal the scalar integer kernel's (QConv:direct, forced)
-and the integer ops' numpy references bit for bit, and lie within 1 LSB of onnxruntime.
-Cases: an odd channel count (the last pair's zero half) with 13 output channels (a partial
-register block) on a 7x7 plane (a partial tile) and a fused Relu; 64 -> 40 on 10x12
-(full tiles, then a rest) with per-tensor weights; 3 input channels on 4x4; a channel
-whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; uint8 and
-int8 inputs with zero points; both roundings."""
+pairs_window.py for windows) at every x86 vector level: outputs equal the scalar integer
+kernel's (QConv:direct, forced) and the integer ops' numpy references bit for bit, and lie
+within 1 LSB of onnxruntime. Cases: an odd channel count (the last pair's zero half) with 13
+output channels (a partial register block) on a 7x7 plane (a partial tile) and a fused Relu; 64
+-> 40 on 10x12 (full tiles, then a rest) with per-tensor weights; 3 input channels on 4x4; a
+channel whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; uint8
+and int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
 import numpy as np

@@ -29,8 +29,9 @@ def quantize(model: onnx.ModelProto, feeds: dict) -> onnx.ModelProto:
                                           quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
     rng = np.random.default_rng(0)
+    # float inputs get noise of their own spread; token ids and masks stay as they are
     sets = [feeds] + [{k: (v + rng.standard_normal(v.shape).astype(v.dtype) * v.std())
-                       for k, v in feeds.items()} for _ in range(3)]
+                       if v.dtype.kind == "f" else v for k, v in feeds.items()} for _ in range(3)]
 
     class Reader(CalibrationDataReader):
         def __init__(self):

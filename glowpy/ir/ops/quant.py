@@ -26,7 +26,8 @@ def _params(node, x, scale, zp, what: str):
                          f"{scale.dtype.name}")
     # a scalar beside a one-element 1-D tensor is the same per-tensor parameter (onnxruntime's
     # quantize_static writes such pairs and runs them)
-    if zp is not None and zp.shape != scale.shape and not (zp.size == 1 == int(np.prod(scale.shape))):
+    if zp is not None and zp.shape != scale.shape and \
+            not zp.size == 1 == int(np.prod(scale.shape)):
         raise ModelError(f"node '{node.name}' ({node.op}): zero point shape {list(zp.shape)} "
                          f"differs from the scale's {list(scale.shape)}")
     if node.attrs.get("block_size"):

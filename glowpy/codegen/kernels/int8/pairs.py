@@ -201,9 +201,9 @@ class PairsEmitter:
 
     def panel(self, n, p0, count, last):
         self.pack(n, p0, count, last)
-        cg.for_runs(self.b, self.m, self.mr,
-                    lambda o0, rows: self.tiles(count, lambda t: self.tile(n, p0, t, o0, rows, last)),
-                    self.k.intp, "mb")
+        def block(o0, rows):
+            self.tiles(count, lambda t: self.tile(n, p0, t, o0, rows, last))
+        cg.for_runs(self.b, self.m, self.mr, block, self.k.intp, "mb")
 
     def _lanes(self, ch, base, last):
         """x[ch][base ...] as 16-bit lanes less the zero point: w of them, or the `last` valid
