@@ -29,7 +29,7 @@ from vector_levels import params
 
 # the 1x1 layers go to the float kernels here, not to x86's int16 pair GEMM
 # (tests/test_int8_pairs.py)
-NO_PAIRS = {"QConv": "!pairs"}
+NO_PAIRS = {"QConv": "!pairs", "QMatMul": "!pairs"}
 
 
 def conv_model(dtype, rng):
@@ -154,10 +154,12 @@ def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
     outs.append(m.op("MatMulInteger", ["a", m.c(wq), m.c(np.array(131, np.uint8))]))
     feeds = {"a": rng.integers(0, 256, (2, 5, 40)).astype(np.uint8)}
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    plan = memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
+                         **level.options)["instructions"]
     assert [i["op"] for i in plan].count("QFinish") == 2, [i["op"] for i in plan]
     same_as_references(model, feeds, tmp_path, [
-        level.options, dict(quantized_convolutions="integer", **level.options)])
+        dict(kernel_variants=NO_PAIRS, **level.options),
+        dict(quantized_convolutions="integer", **level.options)])
 
 
 @pytest.mark.parametrize("level", params())
@@ -200,11 +202,12 @@ def test_sums_past_2_24_in_chunks(level, tmp_path):
              "d": rng.integers(0, 256, (1, 3, 26, 25)).astype(np.uint8)}
     feeds["a"][0, 0] = np.where(wq[:, 0] > 0, 255, 0)  # one sum near its bound: about 9.7e6
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    ops = [i["op"] for i in memory_report(model, tmp_path / "plan", **level.options)
-           ["instructions"]]
+    ops = [i["op"] for i in memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
+                                          **level.options)["instructions"]]
     assert ops.count("MatMul") == 2 and ops.count("QFinish") == 1 and \
         ops.count("QConv") == 1, ops
     fast, got = same_as_references(model, feeds, tmp_path, [
-        level.options, dict(quantized_convolutions="integer", **level.options)], ort_lsb=None)
+        dict(kernel_variants=NO_PAIRS, **level.options),
+        dict(quantized_convolutions="integer", **level.options)], ort_lsb=None)
     big = np.abs(got[fast.outputs[0]["name"]].astype(np.int64))
     assert big.max() > 1 << 23  # sums of the size that needed the chunks

@@ -110,6 +110,33 @@ def test_window_qconv_on_pairs(dtype, level, tmp_path):
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
 
 
+@pytest.mark.parametrize("level", params())
+def test_qmatmul_on_pairs(level, tmp_path):
+    """QMatMul (pairs_matmul.py): a QDQ MatMul over 3-D activations with 21 output columns (a
+    vector, then a partial one) and a fused Relu, MatMulInteger's exact int32 sums with a zero
+    point, and 37 -> 64 over 13 rows (an odd K: the last pair's zero half; row blocks and a
+    rest), equal to the scalar kernel and the references, within 1 LSB of onnxruntime."""
+    rng = np.random.default_rng(34)
+    m = QDQ(np.uint8)
+    w, sw = m.weight((40, 21), 1, rng)
+    bias = m.dq(m.c(rng.integers(-2000, 2000, 21).astype(np.int32)),
+                (0.04 * np.asarray(sw)).astype(np.float32), np.zeros(21, np.int32), 0)
+    outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(131)), w]),
+                                             bias])]), 0.05, 0)]
+    outs.append(m.op("MatMulInteger", ["a", m.c(rng.integers(-127, 128, (40, 19)).astype(np.int8)),
+                                       m.c(np.array(131, np.uint8))]))
+    w2, _ = m.weight((37, 64), 1, rng)
+    outs.append(m.q(m.op("MatMul", [m.dq("c", 0.03, m.zp(100)), w2]), 0.2, 128))
+    feeds = byte_feeds({"a": (2, 5, 40), "c": (13, 37)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "MatMul" in i["op"]]
+    assert kinds == [("QMatMul", "pairs")] * 3, kinds
+    info, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(level.options, kernel_variants={"QMatMul": "default"})])
+    assert np.abs(got[info.outputs[1]["name"]]).max() > 1 << 16  # int32 sums, not clamped
+
+
 def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
     """AArch64 has no pair multiply-add worth it (TargetCaps.pair_madd): the layers take the
     float kernels there; -kernel-variant=QConv:!pairs does the same on x86, and

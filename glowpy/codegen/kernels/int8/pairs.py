@@ -55,20 +55,28 @@ def tile_shape(caps, node):
 
 
 def takes(caps, node) -> bool:
-    """A QConv this kernel runs: one group, one or two spatial dims, constant weights, bias and
-    requantization tables, 8-bit input and output, one tile's pairs within SCRATCH_MAX, on a
-    target with the pair multiply-add (and the variant not passed over:
-    -kernel-variant=QConv:!pairs)."""
-    if not caps.pair_madd or node.op != "QConv" or node.attrs["group"] != 1 or \
-            not registry.allowed("QConv", "pairs"):
+    """A QConv or QMatMul this kernel runs (pairs_matmul.py the QMatMul), on a target with the
+    pair multiply-add, the variant not passed over (-kernel-variant=QConv:!pairs): constant
+    weights, bias and requantization tables, 8-bit input, 8-bit output (QMatMul: or int32
+    sums), sums within int32; a QConv with one group, one or two spatial dims, one tile's
+    pairs within SCRATCH_MAX."""
+    if not caps.pair_madd or node.op not in ("QConv", "QMatMul") or \
+            not registry.allowed(node.op, "pairs"):
         return False
     x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
-    if any(v is None or v.const is None for v in node.inputs[1:5]) or \
-            any(np.dtype(v.dtype) not in (np.int8, np.uint8) for v in (x, y)) or \
-            len(x.shape) not in (3, 4):
+    outs = (np.int8, np.uint8) + ((np.int32,) if node.op == "QMatMul" else ())
+    tables = node.inputs[1:3] if y.dtype == np.int32 else node.inputs[1:5]
+    if any(v is None or v.const is None for v in tables) or \
+            np.dtype(x.dtype) not in (np.dtype(np.int8), np.dtype(np.uint8)) or \
+            np.dtype(y.dtype) not in [np.dtype(d) for d in outs]:
         return False
-    bound = qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, node.attrs["x_zp"])
-    return bool(np.all(bound < 1 << 31)) and tile_shape(caps, node) is not None
+    zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
+    if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
+        return False
+    if node.op == "QMatMul":
+        return len(w.shape) == 2
+    return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
+        tile_shape(caps, node) is not None
 
 
 def mark(caps, node, graph) -> bool:
