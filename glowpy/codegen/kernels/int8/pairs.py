@@ -132,6 +132,18 @@ def packed_weights(w: np.ndarray, mr: int) -> np.ndarray:
 PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd"}
 
 
+def store_lanes(k, v, off, lanes: int):
+    """The first `lanes` lanes of vector v at out[off...] (all: one store)."""
+    b = k.b
+    et = v.type.element
+    if lanes == v.type.count:
+        b.store(v, cg.gep(b, k.out(), off, et), align=1)
+        return
+    for e in range(lanes):
+        b.store(b.extract_element(v, ir.Constant(I32, e)),
+                cg.gep(b, k.out(), b.add(off, k.c(e)), et))
+
+
 def simd_of(caps) -> Simd:
     """The kernel's vectors: AVX-512 targets take AVX2's 8 int32 lanes (their 512-bit pmaddwd
     needs AVX512BW, which caps does not record; a Zen 4 runs two 256-bit ones in the time of
@@ -301,11 +313,5 @@ class PairsEmitter:
                 r = requantize(b, b.add(acc.value(i, j), bias), q, s, k.attrs["mode"],
                                self.wide, self.ties)
                 r = b.trunc(clamp(b, r, k.attrs), ir.VectorType(yt, w))
-                off = b.add(row, k.c(j * w))
-                lanes = w if last is None else min(w, last - j * w)
-                if lanes == w:
-                    b.store(r, cg.gep(b, k.out(), off, yt), align=1)
-                else:
-                    for e in range(lanes):
-                        b.store(b.extract_element(r, ir.Constant(I32, e)),
-                                cg.gep(b, k.out(), b.add(off, k.c(e)), yt))
+                store_lanes(k, r, b.add(row, k.c(j * w)),
+                            w if last is None else min(w, last - j * w))

@@ -19,7 +19,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
-from glowpy.codegen.kernels.int8.pairs import I16, PairAcc, packed_weights, simd_of
+from glowpy.codegen.kernels.int8.pairs import I16, PairAcc, packed_weights, simd_of, store_lanes
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
@@ -127,13 +127,7 @@ def emit(k, p):
                     if not out32:
                         r = requantize(b, r, q, s, t["mode"], p["wide"], p["ties"])
                         r = b.trunc(clamp(b, r, t), ir.VectorType(yt, w))
-                    off = b.add(b.mul(b.add(r0, k.c(i)), k.c(n)), n0)
-                    if lanes == w:
-                        b.store(r, cg.gep(b, k.out(), off, yt), align=1)
-                    else:
-                        for e in range(lanes):
-                            b.store(b.extract_element(r, ir.Constant(I32, e)),
-                                    cg.gep(b, k.out(), b.add(off, k.c(e)), yt))
+                    store_lanes(k, r, b.add(b.mul(b.add(r0, k.c(i)), k.c(n)), n0), lanes)
         cg.for_runs(b, rows, mr, rowblock, k.intp, "rb")
     cg.for_runs(b, n, nr, column, k.intp, "cb")
 
