@@ -9,7 +9,8 @@ from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, 
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
-from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs, pairs_matmul, pairs_window  # noqa: F401
+from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs  # noqa: F401
+from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window  # noqa: F401
 from glowpy.codegen.kernels.int8 import qadd_table, qbinary, qfinish, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax, vector  # noqa: F401
@@ -57,8 +58,9 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
     def first(graph):
         if qconv is None:
             return graph
-        return qconv_in_float(graph, (lambda n: pairs.mark(caps, n, graph)) if qconv == "auto"
-                              else (lambda n: False))
+        if qconv == "auto":
+            return qconv_in_float(graph, lambda n: pairs.mark(caps, n, graph))
+        return qconv_in_float(graph)
     if memory_first:  # all add activation bytes
         return first
 

@@ -73,8 +73,8 @@ def takes(caps, node) -> bool:
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
         return False
-    if node.op == "QMatMul":
-        return len(w.shape) == 2
+    if node.op == "QMatMul":  # at least a vector of output columns
+        return len(w.shape) == 2 and y.shape[-1] >= simd_of(caps).width
     return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
         tile_shape(caps, node) is not None
 
@@ -94,25 +94,39 @@ def mark(caps, node, graph) -> bool:
     return True
 
 
+def chosen(k) -> bool:
+    """The instruction's node was marked for these kernels (mark) or the variant is forced,
+    and they take it."""
+    return bool(k.node.attrs.get("_pairs") or registry.is_forced(k.node.op, "pairs")) and \
+        takes(k.caps, k.node)
+
+
+def epilogue(k, zp: int) -> dict:
+    """{"wide", "ties"} of the requantization (quant.requantize) after these sums: the
+    product's high word where every shift allows it, the tie correction where a tie can occur
+    (both False for int32 sums)."""
+    if k.attrs["out_dtype"] == "int32":
+        return {"wide": False, "ties": False}
+    shifts = k.const(4)
+    bound = qmath.sum_bound(k.const(1), k.const(2), k.in_buf(0).dtype, zp)
+    return {"wide": k.attrs["mode"] == "even" and bool(np.all(shifts <= -2)),
+            "ties": qmath.ties_possible(bound, k.const(3), shifts)}
+
+
 def plan(k):
-    """{"mr", "nv", "tiles", "wide", "ties"}: the float packed GEMM's register tile (the same
-    registers, one int32 vector per accumulator), panels of whole tiles within SCRATCH_MAX
-    (a 1x1; one tile, a row's positions, otherwise)."""
-    if not (k.node.attrs.get("_pairs") or registry.is_forced("QConv", "pairs")) or \
-            not takes(k.caps, k.node):
+    """{"mr", "nv", "tiles", "window", "wide", "ties"}: the float packed GEMM's register tile
+    (the same registers, one int32 vector per accumulator), panels of whole tiles within
+    SCRATCH_MAX (a 1x1; one tile, a row's positions, otherwise)."""
+    if not chosen(k):
         return None
     mr, nv = tile_shape(k.caps, k.node)
     x, y = k.in_buf(0), k.out_buf()
     k2 = (x.shape[1] * math.prod(k.in_buf(1).shape[2:]) + 1) // 2
     nr = nv * simd_of(k.caps).width
-    t = k.attrs
-    shifts = k.const(4)
-    bound = qmath.sum_bound(k.const(1), k.const(2), x.dtype, t["x_zp"])
     tiles = panel_tiles(k2, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1
     return {"mr": mr, "nv": nv, "tiles": tiles, "window": not _pointwise(k.node),
-            "wide": t["mode"] == "even" and bool(np.all(shifts <= -2)),
-            "ties": qmath.ties_possible(bound, k.const(3), shifts)}
+            **epilogue(k, k.attrs["x_zp"])}
 
 
 def packed_weights(w: np.ndarray, mr: int) -> np.ndarray:

@@ -19,37 +19,24 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import pack_constant
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
-from glowpy.codegen.kernels.int8.pairs import I16, PairAcc, packed_weights, simd_of, store_lanes
+from glowpy.codegen.kernels.int8.pairs import (I16, PairAcc, chosen, epilogue, packed_weights,
+                                               simd_of, store_lanes)
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.codegen.registry import variant
-from glowpy.ir import qmath
 
 ROWS_MAX = 8  # rows of a register block at most (AVX2: 6 x 2 accumulators fill the registers)
 
 
 def plan(k):
-    """{"mr", "nv", "wide", "ties"} for a QMatMul marked by pairs.mark (or forced), at least
-    a vector of output columns."""
-    from glowpy.codegen import registry
-    from glowpy.codegen.kernels.int8.pairs import takes
-    if not (k.node.attrs.get("_pairs") or registry.is_forced("QMatMul", "pairs")) or \
-            not takes(k.caps, k.node):
+    """{"mr", "nv", "wide", "ties"} for a QMatMul marked by pairs.mark (or forced)."""
+    if not chosen(k):
         return None
     a, y = k.in_buf(0), k.out_buf()
-    simd = simd_of(k.caps)
-    rows, n = math.prod(a.shape[:-1]), y.shape[-1]
-    if n < simd.width:
-        return None
-    mr, nv = plan_tiles(rows, (a.shape[-1] + 1) // 2, n, simd)
-    t = k.attrs
-    out32 = t["out_dtype"] == "int32"
-    shifts = None if out32 else k.const(4)
-    bound = qmath.sum_bound(k.const(1), k.const(2), a.dtype, t["a_zp"])
-    return {"mr": min(mr, ROWS_MAX), "nv": nv,
-            "wide": not out32 and t["mode"] == "even" and bool(np.all(shifts <= -2)),
-            "ties": not out32 and qmath.ties_possible(bound, k.const(3), shifts)}
+    mr, nv = plan_tiles(math.prod(a.shape[:-1]), (a.shape[-1] + 1) // 2, y.shape[-1],
+                        simd_of(k.caps))
+    return {"mr": min(mr, ROWS_MAX), "nv": nv, **epilogue(k, k.attrs["a_zp"])}
 
 
 @variant("QMatMul", "pairs", rank=20, plan=plan)

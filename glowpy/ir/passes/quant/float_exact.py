@@ -77,11 +77,6 @@ def exact_chunks(node) -> list[int] | None:
     return None
 
 
-def exact_in_float(node) -> bool:
-    """exact_chunks finds a cut (one chunk: the whole sum)."""
-    return exact_chunks(node) is not None
-
-
 def _products(graph: Graph, n, xf, bounds: list[int]) -> list:
     """One float Conv or MatMul per chunk of input channels (a view of the dequantized input
     where the chunk is all of it or the channels are outermost, batch 1: Slice)."""

@@ -30,10 +30,10 @@ def compose_tables(graph: Graph) -> Graph:
     """Every QMul/QAdd of two functions of the same byte tensor (same shape) as a QTable."""
     nodes = []
     for n in graph.nodes:
-        y = n.outputs[0] if n.outputs else None
-        if n.op not in BINARY or y.dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        if n.op not in BINARY or n.outputs[0].dtype not in (np.dtype(np.int8), np.dtype(np.uint8)):
             nodes.append(n)
             continue
+        y = n.outputs[0]
         (xa, ta), (xb, tb) = _of_byte(n.inputs[0]), _of_byte(n.inputs[1])
         if xa is not xb or xa.dtype.itemsize != 1 or xa.shape != y.shape or \
                 n.inputs[0].shape != n.inputs[1].shape:
