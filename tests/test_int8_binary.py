@@ -5,7 +5,10 @@ Shapes: the same shape with a tail after the last full vector (5x17 planes), a p
 operand broadcast over the planes (squeeze-excitation's scale), a row broadcast along the
 last axis, a scalar, and an operand broadcast over the leading axis only; uint8 and int8; an
 output scale above 1 (requantized values past 32 bits before the clamp) and TFLite's rounding
-(-quantization-rounding=away)."""
+(-quantization-rounding=away). A QAdd runs as one linear form (qmath.linear_add) where one
+gives its reference on every operand pair, which the test checks again from the form itself,
+and on the reference's arithmetic where none does (an output scale of 1e-8: int32 sums cannot
+hold the form)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +18,7 @@ import pytest
 import glowpy
 from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
+from glowpy.ir import qmath
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
 from int8_check import byte_feeds, same_as_references
@@ -41,6 +45,7 @@ def binary_model(dtype, rng):
                             lo + 100))
     # a requantization scale above 1 (tiny output scale): values far past int32 before the
     # clamp saturates them
+    outs.append(m.q(m.op("Add", [dq("x"), dq("l")]), 1e-8, lo + 5))  # no linear form
     outs.append(m.q(m.op("Mul", [dq("x"), dq("l")]), 1e-5, lo + 5))
     feeds = byte_feeds(SHAPES, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
@@ -55,16 +60,65 @@ def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
                          **level.options)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if i["op"] in ("QAdd", "QMul")]
     # every output is a run of a full vector or more except the scalar-only ones (none here)
-    assert len(kinds) == 11 and all(v == "vector" for _, v in kinds), kinds
+    assert len(kinds) == 12 and all(v == "vector" for _, v in kinds), kinds
+    forms = [i["variant"]["params"]["linear"] for i in plan if i["op"] == "QAdd"]
+    assert all(f is not None for f in forms[:-1]) and forms[-1] is None, forms
     scalar = {"QAdd": ("default", {}), "QMul": ("default", {})}
     opts = dict(quantization_rounding=rounding, **level.options)
     info, got = same_as_references(model, feeds, tmp_path,
                                    [opts, dict(opts, kernel_variants=scalar)],
                                    ort_lsb=1 if rounding == "even" else None)
-    assert len(info.outputs) == 11
+    assert len(info.outputs) == 12
     last = got[info.outputs[-1]["name"]]
     info8 = np.iinfo(dtype)
     assert np.any(last == info8.max) and np.any(last == info8.min)  # the clamp did work
+
+
+@pytest.mark.parametrize("rounding", ["even", "away"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_linear_forms_give_the_reference_on_every_pair(dtype, rounding, tmp_path):
+    """qmath.linear_add's forms, applied as the kernel applies them (int32 products and sums,
+    an arithmetic shift, the output's zero point and clamp), equal the QAdd's reference on all
+    256 x 256 operand pairs, and stay within int32; the binary model's QAdds, and ten more with
+    input/output scale ratios from 1/50 to 40."""
+    rng = np.random.default_rng(22)
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    outs, shapes = [], {}
+    for i, (sa, sb, sy) in enumerate(zip(rng.uniform(0.002, 0.2, 10), rng.uniform(0.002, 0.2, 10),
+                                        rng.uniform(0.005, 0.1, 10))):
+        shapes.update({f"a{i}": (4,), f"b{i}": (4,)})
+        y = m.op("Add", [m.dq(f"a{i}", sa, m.zp(lo + int(rng.integers(0, 256)))),
+                         m.dq(f"b{i}", sb, m.zp(lo + int(rng.integers(0, 256))))])
+        outs.append(m.q(y, sy, lo + 7))
+    adds = []
+    for k, model in enumerate((binary_model(dtype, rng)[0],
+                               make_graph_model(m.nodes, byte_feeds(shapes, dtype, rng), outs,
+                                                m.inits, opset=13))):
+        path = str(tmp_path / f"m{k}.onnx")
+        onnx.save(model, path)
+        g = load_onnx(path)
+        g.quant_rounding = rounding
+        adds += [n for n in optimize(g).nodes if n.op == "QAdd"]
+    assert len(adds) == 16
+    info = np.iinfo(dtype)
+    grid = np.arange(info.min, info.max + 1)
+    a, b = [v.reshape(-1) for v in np.meshgrid(grid, grid, indexing="ij")]
+    found = 0
+    for n in adds:
+        form = qmath.linear_add(n)
+        if form is None:
+            continue
+        found += 1
+        s, ma, mb, r = form
+        t = n.attrs
+        da, db = a.astype(np.int64) - t["a_zp"], b.astype(np.int64) - t["b_zp"]
+        x = da * ma + db * mb + r
+        assert np.abs(x).max() < 1 << 31 and np.abs(da * ma).max() < 1 << 31, n.name
+        got = np.clip((x >> s) + t["y_zp"], t["lo"], t["hi"])
+        want = n.opdef.reference(n, a.astype(dtype), b.astype(dtype))[0]
+        np.testing.assert_array_equal(got, want, err_msg=n.name)
+    assert found == 15  # all but the one whose output scale is 1e-8
 
 
 def test_one_element_scale_beside_a_scalar_zero_point(tmp_path):

@@ -1,7 +1,9 @@
-"""QConv on x86's int16 pair multiply-add (glowpy/codegen/kernels/int8/pairs.py, and
-pairs_window.py for windows) at every x86 vector level: outputs equal the scalar integer
-kernel's (QConv:direct, forced) and the integer ops' numpy references bit for bit, and lie
-within 1 LSB of onnxruntime. Cases: an odd channel count (the last pair's zero half) with 13
+"""QConv on x86's integer multiply-adds (glowpy/codegen/kernels/int8/pairs.py, and
+pairs_window.py for windows) at every x86 vector level, as int16 pairs and as u8 x s8 quads
+(groups.py; forced where the level has no VNNI, whose sums are then the same instruction's
+in plain IR, and chosen on the VNNI level where the host runs it): outputs equal the scalar
+integer kernel's (QConv:direct, forced) and the integer ops' numpy references bit for bit,
+and lie within 1 LSB of onnxruntime. Cases: an odd channel count (the last pair's zero half) with 13
 output channels (a partial register block) on a 7x7 plane (a partial tile) and a fused Relu; 64
 -> 40 on 10x12 (full tiles, then a rest) with per-tensor weights; 3 input channels on 4x4; a
 channel whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; uint8
@@ -15,7 +17,18 @@ import glowpy
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
-from vector_levels import params
+from vector_levels import VNNI_RUNNABLE, params
+
+# (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI
+GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
+             for lv in params() for g in ("pairs", "quads")] + \
+    [pytest.param(lv.values[0], "quads", id="vnni") for lv in params(VNNI_RUNNABLE)]
+
+
+def grouped(level, group: str, op: str = "QConv") -> dict:
+    """The compile options of a level with the grouping forced where it is not the default."""
+    forced = group == "quads" and not level.cpu == "cascadelake"
+    return dict(level.options, **({"kernel_variants": {op: "quads"}} if forced else {}))
 
 INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),
           "e": (1, 20, 37)}
@@ -43,24 +56,30 @@ def pointwise_model(dtype, rng):
 
 
 @pytest.mark.parametrize("rounding", ["even", "away"])
-@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("level,group", GROUPINGS)
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-def test_pointwise_qconv_on_pairs(dtype, level, rounding, tmp_path):
+def test_pointwise_qconv_on_pairs(dtype, level, group, rounding, tmp_path):
     model, feeds = pointwise_model(dtype, np.random.default_rng(31))
     path = str(tmp_path / "m.onnx")
-    opts = dict(quantization_rounding=rounding, **level.options)
+    opts = dict(quantization_rounding=rounding, **grouped(level, group))
     plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
-    assert kinds == [("QConv", "pairs")] * 6, kinds
+    assert kinds == [("QConv", group)] * 6, kinds
     info, got = same_as_references(model, feeds, tmp_path,
                                    [opts, dict(opts, kernel_variants={"QConv": "direct"})],
                                    ort_lsb=1 if rounding == "even" else None)
-    if rounding == "even":  # weights stored once: their int16 pairs in place of the int8 ones
+    if rounding == "even":  # weights stored once: their groups in place of the int8 ones
         ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
                               **level.options)
-        weights = sum(int(np.prod(i.dims)) for i in model.graph.initializer if i.data_type == 3)
+        weights = [i for i in model.graph.initializer if i.data_type == 3 and len(i.dims) > 1]
         extra = info.memory["constant"] - ints.memory["constant"]
-        assert weights <= extra <= weights + 16 * 64, (extra, weights)  # 1 byte more each
+        if group == "pairs":  # int16: 1 byte more each
+            least = sum(int(np.prod(w.dims)) for w in weights)
+            assert least <= extra <= least + 16 * 64, (extra, least)
+        else:  # the same int8 bytes, a table where C is no multiple of 4, the bias folded
+            tables = sum(w.dims[0] * -(-w.dims[1] // 4) * 4 for w in weights if w.dims[1] % 4)
+            biases = 4 * sum(w.dims[0] for w in weights)
+            assert tables <= extra <= tables + biases + 16 * 64, (extra, tables)
     sat = got[info.outputs[3]["name"]][0, 0]
     assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
     assert len(np.unique(got[info.outputs[1]["name"]])) > 50  # a spread of values, not a clamp
@@ -95,23 +114,24 @@ def window_model(dtype, rng):
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
 
-@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("level,group", GROUPINGS)
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
-def test_window_qconv_on_pairs(dtype, level, tmp_path):
+def test_window_qconv_on_pairs(dtype, level, group, tmp_path):
     model, feeds = window_model(dtype, np.random.default_rng(33))
-    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    opts = grouped(level, group)
+    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     kinds = [(i["op"], i["variant"]["name"], i["variant"]["params"]["window"]) for i in plan
              if "Conv" in i["op"]]
-    assert kinds == [("QConv", "pairs", True)] * 6, kinds
+    assert kinds == [("QConv", group, True)] * 6, kinds
     info, got = same_as_references(model, feeds, tmp_path, [
-        level.options, dict(level.options, kernel_variants={"QConv": "direct"})])
+        opts, dict(opts, kernel_variants={"QConv": "direct"})])
     for p in info.outputs:
         y = got[p["name"]]
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
 
 
-@pytest.mark.parametrize("level", params())
-def test_qmatmul_on_pairs(level, tmp_path):
+@pytest.mark.parametrize("level,group", GROUPINGS)
+def test_qmatmul_on_pairs(level, group, tmp_path):
     """QMatMul (pairs_matmul.py): a QDQ MatMul over 3-D activations with 21 output columns (a
     vector, then a partial one) and a fused Relu, MatMulInteger's exact int32 sums with a zero
     point, and 37 -> 64 over 13 rows (an odd K: the last pair's zero half; row blocks and a
@@ -129,11 +149,12 @@ def test_qmatmul_on_pairs(level, tmp_path):
     outs.append(m.q(m.op("MatMul", [m.dq("c", 0.03, m.zp(100)), w2]), 0.2, 128))
     feeds = byte_feeds({"a": (2, 5, 40), "c": (13, 37)}, np.uint8, rng)
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    opts = grouped(level, group, "QMatMul")
+    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "MatMul" in i["op"]]
-    assert kinds == [("QMatMul", "pairs")] * 3, kinds
+    assert kinds == [("QMatMul", group)] * 3, kinds
     info, got = same_as_references(model, feeds, tmp_path, [
-        level.options, dict(level.options, kernel_variants={"QMatMul": "default"})])
+        opts, dict(opts, kernel_variants={"QMatMul": "default"})])
     assert np.abs(got[info.outputs[1]["name"]]).max() > 1 << 16  # int32 sums, not clamped
 
 

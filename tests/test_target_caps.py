@@ -15,7 +15,7 @@ GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
          mve_float=False, dsp=False, bits=64, mcu=False, cache=None,
-         fp_round=False, pair_madd=False) -> TargetCaps:
+         fp_round=False, pair_madd=0, quad_madd=False) -> TargetCaps:
     """cache: (L1D, L2) bytes; default: none on microcontrollers, else caps.FAMILY_CACHES
     for 64-bit x86/AArch64 and SMALL_CORE_CACHES for the rest (explicit CPUs, not the host)."""
     if cache is None:
@@ -23,19 +23,28 @@ def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False
     return TargetCaps(float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
                       arm_fpu=arm_fpu, neon=neon, mve=mve, mve_float=mve_float, dsp=dsp,
                       fp_round=fp_round, pointer_bits=bits, memory_first=mcu, l1d_bytes=cache[0],
-                      l2_bytes=cache[1], pair_madd=pair_madd)
+                      l2_bytes=cache[1], pair_madd=pair_madd, quad_madd=quad_madd)
 
 
 M_SOFT = dict(fpu=False, bits=32, mcu=True)  # an FPU-less M-profile core: floats in core registers
 
 CAPS = {
-    "x86-64": (dict(target="x86_64", mcpu="x86-64"), caps(4, 16, pair_madd=True)),
-    "x86-64-v3": (dict(target="x86_64", mcpu="x86-64-v3"), caps(8, 16, pair_madd=True)),
+    # pair_madd: pmaddwd's int32 lanes (SSE2's 4 where AVX2's integer instructions are
+    # missing: SSE2 itself, or AVX alone); quad_madd: VNNI (AVX512-VNNI or AVX-VNNI)
+    "x86-64": (dict(target="x86_64", mcpu="x86-64"), caps(4, 16, pair_madd=4)),
+    "sandybridge": (dict(target="x86_64", mcpu="sandybridge"), caps(8, 16, pair_madd=4)),
+    "x86-64-v3": (dict(target="x86_64", mcpu="x86-64-v3"), caps(8, 16, pair_madd=8)),
     "x86-64-v4": (dict(target="x86_64", mcpu="x86-64-v4"),
-                  caps(16, 32, masks=True, pair_madd=True)),
-    "haswell": (dict(target="x86_64", mcpu="haswell"), caps(8, 16, pair_madd=True)),
+                  caps(16, 32, masks=True, pair_madd=8)),
+    "haswell": (dict(target="x86_64", mcpu="haswell"), caps(8, 16, pair_madd=8)),
     "skylake-avx512": (dict(target="x86_64", mcpu="skylake-avx512"),
-                       caps(16, 32, masks=True, pair_madd=True)),
+                       caps(16, 32, masks=True, pair_madd=8)),
+    "cascadelake": (dict(target="x86_64", mcpu="cascadelake"),
+                    caps(16, 32, masks=True, pair_madd=8, quad_madd=True)),
+    "x86-64-v3+avxvnni": (dict(target="x86_64", mcpu="x86-64-v3", mattr="+avxvnni"),
+                          caps(8, 16, pair_madd=8, quad_madd=True)),
+    "haswell-no-avx2": (dict(target="x86_64", mcpu="haswell", mattr="-avx2"),
+                        caps(8, 16, pair_madd=4)),
     "i686": (dict(target="x86"), caps(1, 8, bits=32)),
     "aarch64": (dict(target="aarch64"), caps(4, 32, neon=True)),
     "aarch64-noneon": (dict(target="aarch64", mattr="-neon"), caps(1, 32)),

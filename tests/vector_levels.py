@@ -66,6 +66,11 @@ def _runnable() -> list:
 
 
 RUNNABLE = _runnable()
+# VNNI (vpdpbusd) on top of AVX-512: the int8 GEMM's quads (kernels/int8/groups.py); run
+# where the host has it, by the tests of those kernels only
+VNNI = Level("vnni", "cascadelake", 16, frozenset(_V4 | {"avx512vnni"}))
+VNNI_RUNNABLE = [VNNI] if platform.machine().lower() in ("x86_64", "amd64") and \
+    VNNI.features <= host_features() else []
 HOST = Level("host", None, 0, frozenset())  # the host's own CPU and features (the default build)
 
 

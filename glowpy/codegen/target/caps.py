@@ -12,6 +12,9 @@ with the target's machine:
   On RISC-V the ISA string (.attribute 5): F or D means hardware float.
 * the vector probe (machine.PROBE_VECTOR_IR, a 16-float addition). The registers LLVM uses
   for it give the float lanes (zmm/ymm/xmm on x86, v.4s on AArch64, q on ARM).
+* on x86 the integer probe (machine.PROBE_X86_INT_IR): an 8 x int32 addition in ymm registers
+  means AVX2's integer instructions (AVX alone has only float ones: -mcpu=sandybridge), and
+  pmaddwd plus an addition fused into vpdpwssd means VNNI.
 
 resolve.py, arm.py and riscv.py use the same readers while they resolve the options.
 
@@ -28,7 +31,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from glowpy.codegen.target.machine import PROBE_FP_IR, PROBE_VECTOR_IR, create_tm
+from glowpy.codegen.target.machine import PROBE_FP_IR, PROBE_VECTOR_IR, PROBE_X86_INT_IR, create_tm
 from glowpy.codegen.target.triples import ARM_FAMILIES
 
 # Build attribute tags (ARM IHI 0045, "Addenda to the ARM ABI")
@@ -62,9 +65,14 @@ class TargetCaps:
     l1d_bytes: int = 0
     l2_bytes: int = 0
     # int16 pairs multiplied and added into int32 lanes at twice the float FMA's multiply-adds
-    # per instruction (x86's pmaddwd, every level from SSE2): the int8 1x1 kernel
-    # (kernels/int8/pairs.py). AArch64's smlal does a float FMA's four.
-    pair_madd: bool = False
+    # per instruction (x86's pmaddwd, every level from SSE2): the int32 lanes of the widest
+    # one (4: SSE2, or AVX without AVX2's integer instructions; 8: AVX2 and up), 0 where there
+    # is none: the int8 GEMM kernels (kernels/int8/pairs.py). AArch64's smlal does a float
+    # FMA's four.
+    pair_madd: int = 0
+    # quads of u8 x s8 products added into int32 lanes (x86 VNNI's vpdpbusd: AVX512-VNNI,
+    # AVX-VNNI), twice pmaddwd's multiply-adds: the same kernels' quads (kernels/int8/groups.py)
+    quad_madd: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -153,8 +161,15 @@ def caps_of(spec) -> TargetCaps:
                            or attrs.get(TAG_DSP_EXTENSION) == 1),
         fp_round=any(f in (arm_fpu or "") for f in ("fpv5", "armv8")),
         pointer_bits=spec.pointer_bits, memory_first=m_profile or arch == "riscv32",
-        pair_madd=arch in ("x86_64", "i386") and lanes > 1,
+        **(_x86_int(spec) if arch in ("x86_64", "i386") and lanes > 1 else {}),
         **_caches(spec, m_profile or arch == "riscv32"))
+
+
+def _x86_int(spec) -> dict:
+    """{"pair_madd", "quad_madd"} from the integer probe's assembly."""
+    asm = _compile(spec, PROBE_X86_INT_IR)
+    return {"pair_madd": 8 if re.search(r"vpaddd\s+.*%ymm", asm) else 4,
+            "quad_madd": "vpdpwssd" in asm}
 
 
 # Usual per-core data caches of a family when the target is not this machine: x86-64 and

@@ -43,6 +43,25 @@ define void @probe(ptr noalias %a, ptr noalias %b) {
 }
 """
 
+# x86 integer vectors: an 8 x int32 addition (ymm registers: AVX2's integer instructions; AVX
+# alone splits it into xmm halves) and pmaddwd's sums added to an accumulator, which LLVM fuses
+# into one vpdpwssd exactly where the target has VNNI (AVX512-VNNI or AVX-VNNI).
+PROBE_X86_INT_IR = """
+declare <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16>, <8 x i16>)
+define void @probe_int(ptr noalias %a, ptr noalias %b) {
+  %x = load <8 x i32>, ptr %a, align 32
+  %y = load <8 x i32>, ptr %b, align 32
+  %z = add <8 x i32> %x, %y
+  store <8 x i32> %z, ptr %a, align 32
+  ret void
+}
+define <4 x i32> @probe_vnni(<8 x i16> %a, <8 x i16> %b, <4 x i32> %c) {
+  %m = call <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16> %a, <8 x i16> %b)
+  %s = add <4 x i32> %m, %c
+  ret <4 x i32> %s
+}
+"""
+
 _RE_BAD_CPU = re.compile(r"'([^']*)' is not a recognized processor")
 _RE_BAD_FEATURE = re.compile(r"'([^']*)' is not a recognized feature")
 

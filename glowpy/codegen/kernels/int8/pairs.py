@@ -1,18 +1,18 @@
-"""Stride-1 1x1 QConv on x86 vectors as an int16 GEMM: pairs of input channels multiplied and
-added in one instruction (pmaddwd), the requantization in the tile's epilogue.
+"""QConv on x86 vectors as an integer GEMM: neighbouring steps of the reduction multiplied and
+added by one instruction, pairs of int16 (pmaddwd) or, with VNNI, quads of u8 x s8
+(vpdpbusd; groups.py), and the requantization in the tile's epilogue.
 
 pmaddwd multiplies 2w int16 lanes pairwise and adds neighbouring products into w int32 lanes:
-2w multiply-adds per instruction, exact (|(x - zp) * w| <= 255 * 128: a pair's sum fits 17
-bits), where a float FMA does w. Measured on this Zen 4 with a 6 x 2 register tile from L1
-(benchmarks/pair_madd.py): AVX2 code 95-117 G multiply-adds/s against the FMA's 58.6, so the
-float path (passes/quant/float_exact.py) runs these layers at about half the rate this
-instruction allows. Layout: a panel of positions is packed once into a stack buffer
-[tile][C/2][NR] of int32 pairs (x[2c][p] - zp, x[2c+1][p] - zp), reading the int8 input
-straight (no float copy of it); the weights are packed [M/MR][C/2][MR] as int32 pairs
-(conv/pointwise_packed.py's layout with pairs for floats); MR output channels x NV vectors
-accumulate over C/2 in int32; each accumulator gets the bias, the QConv's requantization
-(quant.requantize on vectors, as QFinish) and its clamp, and is stored as int8: no float
-output to write and read back."""
+2w multiply-adds per instruction, exact, where a float FMA does w; vpdpbusd does 4w. Measured
+on this Zen 4 with a 6 x 2 register tile of 8-lane vectors from L1 (benchmarks/pair_madd.py):
+FMA 58.6 G multiply-adds/s, pmaddwd 95-117, vpdpbusd 234, so the float path
+(passes/quant/float_exact.py) would run these layers at a half or a quarter of the rate.
+Layout: a panel of positions is packed once into a stack buffer [tile][K/g][NR] of int32
+lanes of g reduction steps, reading the int8 input straight (no float copy of it); the
+weights are packed [M/MR][K/g][MR] (conv/pointwise_packed.py's layout, groups for floats);
+MR output channels x NV vectors accumulate over K/g in int32; each accumulator gets the bias,
+the QConv's requantization (quant.requantize on vectors, as QFinish) and its clamp, and is
+stored as int8: no float output to write and read back."""
 from __future__ import annotations
 
 import math
@@ -25,13 +25,14 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import Acc, pack_constant
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles
 from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, plan_tiles
+from glowpy.codegen.kernels.int8.groups import fits_quads, grouping
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
-from glowpy.codegen.kernels.vectors import Simd, Vec, declare
+from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen import registry
 from glowpy.ir import qmath
 
-I16 = ir.IntType(16)
+GROUP = {"pairs": 2, "quads": 4}  # reduction steps per int32 lane
 
 
 def _pointwise(node) -> bool:
@@ -41,27 +42,28 @@ def _pointwise(node) -> bool:
         and not any(win.pads_begin) and not any(win.pads_end)
 
 
-def tile_shape(caps, node):
-    """(MR, NV) of the register tile, or None where one tile's packed pairs (C x taps / 2 x NR
-    int32) outgrow SCRATCH_MAX even with one vector of positions."""
+def tile_shape(caps, node, g: int = 2):
+    """(MR, NV) of the register tile, or None where one tile's packed groups (C x taps / g x
+    NR int32) outgrow SCRATCH_MAX even with one vector of positions."""
     simd = simd_of(caps)
     x, y = node.inputs[0], node.outputs[0]
-    k2 = (x.shape[1] * math.prod(node.inputs[1].shape[2:]) + 1) // 2
+    steps = -(-x.shape[1] * math.prod(node.inputs[1].shape[2:]) // g)
     npos = math.prod(y.shape[2:]) if _pointwise(node) else y.shape[-1]
-    mr, nv = plan_tiles(y.shape[1], k2, npos, simd)
-    while nv > 1 and 4 * k2 * nv * simd.width > SCRATCH_MAX:
+    mr, nv = plan_tiles(y.shape[1], steps, npos, simd)
+    while nv > 1 and 4 * steps * nv * simd.width > SCRATCH_MAX:
         nv -= 1
-    return None if 4 * k2 * nv * simd.width > SCRATCH_MAX else (mr, nv)
+    return None if 4 * steps * nv * simd.width > SCRATCH_MAX else (mr, nv)
 
 
-def takes(caps, node) -> bool:
-    """A QConv or QMatMul this kernel runs (pairs_matmul.py the QMatMul), on a target with the
-    pair multiply-add, the variant not passed over (-kernel-variant=QConv:!pairs): constant
-    weights, bias and requantization tables, 8-bit input, 8-bit output (QMatMul: or int32
-    sums), sums within int32; a QConv with one group, one or two spatial dims, one tile's
-    pairs within SCRATCH_MAX."""
+def takes(caps, node, name: str = "pairs") -> bool:
+    """A QConv or QMatMul these kernels run (pairs_matmul.py the QMatMul) as `name` (pairs;
+    quads on a target with VNNI, or forced), the variant not passed over
+    (-kernel-variant=QConv:!pairs): constant weights (quads: int8 values), bias and
+    requantization tables, 8-bit input, 8-bit output (QMatMul: or int32 sums), sums within
+    int32; a QConv with one group, one or two spatial dims, one tile's groups within
+    SCRATCH_MAX."""
     if not caps.pair_madd or node.op not in ("QConv", "QMatMul") or \
-            not registry.allowed(node.op, "pairs"):
+            not registry.allowed(node.op, name):
         return False
     x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
     outs = (np.int8, np.uint8) + ((np.int32,) if node.op == "QMatMul" else ())
@@ -70,35 +72,46 @@ def takes(caps, node) -> bool:
             np.dtype(x.dtype) not in (np.dtype(np.int8), np.dtype(np.uint8)) or \
             np.dtype(y.dtype) not in [np.dtype(d) for d in outs]:
         return False
+    if name == "quads" and not ((caps.quad_madd or registry.is_forced(node.op, name)) and
+                                fits_quads(w.const)):
+        return False
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
         return False
     if node.op == "QMatMul":  # at least a vector of output columns
         return len(w.shape) == 2 and y.shape[-1] >= simd_of(caps).width
     return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
-        tile_shape(caps, node) is not None
+        tile_shape(caps, node, GROUP[name]) is not None
+
+
+def kind(caps, node) -> str | None:
+    """"quads" or "pairs", the grouping these kernels run a node with, or None."""
+    return next((name for name in ("quads", "pairs") if takes(caps, node, name)), None)
 
 
 def mark(caps, node, graph) -> bool:
     """Where time comes first (-quantized-convolutions=auto; compiler._qconv_in_float): marks
-    a QConv this kernel takes for it, which the float rewrite then leaves integer, and gives
-    it its weights as int16 (the same values): the kernel's int32 pairs are then the same bytes
-    and replace them in the constant region (pack_constant) instead of joining a second, int8
-    copy. Elsewhere the integer kernels keep int8 weights (ResNet-50 int8: 25 MB of weights;
-    with the int8 copy beside the pairs, 86 MB of constants, 60 without)."""
-    if not takes(caps, node):
+    a QConv these kernels take for them, which the float rewrite then leaves integer; for the
+    pairs its weights become int16 (the same values): the kernel's int32 pairs are then the
+    same bytes and replace them in the constant region (pack_constant) instead of joining a
+    second, int8 copy (quads are int8 bytes already). Elsewhere the integer kernels keep int8
+    weights (ResNet-50 int8: 25 MB of weights; with the int8 copy beside the pairs, 86 MB of
+    constants, 70 without)."""
+    name = kind(caps, node)
+    if name is None:
         return False
     node.attrs["_pairs"] = 1
-    w = node.inputs[1]
-    node.inputs[1] = graph.constant(w.const.astype(np.int16), w.name + "_int16")
+    if name == "pairs":
+        w = node.inputs[1]
+        node.inputs[1] = graph.constant(w.const.astype(np.int16), w.name + "_int16")
     return True
 
 
-def chosen(k) -> bool:
+def chosen(k, name: str) -> bool:
     """The instruction's node was marked for these kernels (mark) or the variant is forced,
-    and they take it."""
-    return bool(k.node.attrs.get("_pairs") or registry.is_forced(k.node.op, "pairs")) and \
-        takes(k.caps, k.node)
+    and they take it as `name`."""
+    return bool(k.node.attrs.get("_pairs") or registry.is_forced(k.node.op, name)) and \
+        kind(k.caps, k.node) == name
 
 
 def epilogue(k, zp: int) -> dict:
@@ -113,37 +126,36 @@ def epilogue(k, zp: int) -> dict:
             "ties": qmath.ties_possible(bound, k.const(3), shifts)}
 
 
-def plan(k):
-    """{"mr", "nv", "tiles", "window", "wide", "ties"}: the float packed GEMM's register tile
-    (the same registers, one int32 vector per accumulator), panels of whole tiles within
-    SCRATCH_MAX (a 1x1; one tile, a row's positions, otherwise)."""
-    if not chosen(k):
+def plan(k, name: str = "pairs"):
+    """{"group", "mr", "nv", "tiles", "window", "wide", "ties"}: the float packed GEMM's
+    register tile (the same registers, one int32 vector per accumulator), panels of whole
+    tiles within SCRATCH_MAX (a 1x1; one tile, a row's positions, otherwise)."""
+    if not chosen(k, name):
         return None
-    mr, nv = tile_shape(k.caps, k.node)
+    mr, nv = tile_shape(k.caps, k.node, GROUP[name])
     x, y = k.in_buf(0), k.out_buf()
-    k2 = (x.shape[1] * math.prod(k.in_buf(1).shape[2:]) + 1) // 2
+    steps = -(-x.shape[1] * math.prod(k.in_buf(1).shape[2:]) // GROUP[name])
     nr = nv * simd_of(k.caps).width
-    tiles = panel_tiles(k2, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
+    tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1
-    return {"mr": mr, "nv": nv, "tiles": tiles, "window": not _pointwise(k.node),
-            **epilogue(k, k.attrs["x_zp"])}
+    return {"group": name, "mr": mr, "nv": nv, "tiles": tiles,
+            "window": not _pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
-def packed_weights(w: np.ndarray, mr: int) -> np.ndarray:
-    """[M, C] int8 as int32 pairs (low half channel 2c, high half 2c + 1; an odd C padded with
-    a zero channel) laid out [M/MR][C/2][MR], the last block [C/2][M % MR]."""
-    m = w.shape[0]
-    w = w.reshape(m, -1).astype(np.int64)
-    if w.shape[1] % 2:
-        w = np.concatenate([w, np.zeros((m, 1), np.int64)], axis=1)
-    pairs = ((w[:, 0::2] & 0xFFFF) | (w[:, 1::2] << 16)).astype(np.uint32).view(np.int32)
-    return np.concatenate([pairs[m0:m0 + mr].T.reshape(-1) for m0 in range(0, m, mr)])
+def weights(k, grp, mr: int):
+    """The packed weights (grp.packed): in place of the model's where they are the same bytes
+    (int16 weights for pairs, int8 ones for quads, K a multiple of g), else a table."""
+    words = grp.packed(k.const(1), mr)
+    dt = k.in_buf(1).dtype
+    if np.dtype(dt).itemsize * grp.g == 4:
+        return pack_constant(k, 1, words.view(dt), f"[{mr}-block][K/{grp.g}][{mr}] {grp.name}")
+    return k.add_table(words, grp.name)
 
 
-# pmaddwd by vector width (int32 lanes): LLVM's generic form of it (sext, mul, the even and
-# odd lanes added) is rewritten by the IR optimizer before the x86 backend can match it, and
-# became vpmulld and shuffles (2.0x slower than the float kernel on a 64 -> 64 1x1 layer)
-PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd"}
+def bias_of(k, grp):
+    """The bias pointer: the model's, or a table of the one u8 quads need (groups.Quads)."""
+    full = grp.bias(k.const(1), k.const(2))
+    return k.inp(2) if full is None else k.add_table(full, "bias for u8 quads")
 
 
 def store_lanes(k, v, off, lanes: int):
@@ -159,31 +171,30 @@ def store_lanes(k, v, off, lanes: int):
 
 
 def simd_of(caps) -> Simd:
-    """The kernel's vectors: AVX-512 targets take AVX2's 8 int32 lanes (their 512-bit pmaddwd
-    needs AVX512BW, which caps does not record; a Zen 4 runs two 256-bit ones in the time of
-    one 512-bit), with all their registers."""
+    """The kernel's vectors: the integer instructions' int32 lanes (TargetCaps.pair_madd), at
+    most AVX2's 8 (the 512-bit pmaddwd needs AVX512BW, which caps does not record; a Zen 4 runs
+    two 256-bit ones in the time of one 512-bit), with all the target's registers."""
     simd = Simd.of(caps)
-    return replace(simd, width=min(simd.width, 8))
+    return replace(simd, width=min(simd.width, caps.pair_madd or 8))
 
 
 class PairAcc(Acc):
-    """MR x NV int32 accumulators carried as phis (Acc's loop), added to by pmaddwd."""
+    """MR x NV int32 accumulators carried as phis (Acc's loop), added to by the grouping's
+    multiply-add."""
 
-    def __init__(self, vec: Vec, w: int, mr: int, nv: int):
-        self.vec, self.mr, self.nv = vec, mr, nv
-        vt, ht = ir.VectorType(I32, w), ir.VectorType(I16, 2 * w)
-        self.ht = ht
+    def __init__(self, vec: Vec, grp, mr: int, nv: int):
+        self.vec, self.grp, self.mr, self.nv = vec, grp, mr, nv
+        vt = ir.VectorType(I32, vec.w)
         self.vals = [[cg.const(vt, 0) for _ in range(nv)] for _ in range(mr)]
-        self.fn = declare(vec.b.module, PMADD[w], ir.FunctionType(vt, [ht, ht]))
 
-    def madd(self, w_pairs, x_pairs):
-        """acc[i][j] += pmaddwd(w_pairs[i], x_pairs[j]) (int32 vectors of int16 pairs)."""
+    def madd(self, rows, cols, act_rows: bool = False):
+        """acc[i][j] += the products of rows[i] and cols[j] (int32 vectors of groups; the
+        activations are the columns, or the rows with act_rows)."""
         b = self.vec.b
-        xs = [b.bitcast(x, self.ht) for x in x_pairs]
-        for i, wv in enumerate(w_pairs):
-            wh = b.bitcast(wv, self.ht)
-            for j, x in enumerate(xs):
-                self.vals[i][j] = b.add(self.vals[i][j], b.call(self.fn, [wh, x]))
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cols):
+                act, wt = (r, c) if act_rows else (c, r)
+                self.vals[i][j] = self.grp.madd(b, self.vals[i][j], act, wt)
 
 
 class PairsEmitter:
@@ -195,16 +206,15 @@ class PairsEmitter:
         self.wide, self.ties = p["wide"], p["ties"]
         x, y = k.in_buf(0), k.out_buf()
         self.xdt, self.ydt = x.dtype, y.dtype
+        self.grp = grouping(p["group"], k.caps, x.dtype, k.attrs["x_zp"])
+        self.g = self.grp.g
         self.n, self.c, self.m = x.shape[0], x.shape[1], y.shape[1]
         self.taps = math.prod(k.in_buf(1).shape[2:])
-        self.c2 = (self.c * self.taps + 1) // 2  # int32 pairs per position
+        self.c2 = self.grp.steps(self.c * self.taps)  # int32 lanes per position
         self.npos = math.prod(y.shape[2:])
         self.nr = self.nv * self.w
-        # int16 weights (mark): the pairs take their bytes; int8 ones (a forced variant): a table
-        self.wp = pack_constant(k, 1, packed_weights(k.const(1), self.mr).view(np.int16),
-                                f"[M/{self.mr}][K/2][{self.mr}] int16 pairs") \
-            if k.in_buf(1).dtype == np.int16 else \
-            k.add_table(packed_weights(k.const(1), self.mr), "pairs")
+        self.wp = weights(k, self.grp, self.mr)
+        self.bias = bias_of(k, self.grp)
         buf = cg.alloca_in_entry(self.b, ir.ArrayType(I32, self.nt * self.c2 * self.nr), "pairs")
         buf.align = 64
         buf.type = cg.PTR
@@ -240,35 +250,26 @@ class PairsEmitter:
         cg.for_runs(self.b, self.m, self.mr, block, self.k.intp, "mb")
 
     def _lanes(self, ch, base, last):
-        """x[ch][base ...] as 16-bit lanes less the zero point: w of them, or the `last` valid
-        ones of a partial tile (zeros past them, read one by one)."""
+        """x[ch][base ...] as the grouping stores it: w lanes, or the `last` valid ones of a
+        partial tile (read one by one; the grouping's pad past them)."""
         k, b, w = self.k, self.b, self.w
         et = cg.llvm_type(self.xdt)
         vt = ir.VectorType(et, w)
         ptr = k.inp(0)
         if last is None:
-            v = b.load(cg.gep(b, ptr, b.add(ch, base), et), typ=vt, align=1)
-        else:
-            v = ir.Constant(vt, [0] * w)
-            for e in range(last):
-                v = b.insert_element(v, k.load(ptr, b.add(b.add(ch, base), k.c(e)), self.xdt),
-                                     ir.Constant(I32, e))
-        ht = ir.VectorType(I16, w)
-        v = b.sext(v, ht) if cg.is_signed(self.xdt) else b.zext(v, ht)
-        zp = self.k.attrs["x_zp"]
-        v = b.sub(v, cg.const(ht, zp)) if zp else v
-        if last is not None and zp:  # lanes past the plane read zero, not -zp
-            v = b.select(ir.Constant(ir.VectorType(cg.I1, w), [e < last for e in range(w)]), v,
-                         cg.const(ht, 0))
-        return v
+            return self.grp.lanes(b, b.load(cg.gep(b, ptr, b.add(ch, base), et), typ=vt,
+                                            align=1))
+        v = ir.Constant(vt, [0] * w)
+        for e in range(last):
+            v = b.insert_element(v, k.load(ptr, b.add(b.add(ch, base), k.c(e)), self.xdt),
+                                 ir.Constant(I32, e))
+        return b.select(ir.Constant(ir.VectorType(cg.I1, w), [e < last for e in range(w)]),
+                        self.grp.lanes(b, v), self.grp.pad(w))
 
     def pack(self, n, p0, count, last):
-        """buf[t][cc][0:NR] = pairs (x[2cc][p] - zp, x[2cc + 1][p] - zp) for the positions
-        p0 + t*NR ...; an odd C's last pair has a zero second half."""
-        k, b, w = self.k, self.b, self.w
-        inter = ir.Constant(ir.VectorType(I32, 2 * w),
-                            [v for e in range(w) for v in (e, e + w)])
-        zero = cg.const(ir.VectorType(I16, w), 0)
+        """buf[t][cc][0:NR] = the groups (x[g cc + s][p], s < g) for the positions
+        p0 + t*NR ...; a C that is no multiple of g ends with pad steps."""
+        k, b, w, g = self.k, self.b, self.w, self.g
 
         def one(t):
             q0 = b.add(p0, b.mul(t, k.c(self.nr)))
@@ -276,8 +277,8 @@ class PairsEmitter:
             plane = k.c(self.npos)
             img = b.mul(n, k.c(self.c * self.npos))
 
-            def pairs(cc, odd_last):
-                ch0 = b.add(img, b.mul(b.mul(cc, k.c(2)), plane))
+            def group(cc, have):
+                ch0 = b.add(img, b.mul(b.mul(cc, k.c(g)), plane))
                 d = b.add(dst, b.mul(cc, k.c(self.nr)))
                 for j in range(self.nv):
                     lanes = None if last is None else max(0, min(w, last - j * w))
@@ -286,14 +287,13 @@ class PairsEmitter:
                         self.vec_store(cg.const(ir.VectorType(I32, w), 0), b.add(d, k.c(j * w)))
                         continue
                     base = b.add(q0, k.c(j * w))
-                    lo = self._lanes(ch0, base, lanes)
-                    hi = zero if odd_last else self._lanes(b.add(ch0, plane), base, lanes)
-                    v = b.shuffle_vector(lo, hi, inter)
-                    self.vec_store(b.bitcast(v, ir.VectorType(I32, w)), b.add(d, k.c(j * w)))
-            with k.for_range(self.c // 2, name="cc") as cc:
-                pairs(cc, False)
-            if self.c % 2:
-                pairs(k.c(self.c // 2), True)
+                    vs = [self._lanes(b.add(ch0, b.mul(k.c(s), plane)), base, lanes)
+                          if s < have else self.grp.pad(w) for s in range(g)]
+                    self.vec_store(self.grp.interleave(b, vs), b.add(d, k.c(j * w)))
+            with k.for_range(self.c // g, name="cc") as cc:
+                group(cc, g)
+            if self.c % g:
+                group(k.c(self.c // g), self.c % g)
         self.tiles(count, one)
 
     def vec_store(self, v, off):
@@ -303,7 +303,7 @@ class PairsEmitter:
         """Output channels o0 .. o0 + rows x the tile t of the panel at p0."""
         k, b, w = self.k, self.b, self.w
         tnv = self.nv if last is None else math.ceil(last / w)
-        acc = PairAcc(self.vec, w, rows, tnv)
+        acc = PairAcc(self.vec, self.grp, rows, tnv)
         xblk = b.mul(t, k.c(self.c2 * self.nr))
         wblk = b.mul(o0, k.c(self.c2))
         vt = ir.VectorType(I32, w)
@@ -319,7 +319,7 @@ class PairsEmitter:
         q0 = b.add(p0, b.mul(t, k.c(self.nr)))
         for i in range(rows):
             oc = b.add(o0, k.c(i))
-            bias = self.vec.isplat(k.load(k.inp(2), oc, np.int32))
+            bias = self.vec.isplat(k.load(self.bias, oc, np.int32))
             q = self.q if self.q is not None else self.vec.isplat(k.load(k.inp(3), oc, np.int32))
             s = self.s if self.s is not None else self.vec.isplat(k.load(k.inp(4), oc, np.int32))
             row = b.add(b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos)), q0)

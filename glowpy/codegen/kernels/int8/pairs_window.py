@@ -1,18 +1,20 @@
-"""The int16 pair GEMM (pairs.py) for QConvs with a window: any kernel, stride, dilation and
+"""The integer GEMM of pairs.py for QConvs with a window: any kernel, stride, dilation and
 padding, one or two spatial dims. A tile is a run of NR positions of one output row; before
 its GEMM the tile's reduction (C x taps, in the weights' order c * taps + t) is packed as
-int32 pairs of neighbouring reduction steps: per input channel pair and tap a vector load
-of the input row (every s-th byte at stride s), less the zero point, with the lanes that
-fall in the padding zeroed. Rows of a plane narrower than a tile leave lanes empty (7 of 8
-on a 7x7 plane); the packing is done once per tile for all output channels."""
+int32 lanes of g neighbouring reduction steps (groups.py: pairs or quads): per group of g
+input channels and tap a vector load of the input row (every s-th byte at stride s), as the
+grouping stores it, with the lanes that fall in the padding the grouping's pad. Rows of a
+plane narrower than a tile leave lanes empty (7 of 8 on a 7x7 plane); the packing is done
+once per tile for all output channels."""
 from __future__ import annotations
 
+import functools
 import math
 
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.int8.pairs import I16, PairsEmitter, plan
+from glowpy.codegen.kernels.int8.pairs import PairsEmitter, plan
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
@@ -35,7 +37,6 @@ class WindowPairs(PairsEmitter):
         span = (self.w - 1) * self.sw + 1
         # strays of an edge vector read bytes of the region (Kernel.readable), not past it
         self.room = k.room_around(k.inp(0), math.ceil((span + self.pw + self.kw * self.dw) / 4))
-        self.ht = ir.VectorType(I16, self.w)
 
     def emit(self):
         k, b = self.k, self.b
@@ -65,12 +66,12 @@ class WindowPairs(PairsEmitter):
         return b.mul(b.add(b.mul(chan, k.c(self.h)), ih), k.c(self.wd)), ok
 
     def _vector(self, row, ok, kw, first, lanes):
-        """The 16-bit lanes (x - zp) of tap column kw for output columns first .. first + w
-        (those from `lanes` on, and those in the padding, zero)."""
+        """The lanes of tap column kw for output columns first .. first + w as the grouping
+        stores them (those from `lanes` on, and those in the padding, its pad)."""
         k, b, w = self.k, self.b, self.w
         iws = [(first + e) * self.sw + kw * self.dw - self.pw for e in range(w)]
         valid = [e < lanes and 0 <= iw < self.wd for e, iw in enumerate(iws)]
-        zero = cg.const(self.ht, 0)
+        zero = self.grp.pad(w)
         if not any(valid):
             return zero
         et = cg.llvm_type(self.xdt)
@@ -88,9 +89,7 @@ class WindowPairs(PairsEmitter):
             for e in (e for e in range(w) if valid[e]):
                 v = b.insert_element(v, k.load(ptr, b.add(row, k.c(iws[e])), self.xdt),
                                      ir.Constant(I32, e))
-        v = b.sext(v, self.ht) if cg.is_signed(self.xdt) else b.zext(v, self.ht)
-        zp = k.attrs["x_zp"]
-        v = b.sub(v, cg.const(self.ht, zp)) if zp else v
+        v = self.grp.lanes(b, v)
         if not all(valid):
             v = b.select(ir.Constant(ir.VectorType(cg.I1, w), valid), v, zero)
         return b.select(ok, v, zero) if ok is not None else v
@@ -106,29 +105,31 @@ class WindowPairs(PairsEmitter):
         return out
 
     def pack_row(self, n, oh, ow0, lanes):
-        """buf[r // 2][0:NR] = the pairs (r, r + 1) of reduction steps r = c * taps + t."""
-        k, b, w = self.k, self.b, self.w
-        inter = ir.Constant(ir.VectorType(I32, 2 * w), [v for e in range(w) for v in (e, e + w)])
+        """buf[r // g][0:NR] = the groups (r .. r + g - 1) of reduction steps r = c * taps + t
+        (a C that is no multiple of g: pad steps at the end)."""
+        k, b, g = self.k, self.b, self.g
         taps = self.kh * self.kw
 
         def store(seq, first):
-            """Pairs of consecutive items of seq from pair index `first` on."""
-            if len(seq) % 2:
-                seq = seq + [[cg.const(self.ht, 0)] * self.nv]
-            for i in range(len(seq) // 2):
+            """Groups of g consecutive items of seq from group index `first` on."""
+            seq = seq + [[self.grp.pad(self.w)] * self.nv] * (-len(seq) % g)
+            for i in range(len(seq) // g):
                 d = b.mul(b.add(first, k.c(i)), k.c(self.nr))
                 for j in range(self.nv):
-                    v = b.shuffle_vector(seq[2 * i][j], seq[2 * i + 1][j], inter)
-                    self.vec_store(b.bitcast(v, ir.VectorType(I32, w)), b.add(d, k.c(j * w)))
-        if self.c // 2:
-            with k.for_range(self.c // 2, name="cp") as cp:
-                c0 = b.mul(cp, k.c(2))
-                store(self._taps(n, c0, oh, ow0, lanes) +
-                      self._taps(n, b.add(c0, k.c(1)), oh, ow0, lanes), b.mul(cp, k.c(taps)))
-        if self.c % 2:
-            store(self._taps(n, k.c(self.c - 1), oh, ow0, lanes), k.c(self.c // 2 * taps))
+                    self.vec_store(self.grp.interleave(b, [seq[g * i + s][j] for s in range(g)]),
+                                   b.add(d, k.c(j * self.w)))
+
+        def channels(c0, count):
+            return [t for s in range(count)
+                    for t in self._taps(n, b.add(c0, k.c(s)), oh, ow0, lanes)]
+        if self.c // g:
+            with k.for_range(self.c // g, name="cg") as cq:
+                store(channels(b.mul(cq, k.c(g)), g), b.mul(cq, k.c(taps)))
+        if self.c % g:
+            store(channels(k.c(self.c - self.c % g), self.c % g), k.c(self.c // g * taps))
 
 
+@variant("QConv", "quads", rank=35, plan=functools.partial(plan, name="quads"))
 @variant("QConv", "pairs", rank=30, plan=plan)
 def emit(k, p):
     (WindowPairs if p["window"] else PairsEmitter)(k, p).emit()
