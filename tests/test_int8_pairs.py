@@ -17,12 +17,14 @@ import glowpy
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
-from vector_levels import VNNI_RUNNABLE, params
+from vector_levels import AVX1_RUNNABLE, VNNI_RUNNABLE, params
 
-# (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI
+# (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI,
+# pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge)
 GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
              for lv in params() for g in ("pairs", "quads")] + \
-    [pytest.param(lv.values[0], "quads", id="vnni") for lv in params(VNNI_RUNNABLE)]
+    [pytest.param(lv.values[0], "quads", id="vnni") for lv in params(VNNI_RUNNABLE)] + \
+    [pytest.param(lv.values[0], "pairs", id="avx1") for lv in params(AVX1_RUNNABLE)]
 
 
 def grouped(level, group: str, op: str = "QConv") -> dict:

@@ -69,8 +69,11 @@ RUNNABLE = _runnable()
 # VNNI (vpdpbusd) on top of AVX-512: the int8 GEMM's quads (kernels/int8/groups.py); run
 # where the host has it, by the tests of those kernels only
 VNNI = Level("vnni", "cascadelake", 16, frozenset(_V4 | {"avx512vnni"}))
-VNNI_RUNNABLE = [VNNI] if platform.machine().lower() in ("x86_64", "amd64") and \
-    VNNI.features <= host_features() else []
+# AVX without AVX2: 8 float lanes but SSE2's integer vectors (TargetCaps.pair_madd 4)
+AVX1 = Level("avx1", "sandybridge", 8, frozenset(_V2 | {"avx"}))
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+VNNI_RUNNABLE = [VNNI] if X86 and VNNI.features <= host_features() else []
+AVX1_RUNNABLE = [AVX1] if X86 and AVX1.features <= host_features() else []
 HOST = Level("host", None, 0, frozenset())  # the host's own CPU and features (the default build)
 
 
