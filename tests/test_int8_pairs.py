@@ -174,3 +174,44 @@ def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
                          quantized_convolutions="integer")["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
     assert len(kinds) == 6 and all(o == "QConv" and v != "pairs" for o, v in kinds), kinds
+
+
+@pytest.mark.parametrize("level,group", GROUPINGS)
+def test_rows_per_tile_in_a_gap(level, group, tmp_path):
+    """Window layers on small planes pack several output rows per tile (pairs.tile_shape): a
+    3x3 over 512 channels on 4x4 after an 8x8 max pool of a 32x32 layer, whose dead 512 KiB
+    leave its packed tile a gap of the activation region (pairs_window.place: 2 rows of 1,152
+    quads on 8 lanes are 72 KiB, past the stack's SCRATCH_MAX; as pairs on 8 lanes one vector
+    already is, and the layer takes the float path), and a 3x3 over 24 channels on 3x4 (several rows on
+    the stack); equal to the scalar kernel and the references, within 1 LSB of onnxruntime."""
+    from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX
+    from glowpy.codegen.kernels.int8.pairs import simd_of
+    from glowpy.codegen.target.resolve import resolve_target
+    rng = np.random.default_rng(35)
+    m = QDQ(np.uint8)
+
+    def conv(x, c, mo, kernel, xs, **attrs):
+        w, sw = m.weight((mo, c) + kernel, 0, rng)
+        bias = m.dq(m.c(rng.integers(-3000, 3000, mo).astype(np.int32)),
+                    (xs * np.asarray(sw)).astype(np.float32), np.zeros(mo, np.int32), 0)
+        return m.q(m.op("Relu", [m.op("Conv", [m.dq(x, xs, m.zp(0 if x[0] == "c" else 120)),
+                                               w, bias], **attrs)]), 0.1, 0)
+    wide = conv("x", 16, 512, (1, 1), 0.05)
+    pooled = m.q(m.op("MaxPool", [m.dq(wide, 0.1, m.zp(0))], kernel_shape=[8, 8],
+                      strides=[8, 8]), 0.1, 0)
+    outs = [conv(pooled, 512, 32, (3, 3), 0.1, pads=[1, 1, 1, 1]),
+            conv("s", 24, 16, (3, 3), 0.05, pads=[1, 1, 1, 1])]
+    feeds = byte_feeds({"x": (1, 16, 32, 32), "s": (1, 24, 3, 4)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    opts = grouped(level, group)
+    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
+    convs = [i["variant"] for i in plan if i["op"] == "QConv" and i["variant"]["params"]["window"]]
+    lanes = simd_of(resolve_target(mcpu=level.cpu).caps).width  # the kernels' int32 lanes
+    steps = 512 * 9 // (4 if group == "quads" else 2)
+    big = group == "quads" or 4 * steps * lanes <= SCRATCH_MAX  # a vector's tile on the stack
+    assert [v["name"] for v in convs] == [group] * (2 if big else 1), convs
+    assert all(v["params"]["rows"] > 1 for v in convs), convs
+    if group == "quads" and lanes == 8:  # the 512-channel layer's tile: in the gap
+        assert 4 * steps * convs[0]["params"]["nv"] * lanes > SCRATCH_MAX, convs[0]
+    same_as_references(model, feeds, tmp_path,
+                       [opts, dict(opts, kernel_variants={"QConv": "direct"})])

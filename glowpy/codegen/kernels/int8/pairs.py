@@ -42,17 +42,31 @@ def _pointwise(node) -> bool:
         and not any(win.pads_begin) and not any(win.pads_end)
 
 
-def tile_shape(caps, node, g: int = 2):
-    """(MR, NV) of the register tile, or None where one tile's packed groups (C x taps / g x
-    NR int32) outgrow SCRATCH_MAX even with one vector of positions."""
+def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
+    """(MR, NV, ROWS) of the register tile, or None where one tile's packed groups (C x taps /
+    g x NR int32) outgrow `limit` bytes even with one vector of positions. ROWS > 1: a window
+    layer whose output rows take one or two vectors (7x7, 14x14 planes) packs ROWS rows per
+    tile, ceil(wo / w) vectors each; one row of a 7x7 plane per tile held one vector, 8
+    accumulators, whose loads outnumber the multiply-adds' pipes (ResNet-50's last 3x3 layers
+    at 143 G multiply-adds/s against 185 on 14x14 planes, quads on a Zen 4)."""
     simd = simd_of(caps)
-    x, y = node.inputs[0], node.outputs[0]
+    w, x, y = simd.width, node.inputs[0], node.outputs[0]
     steps = -(-x.shape[1] * math.prod(node.inputs[1].shape[2:]) // g)
-    npos = math.prod(y.shape[2:]) if _pointwise(node) else y.shape[-1]
-    mr, nv = plan_tiles(y.shape[1], steps, npos, simd)
-    while nv > 1 and 4 * steps * nv * simd.width > SCRATCH_MAX:
+    fits = (lambda nv: 4 * steps * nv * w <= limit)  # noqa: E731
+    wo, ho = y.shape[-1], math.prod(y.shape[2:-1])
+    mr, nv = plan_tiles(y.shape[1], steps, math.prod(y.shape[2:]) if _pointwise(node) else wo,
+                        simd)
+    vpr = math.ceil(wo / w)
+    if not _pointwise(node) and vpr <= 2 and ho > 1:
+        rows = -(-plan_tiles(y.shape[1], steps, vpr * w * ho, simd)[1] // vpr)
+        while rows > 1 and not fits(rows * vpr):
+            rows -= 1
+        if rows > 1:
+            nv = rows * vpr
+            return min(8, (simd.registers - 2 - nv) // nv), nv, rows
+    while nv > 1 and not fits(nv):
         nv -= 1
-    return None if 4 * steps * nv * simd.width > SCRATCH_MAX else (mr, nv)
+    return (mr, nv, 1) if fits(nv) else None
 
 
 def takes(caps, node, name: str = "pairs") -> bool:
@@ -126,19 +140,31 @@ def epilogue(k, zp: int) -> dict:
             "ties": qmath.ties_possible(bound, k.const(3), shifts)}
 
 
+def scratch_of(k):
+    """The instruction's scratch output for the packed tile (pairs_window.place), or None."""
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith(SCRATCH) else None
+
+
+SCRATCH = "_packed_tile"
+
+
 def plan(k, name: str = "pairs"):
-    """{"group", "mr", "nv", "tiles", "window", "wide", "ties"}: the float packed GEMM's
-    register tile (the same registers, one int32 vector per accumulator), panels of whole
-    tiles within SCRATCH_MAX (a 1x1; one tile, a row's positions, otherwise)."""
+    """{"group", "mr", "nv", "rows", "tiles", "window", "wide", "ties"}: the float packed
+    GEMM's register tile (the same registers, one int32 vector per accumulator), panels of
+    whole tiles within SCRATCH_MAX (a 1x1; one tile, ROWS rows or a row's positions,
+    otherwise; within the scratch output where pairs_window.place gave one)."""
     if not chosen(k, name):
         return None
-    mr, nv = tile_shape(k.caps, k.node, GROUP[name])
+    scratch = scratch_of(k)
+    mr, nv, rows = tile_shape(k.caps, k.node, GROUP[name],
+                              scratch.nbytes if scratch is not None else SCRATCH_MAX)
     x, y = k.in_buf(0), k.out_buf()
     steps = -(-x.shape[1] * math.prod(k.in_buf(1).shape[2:]) // GROUP[name])
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1
-    return {"group": name, "mr": mr, "nv": nv, "tiles": tiles,
+    return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles,
             "window": not _pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
@@ -215,10 +241,14 @@ class PairsEmitter:
         self.nr = self.nv * self.w
         self.wp = weights(k, self.grp, self.mr)
         self.bias = bias_of(k, self.grp)
-        buf = cg.alloca_in_entry(self.b, ir.ArrayType(I32, self.nt * self.c2 * self.nr), "pairs")
-        buf.align = 64
-        buf.type = cg.PTR
-        self.buf = buf
+        if scratch_of(k) is not None:
+            self.buf = k.out(1)
+        else:
+            buf = cg.alloca_in_entry(self.b, ir.ArrayType(I32, self.nt * self.c2 * self.nr),
+                                     "pairs")
+            buf.align = 64
+            buf.type = cg.PTR
+            self.buf = buf
         self.q, self.s = channel_params(k, 3), channel_params(k, 4)
 
     def emit(self):
@@ -245,8 +275,15 @@ class PairsEmitter:
 
     def panel(self, n, p0, count, last):
         self.pack(n, p0, count, last)
+        b, k, w = self.b, self.k, self.w
+
+        def spots(t):
+            q0 = b.add(p0, b.mul(t, k.c(self.nr)))
+            return [(b.add(q0, k.c(j * w)), w if last is None else min(w, last - j * w))
+                    for j in range(self.nv if last is None else math.ceil(last / w))]
+
         def block(o0, rows):
-            self.tiles(count, lambda t: self.tile(n, p0, t, o0, rows, last))
+            self.tiles(count, lambda t: self.tile(n, t, o0, rows, spots(t)))
         cg.for_runs(self.b, self.m, self.mr, block, self.k.intp, "mb")
 
     def _lanes(self, ch, base, last):
@@ -299,10 +336,11 @@ class PairsEmitter:
     def vec_store(self, v, off):
         self.b.store(v, cg.gep(self.b, self.buf, off, I32), align=4)
 
-    def tile(self, n, p0, t, o0, rows, last):
-        """Output channels o0 .. o0 + rows x the tile t of the panel at p0."""
+    def tile(self, n, t, o0, rows, spots):
+        """Output channels o0 .. o0 + rows x the packed tile t, whose vector j holds the
+        positions from spots[j] = (offset in the plane, valid lanes)."""
         k, b, w = self.k, self.b, self.w
-        tnv = self.nv if last is None else math.ceil(last / w)
+        tnv = len(spots)
         acc = PairAcc(self.vec, self.grp, rows, tnv)
         xblk = b.mul(t, k.c(self.c2 * self.nr))
         wblk = b.mul(o0, k.c(self.c2))
@@ -316,16 +354,14 @@ class PairsEmitter:
                   for i in range(rows)]
             acc.madd(ws, xs)
         yt = cg.llvm_type(self.ydt)
-        q0 = b.add(p0, b.mul(t, k.c(self.nr)))
         for i in range(rows):
             oc = b.add(o0, k.c(i))
             bias = self.vec.isplat(k.load(self.bias, oc, np.int32))
             q = self.q if self.q is not None else self.vec.isplat(k.load(k.inp(3), oc, np.int32))
             s = self.s if self.s is not None else self.vec.isplat(k.load(k.inp(4), oc, np.int32))
-            row = b.add(b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos)), q0)
-            for j in range(tnv):
+            plane = b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos))
+            for j, (at, lanes) in enumerate(spots):
                 r = requantize(b, b.add(acc.value(i, j), bias), q, s, k.attrs["mode"],
                                self.wide, self.ties)
                 r = b.trunc(clamp(b, r, k.attrs), ir.VectorType(yt, w))
-                store_lanes(k, r, b.add(row, k.c(j * w)),
-                            w if last is None else min(w, last - j * w))
+                store_lanes(k, r, b.add(plane, at), lanes)

@@ -13,8 +13,10 @@ import math
 
 from llvmlite import ir
 
-from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.int8.pairs import PairsEmitter, plan
+from glowpy.codegen import cgutils as cg, registry
+from glowpy.codegen.kernels import gaps
+from glowpy.codegen.kernels.int8.pairs import (GROUP, SCRATCH, PairsEmitter, _pointwise, kind,
+                                               plan, simd_of, tile_shape)
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
@@ -34,22 +36,39 @@ class WindowPairs(PairsEmitter):
         self.sh, self.sw = _2d(win.strides, 1)
         self.dh, self.dw = _2d(win.dilations, 1)
         self.ph, self.pw = _2d(win.pads_begin, 0)
-        span = (self.w - 1) * self.sw + 1
+        self.rows = p["rows"]
+        span = self.w * self.sw
         # strays of an edge vector read bytes of the region (Kernel.readable), not past it
         self.room = k.room_around(k.inp(0), math.ceil((span + self.pw + self.kw * self.dw) / 4))
 
     def emit(self):
-        k, b = self.k, self.b
+        k, b, w = self.k, self.b, self.w
+        rows = self.rows
         with k.for_range(self.n, name="n") as n:
+            if rows > 1:  # ROWS rows a tile, ceil(wo / w) vectors each
+                def group(oh0, count):
+                    self.run(n, [(b.add(oh0, k.c(r)), v, min(w, self.wo - v))
+                                 for r in range(count) for v in range(0, self.wo, w)])
+                full, rest = divmod(self.ho, rows)
+                if full:
+                    with k.for_range(full, name="rg") as rg:
+                        group(b.mul(rg, k.c(rows)), rows)
+                if rest:
+                    group(k.c(full * rows), rest)
+                return
             with k.for_range(self.ho, name="oh") as oh:
-                for ow0 in range(0, self.wo, self.nr):
+                for ow0 in range(0, self.wo, self.nr):  # a row in tiles of NR positions
                     lanes = min(self.nr, self.wo - ow0)
-                    self.pack_row(n, oh, ow0, lanes)
-                    p0 = b.add(b.mul(oh, k.c(self.wo)), k.c(ow0))
-                    last = None if lanes == self.nr else lanes
-                    cg.for_runs(b, self.m, self.mr,
-                                lambda o0, rows: self.tile(n, p0, k.c(0), o0, rows, last),
-                                k.intp, "mb")
+                    self.run(n, [(oh, ow0 + j, min(w, lanes - j)) for j in range(0, lanes, w)])
+
+    def run(self, n, spots):
+        """Packs the tile whose vector j holds output row spots[j][0], columns spots[j][1] ...
+        (spots[j][2] of them), and runs every block of output channels over it."""
+        k, b = self.k, self.b
+        self.pack_spots(n, spots)
+        out = [(b.add(b.mul(oh, k.c(self.wo)), k.c(ow0)), lanes) for oh, ow0, lanes in spots]
+        cg.for_runs(b, self.m, self.mr, lambda o0, rows: self.tile(n, k.c(0), o0, rows, out),
+                    k.intp, "mb")
 
     def _row(self, n, c, oh, kh):
         """(offset of input row ih = oh * sh + kh * dh - ph of channel c, an i1 that it lies
@@ -77,7 +96,12 @@ class WindowPairs(PairsEmitter):
         et = cg.llvm_type(self.xdt)
         ptr = k.inp(0)
         if all(valid) or self.room:
-            span = (w - 1) * self.sw + 1
+            # w * s bytes where they stay inside the row (or the region): a power of two, one
+            # load and one byte shuffle; the (w - 1) * s + 1 the lanes need were pieced together
+            # from 8-, 4-, 2- and 1-byte loads (the 7x7 stride-2 stem over 3 channels: 1.38 ms,
+            # 0.78 at stride 1)
+            whole = self.room or iws[-1] + self.sw - 1 < self.wd
+            span = w * self.sw if whole else (w - 1) * self.sw + 1
             v = b.load(cg.gep(b, ptr, b.add(row, k.c(iws[0])), et),
                        typ=ir.VectorType(et, span), align=1)
             if self.sw > 1:
@@ -94,17 +118,20 @@ class WindowPairs(PairsEmitter):
             v = b.select(ir.Constant(ir.VectorType(cg.I1, w), valid), v, zero)
         return b.select(ok, v, zero) if ok is not None else v
 
-    def _taps(self, n, c, oh, ow0, lanes):
-        """Per tap (kh, kw), the NV vectors of channel c for the tile's positions."""
+    def _taps(self, n, c, spots):
+        """Per tap (kh, kw), the vectors of channel c for the tile's spots."""
         out = []
         for kh in range(self.kh):
-            row, ok = self._row(n, c, oh, kh)
+            rows = {}
+            for oh, _, _ in spots:  # one address per output row
+                if id(oh) not in rows:
+                    rows[id(oh)] = self._row(n, c, oh, kh)
             for kw in range(self.kw):
-                out.append([self._vector(row, ok, kw, ow0 + j * self.w, lanes - j * self.w)
-                            for j in range(self.nv)])
+                out.append([self._vector(*rows[id(oh)], kw, ow0, lanes)
+                            for oh, ow0, lanes in spots])
         return out
 
-    def pack_row(self, n, oh, ow0, lanes):
+    def pack_spots(self, n, spots):
         """buf[r // g][0:NR] = the groups (r .. r + g - 1) of reduction steps r = c * taps + t
         (a C that is no multiple of g: pad steps at the end)."""
         k, b, g = self.k, self.b, self.g
@@ -112,21 +139,44 @@ class WindowPairs(PairsEmitter):
 
         def store(seq, first):
             """Groups of g consecutive items of seq from group index `first` on."""
-            seq = seq + [[self.grp.pad(self.w)] * self.nv] * (-len(seq) % g)
+            seq = seq + [[self.grp.pad(self.w)] * len(spots)] * (-len(seq) % g)
             for i in range(len(seq) // g):
                 d = b.mul(b.add(first, k.c(i)), k.c(self.nr))
-                for j in range(self.nv):
+                for j in range(len(spots)):
                     self.vec_store(self.grp.interleave(b, [seq[g * i + s][j] for s in range(g)]),
                                    b.add(d, k.c(j * self.w)))
 
         def channels(c0, count):
             return [t for s in range(count)
-                    for t in self._taps(n, b.add(c0, k.c(s)), oh, ow0, lanes)]
+                    for t in self._taps(n, b.add(c0, k.c(s)), spots)]
         if self.c // g:
             with k.for_range(self.c // g, name="cg") as cq:
                 store(channels(b.mul(cq, k.c(g)), g), b.mul(cq, k.c(taps)))
         if self.c % g:
             store(channels(k.c(self.c - self.c % g), self.c % g), k.c(self.c // g * taps))
+
+
+def place(prog, caps) -> None:
+    """catalog.post_planning: the packed tile of ROWS rows (tile_shape) in a gap of the
+    activation region where the stack's SCRATCH_MAX holds only single-row tiles (3x3 over 512
+    channels at 7x7: 36 KiB a vector of quads), as pointwise_strided.place does for its
+    gathered input."""
+    def wants(ins):
+        node = ins.node
+        if ins.op != "QConv" or len(ins.outputs) != 1 or node is None or \
+                not node.attrs.get("_pairs") and not any(registry.is_forced("QConv", name)
+                                                         for name in GROUP):
+            return None
+        name = kind(caps, node)
+        if name is None or _pointwise(node):
+            return None
+        best = tile_shape(caps, node, GROUP[name], 1 << 40)
+        if best is None or best == tile_shape(caps, node, GROUP[name]):
+            return None
+        steps = -(-node.inputs[0].shape[1] * math.prod(node.inputs[1].shape[2:]) //
+                  GROUP[name])
+        return 4 * steps * best[1] * simd_of(caps).width, SCRATCH, "int32", 64
+    gaps.place(prog, wants)
 
 
 @variant("QConv", "quads", rank=35, plan=functools.partial(plan, name="quads"))
