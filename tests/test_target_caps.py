@@ -15,7 +15,7 @@ GLOWPY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False,
          mve_float=False, dsp=False, bits=64, mcu=False, cache=None,
-         fp_round=False, pair_madd=0, quad_madd=False) -> TargetCaps:
+         fp_round=False, pair_madd=0, quad_madd=False, byte_permute=False) -> TargetCaps:
     """cache: (L1D, L2) bytes; default: none on microcontrollers, else caps.FAMILY_CACHES
     for 64-bit x86/AArch64 and SMALL_CORE_CACHES for the rest (explicit CPUs, not the host)."""
     if cache is None:
@@ -23,14 +23,16 @@ def caps(lanes, regs, masks=False, fpu=True, arm_fpu=None, neon=False, mve=False
     return TargetCaps(float_lanes=lanes, vector_registers=regs, cheap_masks=masks, fpu=fpu,
                       arm_fpu=arm_fpu, neon=neon, mve=mve, mve_float=mve_float, dsp=dsp,
                       fp_round=fp_round, pointer_bits=bits, memory_first=mcu, l1d_bytes=cache[0],
-                      l2_bytes=cache[1], pair_madd=pair_madd, quad_madd=quad_madd)
+                      l2_bytes=cache[1], pair_madd=pair_madd, quad_madd=quad_madd,
+                      byte_permute=byte_permute)
 
 
 M_SOFT = dict(fpu=False, bits=32, mcu=True)  # an FPU-less M-profile core: floats in core registers
 
 CAPS = {
     # pair_madd: pmaddwd's int32 lanes (SSE2's 4 where AVX2's integer instructions are
-    # missing: SSE2 itself, or AVX alone); quad_madd: VNNI (AVX512-VNNI or AVX-VNNI)
+    # missing: SSE2 itself, or AVX alone); quad_madd: VNNI (AVX512-VNNI or AVX-VNNI);
+    # byte_permute: AVX512-VBMI
     "x86-64": (dict(target="x86_64", mcpu="x86-64"), caps(4, 16, pair_madd=4)),
     "sandybridge": (dict(target="x86_64", mcpu="sandybridge"), caps(8, 16, pair_madd=4)),
     "x86-64-v3": (dict(target="x86_64", mcpu="x86-64-v3"), caps(8, 16, pair_madd=8)),
@@ -41,6 +43,10 @@ CAPS = {
                        caps(16, 32, masks=True, pair_madd=8)),
     "cascadelake": (dict(target="x86_64", mcpu="cascadelake"),
                     caps(16, 32, masks=True, pair_madd=8, quad_madd=True)),
+    "icelake-server": (dict(target="x86_64", mcpu="icelake-server"),
+                       caps(16, 32, masks=True, pair_madd=8, quad_madd=True, byte_permute=True)),
+    "x86-64-v4+vbmi": (dict(target="x86_64", mcpu="x86-64-v4", mattr="+avx512vbmi"),
+                       caps(16, 32, masks=True, pair_madd=8, byte_permute=True)),
     "x86-64-v3+avxvnni": (dict(target="x86_64", mcpu="x86-64-v3", mattr="+avxvnni"),
                           caps(8, 16, pair_madd=8, quad_madd=True)),
     "haswell-no-avx2": (dict(target="x86_64", mcpu="haswell", mattr="-avx2"),

@@ -33,11 +33,13 @@ class Level:
     cpu: str | None  # LLVM CPU name (-mcpu); None: the host's own
     lanes: int  # float lanes the kernels use (TargetCaps.float_lanes); 0: the host's
     features: frozenset  # LLVM feature names the host needs to execute this level's code
+    mattr: str | None = None  # LLVM features added to the CPU's (-mattr)
 
     @property
     def options(self) -> dict:
-        """glowpy.compile options: the host triple, this level's CPU and nothing else."""
-        return dict(mcpu=self.cpu) if self.cpu else {}
+        """glowpy.compile options: the host triple, this level's CPU (and features)."""
+        return dict(mcpu=self.cpu, **({"mattr": self.mattr} if self.mattr else {})) \
+            if self.cpu else {}
 
     def __str__(self) -> str:
         return self.name
@@ -71,9 +73,12 @@ RUNNABLE = _runnable()
 VNNI = Level("vnni", "cascadelake", 16, frozenset(_V4 | {"avx512vnni"}))
 # AVX without AVX2: 8 float lanes but SSE2's integer vectors (TargetCaps.pair_madd 4)
 AVX1 = Level("avx1", "sandybridge", 8, frozenset(_V2 | {"avx"}))
+# AVX512-VBMI's byte permute (TargetCaps.byte_permute: int8 tables, kernels/int8/qtable.py)
+VBMI = Level("vbmi", "x86-64-v4", 16, frozenset(_V4 | {"avx512vbmi"}), "+avx512vbmi")
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 VNNI_RUNNABLE = [VNNI] if X86 and VNNI.features <= host_features() else []
 AVX1_RUNNABLE = [AVX1] if X86 and AVX1.features <= host_features() else []
+VBMI_RUNNABLE = [VBMI] if X86 and VBMI.features <= host_features() else []
 HOST = Level("host", None, 0, frozenset())  # the host's own CPU and features (the default build)
 
 

@@ -13,8 +13,9 @@ with the target's machine:
 * the vector probe (machine.PROBE_VECTOR_IR, a 16-float addition). The registers LLVM uses
   for it give the float lanes (zmm/ymm/xmm on x86, v.4s on AArch64, q on ARM).
 * on x86 the integer probe (machine.PROBE_X86_INT_IR): an 8 x int32 addition in ymm registers
-  means AVX2's integer instructions (AVX alone has only float ones: -mcpu=sandybridge), and
-  pmaddwd plus an addition fused into vpdpwssd means VNNI.
+  means AVX2's integer instructions (AVX alone has only float ones: -mcpu=sandybridge),
+  pmaddwd plus an addition fused into vpdpwssd means VNNI, and a two-vector byte shuffle in
+  one vpermi2b/vpermt2b AVX512-VBMI.
 
 resolve.py, arm.py and riscv.py use the same readers while they resolve the options.
 
@@ -73,6 +74,9 @@ class TargetCaps:
     # quads of u8 x s8 products added into int32 lanes (x86 VNNI's vpdpbusd: AVX512-VNNI,
     # AVX-VNNI), twice pmaddwd's multiply-adds: the same kernels' quads (kernels/int8/groups.py)
     quad_madd: bool = False
+    # a byte shuffle over two 64-byte tables (AVX512-VBMI's vpermi2b): a 256-entry byte table
+    # looked up for 64 bytes in two of them and a blend (kernels/int8/qtable.py)
+    byte_permute: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -166,10 +170,10 @@ def caps_of(spec) -> TargetCaps:
 
 
 def _x86_int(spec) -> dict:
-    """{"pair_madd", "quad_madd"} from the integer probe's assembly."""
+    """{"pair_madd", "quad_madd", "byte_permute"} from the integer probe's assembly."""
     asm = _compile(spec, PROBE_X86_INT_IR)
     return {"pair_madd": 8 if re.search(r"vpaddd\s+.*%ymm", asm) else 4,
-            "quad_madd": "vpdpwssd" in asm}
+            "quad_madd": "vpdpwssd" in asm, "byte_permute": bool(re.search(r"vperm[it]2b", asm))}
 
 
 # Usual per-core data caches of a family when the target is not this machine: x86-64 and

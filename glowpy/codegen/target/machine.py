@@ -44,8 +44,10 @@ define void @probe(ptr noalias %a, ptr noalias %b) {
 """
 
 # x86 integer vectors: an 8 x int32 addition (ymm registers: AVX2's integer instructions; AVX
-# alone splits it into xmm halves) and pmaddwd's sums added to an accumulator, which LLVM fuses
-# into one vpdpwssd exactly where the target has VNNI (AVX512-VNNI or AVX-VNNI).
+# alone splits it into xmm halves), pmaddwd's sums added to an accumulator, which LLVM fuses
+# into one vpdpwssd exactly where the target has VNNI (AVX512-VNNI or AVX-VNNI), and a shuffle
+# of the bytes of two 64-byte vectors: vpermi2b/vpermt2b exactly where it has AVX512-VBMI.
+_BYTES = ", ".join(f"i32 {(37 * i + 11) % 128}" for i in range(64))
 PROBE_X86_INT_IR = """
 declare <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16>, <8 x i16>)
 define void @probe_int(ptr noalias %a, ptr noalias %b) {
@@ -60,7 +62,14 @@ define <4 x i32> @probe_vnni(<8 x i16> %a, <8 x i16> %b, <4 x i32> %c) {
   %s = add <4 x i32> %m, %c
   ret <4 x i32> %s
 }
-"""
+define void @probe_vbmi(ptr noalias %a, ptr noalias %b) {
+  %x = load <64 x i8>, ptr %a, align 64
+  %y = load <64 x i8>, ptr %b, align 64
+  %z = shufflevector <64 x i8> %x, <64 x i8> %y, <64 x i32> <BYTES>
+  store <64 x i8> %z, ptr %a, align 64
+  ret void
+}
+""".replace("BYTES", _BYTES)
 
 _RE_BAD_CPU = re.compile(r"'([^']*)' is not a recognized processor")
 _RE_BAD_FEATURE = re.compile(r"'([^']*)' is not a recognized feature")

@@ -209,11 +209,12 @@ def emit_requantize(k):
 
 
 @emits("QTable")
-def emit_table(k):
+def emit_table(k, start: int = 0):
+    """y[i] = T[x[i] - min] for the elements from `start` on, one by one."""
     b = k.b
     x, y = k.in_buf(0), k.out_buf()
     lo = int(np.iinfo(x.dtype).min)
-    with k.for_range(int(np.prod(y.shape)), name="e") as i:
+    with k.for_range(int(np.prod(y.shape)), start=start, name="e") as i:
         idx = widen(b, k.load(k.inp(0), i, x.dtype), x.dtype, k.intp)
         if lo:
             idx = b.sub(idx, ir.Constant(k.intp, lo))
