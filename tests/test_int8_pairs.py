@@ -181,9 +181,10 @@ def test_rows_per_tile_in_a_gap(level, group, tmp_path):
     """Window layers on small planes pack several output rows per tile (pairs.tile_shape): a
     3x3 over 512 channels on 4x4 after an 8x8 max pool of a 32x32 layer, whose dead 512 KiB
     leave its packed tile a gap of the activation region (pairs_window.place: 2 rows of 1,152
-    quads on 8 lanes are 72 KiB, past the stack's SCRATCH_MAX; as pairs on 8 lanes one vector
-    already is, and the layer takes the float path), and a 3x3 over 24 channels on 3x4 (several rows on
-    the stack); equal to the scalar kernel and the references, within 1 LSB of onnxruntime."""
+    quads on 8 lanes are 72 KiB, past the stack's SCRATCH_MAX, and so is one vector of 2,304
+    pairs), and a 3x3 over 24 channels on 3x4 (several rows on the stack); equal to the
+    scalar kernel and the references, within 1 LSB of onnxruntime. A model whose region has no
+    such gap grows it by the tile (test_tile_past_the_region)."""
     from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX
     from glowpy.codegen.kernels.int8.pairs import simd_of
     from glowpy.codegen.target.resolve import resolve_target
@@ -208,10 +209,30 @@ def test_rows_per_tile_in_a_gap(level, group, tmp_path):
     convs = [i["variant"] for i in plan if i["op"] == "QConv" and i["variant"]["params"]["window"]]
     lanes = simd_of(resolve_target(mcpu=level.cpu).caps).width  # the kernels' int32 lanes
     steps = 512 * 9 // (4 if group == "quads" else 2)
-    big = group == "quads" or 4 * steps * lanes <= SCRATCH_MAX  # a vector's tile on the stack
-    assert [v["name"] for v in convs] == [group] * (2 if big else 1), convs
+    assert [v["name"] for v in convs] == [group] * 2, convs
     assert all(v["params"]["rows"] > 1 for v in convs), convs
-    if group == "quads" and lanes == 8:  # the 512-channel layer's tile: in the gap
+    if lanes == 8:  # the 512-channel layer's tile: in the gap, past the stack's budget
         assert 4 * steps * convs[0]["params"]["nv"] * lanes > SCRATCH_MAX, convs[0]
     same_as_references(model, feeds, tmp_path,
                        [opts, dict(opts, kernel_variants={"QConv": "direct"})])
+
+
+def test_tile_past_the_region(tmp_path):
+    """A 3x3 over 512 channels on 4x4 straight from the model's input, its output the model's:
+    the activation region is empty, so the packed tile that the stack cannot hold (one vector
+    of 2,304 pairs on AVX2: 72 KiB) makes a region of its own (pairs_window.place's growth);
+    equal to the scalar kernel and the references."""
+    rng = np.random.default_rng(36)
+    m = QDQ(np.uint8)
+    w, sw = m.weight((32, 512, 3, 3), 0, rng)
+    bias = m.dq(m.c(rng.integers(-3000, 3000, 32).astype(np.int32)),
+                (0.1 * np.asarray(sw)).astype(np.float32), np.zeros(32, np.int32), 0)
+    out = m.q(m.op("Conv", [m.dq("x", 0.1, m.zp(120)), w, bias], pads=[1, 1, 1, 1]), 0.1, 100)
+    feeds = byte_feeds({"x": (1, 512, 4, 4)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
+    opts = dict(mcpu="x86-64-v3")
+    plan = memory_report(model, tmp_path / "plan", **opts)
+    assert [i["variant"]["name"] for i in plan["instructions"] if i["op"] == "QConv"] == ["pairs"]
+    info, _ = same_as_references(model, feeds, tmp_path,
+                                 [opts, dict(opts, kernel_variants={"QConv": "direct"})])
+    assert info.memory["activations"] >= 2304 * 8 * 4  # the tile, past the stack's budget

@@ -32,7 +32,7 @@ def place(prog: Program, wants, grow=None) -> None:
     region's end instead, which then grows by the largest such scratch (all of them share that
     area: each lives during its own instruction only)."""
     size = prog.sizes.get("activation", 0)
-    if not size:
+    if not size and grow is None:
         return
     end = size
     ranges = []

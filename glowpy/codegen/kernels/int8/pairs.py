@@ -33,6 +33,11 @@ from glowpy.codegen import registry
 from glowpy.ir import qmath
 
 GROUP = {"pairs": 2, "quads": 4}  # reduction steps per int32 lane
+# packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
+# activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
+# needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
+# against 1.5 as pairs on AVX2 code)
+TILE_MAX = 256 << 10
 
 
 def _pointwise(node) -> bool:
@@ -75,7 +80,7 @@ def takes(caps, node, name: str = "pairs") -> bool:
     (-kernel-variant=QConv:!pairs): constant weights (quads: int8 values), bias and
     requantization tables, 8-bit input, 8-bit output (QMatMul: or int32 sums), sums within
     int32; a QConv with one group, one or two spatial dims, one tile's groups within
-    SCRATCH_MAX."""
+    SCRATCH_MAX (a 1x1) or TILE_MAX (a window)."""
     if not caps.pair_madd or node.op not in ("QConv", "QMatMul") or \
             not registry.allowed(node.op, name):
         return False
@@ -95,7 +100,8 @@ def takes(caps, node, name: str = "pairs") -> bool:
     if node.op == "QMatMul":  # at least a vector of output columns
         return len(w.shape) == 2 and y.shape[-1] >= simd_of(caps).width
     return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
-        tile_shape(caps, node, GROUP[name]) is not None
+        tile_shape(caps, node, GROUP[name], SCRATCH_MAX if _pointwise(node) else TILE_MAX) \
+        is not None
 
 
 def kind(caps, node) -> str | None:
@@ -157,8 +163,11 @@ def plan(k, name: str = "pairs"):
     if not chosen(k, name):
         return None
     scratch = scratch_of(k)
-    mr, nv, rows = tile_shape(k.caps, k.node, GROUP[name],
-                              scratch.nbytes if scratch is not None else SCRATCH_MAX)
+    shape = tile_shape(k.caps, k.node, GROUP[name],
+                       scratch.nbytes if scratch is not None else SCRATCH_MAX)
+    if shape is None:  # no scratch for a tile past the stack's budget (not placed)
+        return None
+    mr, nv, rows = shape
     x, y = k.in_buf(0), k.out_buf()
     steps = -(-x.shape[1] * math.prod(k.in_buf(1).shape[2:]) // GROUP[name])
     nr = nv * simd_of(k.caps).width

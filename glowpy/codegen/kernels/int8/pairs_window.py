@@ -15,8 +15,8 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg, registry
 from glowpy.codegen.kernels import gaps
-from glowpy.codegen.kernels.int8.pairs import (GROUP, SCRATCH, PairsEmitter, _pointwise, kind,
-                                               plan, simd_of, tile_shape)
+from glowpy.codegen.kernels.int8.pairs import (GROUP, SCRATCH, TILE_MAX, PairsEmitter,
+                                               _pointwise, kind, plan, simd_of, tile_shape)
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
@@ -157,11 +157,13 @@ class WindowPairs(PairsEmitter):
 
 
 def place(prog, caps) -> None:
-    """catalog.post_planning: the packed tile of ROWS rows (tile_shape) in a gap of the
-    activation region where the stack's SCRATCH_MAX holds only single-row tiles (3x3 over 512
-    channels at 7x7: 36 KiB a vector of quads), as pointwise_strided.place does for its
-    gathered input."""
-    def wants(ins):
+    """catalog.post_planning: the packed tile in a gap of the activation region where the
+    stack's SCRATCH_MAX holds only single-row tiles (3x3 over 512 channels at 7x7: 36 KiB a
+    vector of quads), as pointwise_strided.place does for its gathered input; where it does not
+    hold even one vector (pairs of that layer: 72 KiB; takes allows TILE_MAX), past the
+    region's end if no gap has room (the region grows by the largest such tile)."""
+    def shapes(ins):
+        """(bytes of the best tile within TILE_MAX, whether the stack holds none), or None."""
         node = ins.node
         if ins.op != "QConv" or len(ins.outputs) != 1 or node is None or \
                 not node.attrs.get("_pairs") and not any(registry.is_forced("QConv", name)
@@ -170,13 +172,18 @@ def place(prog, caps) -> None:
         name = kind(caps, node)
         if name is None or _pointwise(node):
             return None
-        best = tile_shape(caps, node, GROUP[name], 1 << 40)
-        if best is None or best == tile_shape(caps, node, GROUP[name]):
+        best = tile_shape(caps, node, GROUP[name], TILE_MAX)
+        stack = tile_shape(caps, node, GROUP[name])
+        if best is None or best == stack:
             return None
         steps = -(-node.inputs[0].shape[1] * math.prod(node.inputs[1].shape[2:]) //
                   GROUP[name])
-        return 4 * steps * best[1] * simd_of(caps).width, SCRATCH, "int32", 64
-    gaps.place(prog, wants)
+        return 4 * steps * best[1] * simd_of(caps).width, stack is None
+
+    def wants(ins):
+        need = shapes(ins)
+        return None if need is None else (need[0], SCRATCH, "int32", 64)
+    gaps.place(prog, wants, grow=lambda ins: shapes(ins)[1])
 
 
 @variant("QConv", "quads", rank=35, plan=functools.partial(plan, name="quads"))
