@@ -301,8 +301,9 @@ QUANTIZED_CONVOLUTIONS = ("auto", "float", "integer")
 def _qconv_in_float(opts, target) -> str | None:
     """How integer convolutions run where their integer kernels are slow: "auto", by default
     on vector targets where time comes first (no -activation-memory=min, -max-activations or
-    -patch-overhead): x86's int16 pair GEMM where it applies (kernels/int8/pairs.py: weights
-    stored as int16, 2x their int8 bytes), the rest on the float kernels (ir/passes/quant/
+    -patch-overhead): x86's integer GEMM where it applies (kernels/int8/pairs.py: u8 x s8
+    quads with VNNI, int8 weights; int16 pairs elsewhere, weights stored as int16, 2x their
+    int8 bytes), the rest on the float kernels (ir/passes/quant/
     float_exact.py: float weights, 4x the int8 bytes, and float activations), whose
     multiply-adds per instruction are several (the integer kernels, made for the Cortex-M's
     DSP pairs, do one); "float" (-quantized-convolutions=float): the float kernels only;

@@ -27,9 +27,9 @@ from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import params
 
-# the 1x1 layers go to the float kernels here, not to x86's int16 pair GEMM
+# the 1x1 layers go to the float kernels here, not to x86's integer GEMM, pairs or quads
 # (tests/test_int8_pairs.py)
-NO_PAIRS = {"QConv": "!pairs", "QMatMul": "!pairs"}
+NO_PAIRS = {op: ("!", {"pairs", "quads"}) for op in ("QConv", "QMatMul")}
 
 
 def conv_model(dtype, rng):
