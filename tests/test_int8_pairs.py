@@ -17,7 +17,7 @@ import glowpy
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
-from vector_levels import AVX1_RUNNABLE, VNNI_RUNNABLE, params
+from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI_RUNNABLE, params
 
 # (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI,
 # pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge)
@@ -217,7 +217,8 @@ def test_rows_per_tile_in_a_gap(level, group, tmp_path):
                        [opts, dict(opts, kernel_variants={"QConv": "direct"})])
 
 
-def test_tile_past_the_region(tmp_path):
+@pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.cpu == "x86-64-v3"]))
+def test_tile_past_the_region(level, tmp_path):
     """A 3x3 over 512 channels on 4x4 straight from the model's input, its output the model's:
     the activation region is empty, so the packed tile that the stack cannot hold (one vector
     of 2,304 pairs on AVX2: 72 KiB) makes a region of its own (pairs_window.place's growth);
@@ -230,7 +231,7 @@ def test_tile_past_the_region(tmp_path):
     out = m.q(m.op("Conv", [m.dq("x", 0.1, m.zp(120)), w, bias], pads=[1, 1, 1, 1]), 0.1, 100)
     feeds = byte_feeds({"x": (1, 512, 4, 4)}, np.uint8, rng)
     model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
-    opts = dict(mcpu="x86-64-v3")
+    opts = level.options
     plan = memory_report(model, tmp_path / "plan", **opts)
     assert [i["variant"]["name"] for i in plan["instructions"] if i["op"] == "QConv"] == ["pairs"]
     info, _ = same_as_references(model, feeds, tmp_path,
