@@ -1,6 +1,6 @@
 """Integer convolutions on the float kernels (glowpy/ir/passes/quant/float_exact.py): on vector
 targets a QConv whose sums of products stay below 2**24 runs as DequantizeLinear, a float Conv
-and QFinish (x86's int16 pair kernel passed over: tests/test_int8_pairs.py). The outputs must
+and QFinish (x86's integer GEMM, pairs and quads, passed over: tests/test_int8_pairs.py). The outputs must
 equal the integer kernel's bit for bit (the same model compiled with
 -quantized-convolutions=integer) and the integer ops' numpy references, and lie within 1 LSB of
 onnxruntime (which rounds its requantization in float); -quantized-convolutions=integer keeps

@@ -17,7 +17,7 @@ import glowpy
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
-from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI_RUNNABLE, params
+from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI, VNNI_RUNNABLE, params
 
 # (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI,
 # pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge)
@@ -29,7 +29,7 @@ GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
 
 def grouped(level, group: str, op: str = "QConv") -> dict:
     """The compile options of a level with the grouping forced where it is not the default."""
-    forced = group == "quads" and not level.cpu == "cascadelake"
+    forced = group == "quads" and level != VNNI
     return dict(level.options, **({"kernel_variants": {op: "quads"}} if forced else {}))
 
 INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),

@@ -167,7 +167,8 @@ def linear_add(node, steps: int = 8):
     (s, ma, mb, r) such that for every pair of operand values
         clip(((a - a_zp) * ma + (b - b_zp) * mb + r) >> s) + y_zp, lo, hi)
     is the op's reference (TFLite's two rescalings to 2**-left_shift, the sum, the output's
-    requantization and clamp), with every partial sum within int32; None otherwise.
+    requantization and clamp), the sum plus r within int32 for every pair (int32 arithmetic
+    is modular, so the products and partial sums may wrap); None otherwise.
 
     The reference rounds three times, but its first two roundings are 2**-20 fine, so its
     result is the real form da * ca + db * cb rounded once except within ~2**-20 of a rounding
@@ -206,7 +207,6 @@ def linear_add(node, steps: int = 8):
             if r_min > r_max:
                 continue
             r = min(max(0, r_min), r_max)
-            if max(abs(int(x.min())), abs(int(x.max()))) + abs(r) < 1 << 31 and \
-                    np.abs(da * ma).max() < 1 << 31:
+            if -(1 << 31) <= int(x.min()) + r and int(x.max()) + r < 1 << 31:
                 return s, int(ma), int(mb), int(r)
     return None

@@ -24,6 +24,11 @@ from glowpy.codegen.kernels.vectors import declare
 
 I8, I16, I32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
 
+
+def byte(v: int) -> int:
+    """An 8-bit value (signed or unsigned) as the signed constant LLVM's i8 holds."""
+    return v - 256 if v > 127 else v
+
 # pmaddwd by vector width (int32 lanes): LLVM's generic form of it (sext, mul, the even and
 # odd lanes added) is rewritten by the IR optimizer before the x86 backend can match it, and
 # became vpmulld and shuffles (2.0x slower than the float kernel on a 64 -> 64 1x1 layer)
@@ -54,8 +59,8 @@ class Pairs:
     def word(self, b, values):
         """One int32 lane from g loaded 8-bit scalars (None: a step past the end)."""
         et = next(v.type for v in values if v is not None)
-        raw = self.zp - 256 if self.zp > 127 else self.zp  # x = zp: (x - zp) and u - zp_u are 0
-        v = ir.Constant(ir.VectorType(et, self.g), [raw] * self.g)
+        # x = zp: (x - zp) and u - zp_u are 0
+        v = ir.Constant(ir.VectorType(et, self.g), [byte(self.zp)] * self.g)
         for s, x in enumerate(values):
             if x is not None:
                 v = b.insert_element(v, x, ir.Constant(I32, s))
@@ -108,7 +113,7 @@ class Quads(Pairs):
         return b.xor(v, cg.const(v.type, -128)) if self.signed else v
 
     def pad(self, w: int):
-        return cg.const(ir.VectorType(I8, w), self.zp_u - 256 if self.zp_u > 127 else self.zp_u)
+        return cg.const(ir.VectorType(I8, w), byte(self.zp_u))
 
     def bias(self, w: np.ndarray, bias: np.ndarray) -> np.ndarray:
         sums = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)

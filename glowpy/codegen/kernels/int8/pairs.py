@@ -25,14 +25,14 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import Acc, pack_constant
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles
 from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, plan_tiles
-from glowpy.codegen.kernels.int8.groups import fits_quads, grouping
+from glowpy.codegen.kernels.int8.groups import Pairs, Quads, fits_quads, grouping
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen import registry
 from glowpy.ir import qmath
 
-GROUP = {"pairs": 2, "quads": 4}  # reduction steps per int32 lane
+GROUP = {c.name: c.g for c in (Pairs, Quads)}  # reduction steps per int32 lane
 # packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
 # activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
 # needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
@@ -55,8 +55,8 @@ def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
     accumulators, whose loads outnumber the multiply-adds' pipes (ResNet-50's last 3x3 layers
     at 143 G multiply-adds/s against 185 on 14x14 planes, quads on a Zen 4)."""
     simd = simd_of(caps)
-    w, x, y = simd.width, node.inputs[0], node.outputs[0]
-    steps = -(-x.shape[1] * math.prod(node.inputs[1].shape[2:]) // g)
+    w, y = simd.width, node.outputs[0]
+    steps = reduction_steps(node, g)
     fits = (lambda nv: 4 * steps * nv * w <= limit)  # noqa: E731
     wo, ho = y.shape[-1], math.prod(y.shape[2:-1])
     mr, nv = plan_tiles(y.shape[1], steps, math.prod(y.shape[2:]) if _pointwise(node) else wo,
@@ -72,6 +72,11 @@ def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
     while nv > 1 and not fits(nv):
         nv -= 1
     return (mr, nv, 1) if fits(nv) else None
+
+
+def reduction_steps(node, g: int) -> int:
+    """int32 lanes of g steps a QConv's reduction (input channels x taps) takes."""
+    return -(-node.inputs[0].shape[1] * math.prod(node.inputs[1].shape[2:]) // g)
 
 
 def takes(caps, node, name: str = "pairs") -> bool:
@@ -127,11 +132,18 @@ def mark(caps, node, graph) -> bool:
     return True
 
 
+def chosen_kind(caps, node) -> str | None:
+    """The grouping these kernels run a node with (kind) where it was marked for them (mark)
+    or that variant is forced; None otherwise."""
+    name = kind(caps, node)
+    if name is None or not (node.attrs.get("_pairs") or registry.is_forced(node.op, name)):
+        return None
+    return name
+
+
 def chosen(k, name: str) -> bool:
-    """The instruction's node was marked for these kernels (mark) or the variant is forced,
-    and they take it as `name`."""
-    return bool(k.node.attrs.get("_pairs") or registry.is_forced(k.node.op, name)) and \
-        kind(k.caps, k.node) == name
+    """The instruction runs on these kernels as `name` (chosen_kind)."""
+    return chosen_kind(k.caps, k.node) == name
 
 
 def epilogue(k, zp: int) -> dict:
@@ -168,8 +180,8 @@ def plan(k, name: str = "pairs"):
     if shape is None:  # no scratch for a tile past the stack's budget (not placed)
         return None
     mr, nv, rows = shape
-    x, y = k.in_buf(0), k.out_buf()
-    steps = -(-x.shape[1] * math.prod(k.in_buf(1).shape[2:]) // GROUP[name])
+    y = k.out_buf()
+    steps = reduction_steps(k.node, GROUP[name])
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1

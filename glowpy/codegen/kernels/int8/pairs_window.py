@@ -13,10 +13,11 @@ import math
 
 from llvmlite import ir
 
-from glowpy.codegen import cgutils as cg, registry
+from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.int8.pairs import (GROUP, SCRATCH, TILE_MAX, PairsEmitter,
-                                               _pointwise, kind, plan, simd_of, tile_shape)
+                                               _pointwise, chosen_kind, plan, reduction_steps,
+                                               simd_of, tile_shape)
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
@@ -165,20 +166,17 @@ def place(prog, caps) -> None:
     def shapes(ins):
         """(bytes of the best tile within TILE_MAX, whether the stack holds none), or None."""
         node = ins.node
-        if ins.op != "QConv" or len(ins.outputs) != 1 or node is None or \
-                not node.attrs.get("_pairs") and not any(registry.is_forced("QConv", name)
-                                                         for name in GROUP):
+        if ins.op != "QConv" or len(ins.outputs) != 1 or node is None:
             return None
-        name = kind(caps, node)
+        name = chosen_kind(caps, node)
         if name is None or _pointwise(node):
             return None
         best = tile_shape(caps, node, GROUP[name], TILE_MAX)
         stack = tile_shape(caps, node, GROUP[name])
         if best is None or best == stack:
             return None
-        steps = -(-node.inputs[0].shape[1] * math.prod(node.inputs[1].shape[2:]) //
-                  GROUP[name])
-        return 4 * steps * best[1] * simd_of(caps).width, stack is None
+        return 4 * reduction_steps(node, GROUP[name]) * best[1] * simd_of(caps).width, \
+            stack is None
 
     def wants(ins):
         need = shapes(ins)

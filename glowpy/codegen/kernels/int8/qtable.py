@@ -10,7 +10,8 @@
   entries of every high nibble looked up by the low nibble, then a tree of 15 blends by the
   high nibble's bits (each shifted into the sign bit that vpblendvb reads): about 35
   instructions per 32 elements (EfficientNet-B0 int8 on AVX2 code, Zen 4: its tables 1.78 ms
-  one by one, 0.85 with a compare and a blend per high nibble, 0.X with the tree).
+  one by one, 0.84; a compare and a blend per high nibble took 0.85: both do 15 blends,
+  which one pipe runs).
 
 Other targets keep the scalar loop (quant.emit_table): on AMD's cores a gather is no faster
 than the loads it replaces."""
