@@ -115,10 +115,11 @@ def test_quantized_weights_stay_quantized(per_channel, tmp_path):
 
 def test_qlinearconv_is_cut_too(tmp_path):
     """The ONNX integer Conv (QLinearConv) at dilation 20 on 14x14: its centre tap only, an
-    integer kernel, within one output quantum of onnxruntime."""
+    integer kernel, within one output quantum of onnxruntime (weights within 7 bits: its AVX2
+    kernels without VNNI saturate u8 x s8 pairs past them)."""
     xq = RNG.integers(0, 256, (1, 8, 14, 14)).astype(np.uint8)
     g = GraphBuilder(x=xq)
-    wq = RNG.integers(-127, 128, (6, 8, 3, 3)).astype(np.int8)
+    wq = RNG.integers(-64, 64, (6, 8, 3, 3)).astype(np.int8)
     g.node("QLinearConv", ["x", np.array(0.02, np.float32), np.array(128, np.uint8), wq,
                            np.full(6, 0.003, np.float32), np.zeros(6, np.int8),
                            np.array(0.05, np.float32), np.array(120, np.uint8)],

@@ -150,7 +150,8 @@ def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
     bias = m.dq(m.c(b), (0.04 * np.asarray(sw)).astype(np.float32), np.zeros(21, np.int32), 0)
     outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(131)), w]),
                                              bias])]), 0.05, 0)]
-    wq = rng.integers(-127, 128, (40, 19)).astype(np.int8)
+    # within 7 bits: onnxruntime's AVX2 kernels without VNNI saturate u8 x s8 pairs past them
+    wq = rng.integers(-64, 64, (40, 19)).astype(np.int8)
     outs.append(m.op("MatMulInteger", ["a", m.c(wq), m.c(np.array(131, np.uint8))]))
     feeds = {"a": rng.integers(0, 256, (2, 5, 40)).astype(np.uint8)}
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)

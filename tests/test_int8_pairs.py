@@ -145,7 +145,9 @@ def test_qmatmul_on_pairs(level, group, tmp_path):
                 (0.04 * np.asarray(sw)).astype(np.float32), np.zeros(21, np.int32), 0)
     outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(131)), w]),
                                              bias])]), 0.05, 0)]
-    outs.append(m.op("MatMulInteger", ["a", m.c(rng.integers(-127, 128, (40, 19)).astype(np.int8)),
+    # weights within 7 bits: onnxruntime's AVX2 kernels without VNNI add u8 x s8 pairs in
+    # 16 bits (pmaddubsw), which saturate past them; the bundle's sums are exact either way
+    outs.append(m.op("MatMulInteger", ["a", m.c(rng.integers(-64, 64, (40, 19)).astype(np.int8)),
                                        m.c(np.array(131, np.uint8))]))
     w2, _ = m.weight((37, 64), 1, rng)
     outs.append(m.q(m.op("MatMul", [m.dq("c", 0.03, m.zp(100)), w2]), 0.2, 128))
@@ -157,7 +159,7 @@ def test_qmatmul_on_pairs(level, group, tmp_path):
     assert kinds == [("QMatMul", group)] * 3, kinds
     info, got = same_as_references(model, feeds, tmp_path, [
         opts, dict(opts, kernel_variants={"QMatMul": "default"})])
-    assert np.abs(got[info.outputs[1]["name"]]).max() > 1 << 16  # int32 sums, not clamped
+    assert np.abs(got[info.outputs[1]["name"]]).max() > 1 << 15  # int32 sums, past 16 bits
 
 
 def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
