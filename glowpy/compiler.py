@@ -302,8 +302,8 @@ def _qconv_in_float(opts, target) -> str | None:
     """How integer convolutions run where their integer kernels are slow: "auto", by default
     on vector targets where time comes first (no -activation-memory=min, -max-activations or
     -patch-overhead): x86's integer GEMM where it applies (kernels/int8/pairs.py: u8 x s8
-    quads with VNNI, int8 weights; int16 pairs elsewhere, weights stored as int16, 2x their
-    int8 bytes), the rest on the float kernels (ir/passes/quant/
+    quads with VNNI or AVX2 (pmaddubsw), int8 weights; int16 pairs elsewhere, weights stored
+    as int16, 2x their int8 bytes), the rest on the float kernels (ir/passes/quant/
     float_exact.py: float weights, 4x the int8 bytes, and float activations), whose
     multiply-adds per instruction are several (the integer kernels, made for the Cortex-M's
     DSP pairs, do one); "float" (-quantized-convolutions=float): the float kernels only;

@@ -105,7 +105,7 @@ def test_quantized_weights_stay_quantized(per_channel, tmp_path):
     check_against_onnxruntime(model, g.feeds, tmp_path / "run", rtol=0, atol=float(ys) * 1.01,
                               quantized_convolutions="integer")
     # the cut leaves a 1x1, which x86's integer GEMM would take: passed over here
-    floats = {"QConv": ("!", {"pairs", "quads"})}
+    floats = {"QConv": ("!", {"pairs", "quads", "quads16"})}
     instrs = memory_report(model, tmp_path / "fplan", kernel_variants=floats)["instructions"]
     assert [i["op"] for i in instrs].count("QFinish") == 1
     assert sum(i["executed_macs"] for i in instrs if i["op"] == "Conv") == 8 * 8 * 14 * 14

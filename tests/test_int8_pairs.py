@@ -12,25 +12,32 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 import glowpy
+from glowpy.codegen.kernels.int8.groups import Quads16
+from glowpy.codegen.kernels.int8.pairs import GROUP
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI, VNNI_RUNNABLE, params
 
 # (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI,
-# pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge)
-GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
-             for lv in params() for g in ("pairs", "quads")] + \
+# pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge); QConv's quads16
+# (pmaddubsw) on the levels with 8-lane integer vectors
+MATMUL_GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
+                    for lv in params() for g in ("pairs", "quads")] + \
     [pytest.param(lv.values[0], "quads", id="vnni") for lv in params(VNNI_RUNNABLE)] + \
     [pytest.param(lv.values[0], "pairs", id="avx1") for lv in params(AVX1_RUNNABLE)]
+GROUPINGS = MATMUL_GROUPINGS + [pytest.param(lv.values[0], "quads16", id=f"{lv.id}-quads16")
+                                for lv in params() if "avx2" in lv.values[0].features]
 
 
 def grouped(level, group: str, op: str = "QConv") -> dict:
-    """The compile options of a level with the grouping forced where it is not the default."""
-    forced = group == "quads" and level != VNNI
-    return dict(level.options, **({"kernel_variants": {op: "quads"}} if forced else {}))
+    """The compile options of a level with the grouping forced, but for quads on VNNI (the
+    grouping the level chooses)."""
+    forced = not (group == "quads" and level == VNNI)
+    return dict(level.options, **({"kernel_variants": {op: group}} if forced else {}))
 
 INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),
           "e": (1, 20, 37)}
@@ -81,6 +88,9 @@ def test_pointwise_qconv_on_pairs(dtype, level, group, rounding, tmp_path):
         else:  # the same int8 bytes, a table where C is no multiple of 4, the bias folded
             tables = sum(w.dims[0] * -(-w.dims[1] // 4) * 4 for w in weights if w.dims[1] % 4)
             biases = 4 * sum(w.dims[0] for w in weights)
+            if group == "quads16":  # and the corrections' tables
+                fixes = [Quads16.corrections(numpy_helper.to_array(w)) for w in weights]
+                tables += sum(f[0].nbytes + f[1].nbytes for f in fixes if f is not None)
             assert tables <= extra <= tables + biases + 16 * 64, (extra, tables)
     sat = got[info.outputs[3]["name"]][0, 0]
     assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
@@ -132,7 +142,7 @@ def test_window_qconv_on_pairs(dtype, level, group, tmp_path):
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
 
 
-@pytest.mark.parametrize("level,group", GROUPINGS)
+@pytest.mark.parametrize("level,group", MATMUL_GROUPINGS)
 def test_qmatmul_on_pairs(level, group, tmp_path):
     """QMatMul (pairs_matmul.py): a QDQ MatMul over 3-D activations with 21 output columns (a
     vector, then a partial one) and a fused Relu, MatMulInteger's exact int32 sums with a zero
@@ -168,7 +178,8 @@ def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
     -quantized-convolutions=integer keeps the int8-weight integer kernels."""
     model, _ = pointwise_model(np.uint8, np.random.default_rng(32))
     for name, opts in (("arm", dict(target="aarch64")),
-                       ("x86", dict(mcpu="x86-64-v3", kernel_variants={"QConv": "!pairs"}))):
+                       ("x86", dict(mcpu="x86-64-v3",
+                                    kernel_variants={"QConv": ("!", {"pairs", "quads16"})}))):
         ops = [i["op"] for i in memory_report(model, tmp_path / name, **opts)["instructions"]]
         assert "QConv" not in ops and ops.count("QFinish") == 6, (name, ops)
     # -quantized-convolutions=integer: the integer kernels with int8 weights alone
@@ -210,7 +221,7 @@ def test_rows_per_tile_in_a_gap(level, group, tmp_path):
     plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     convs = [i["variant"] for i in plan if i["op"] == "QConv" and i["variant"]["params"]["window"]]
     lanes = simd_of(resolve_target(mcpu=level.cpu).caps).width  # the kernels' int32 lanes
-    steps = 512 * 9 // (4 if group == "quads" else 2)
+    steps = 512 * 9 // GROUP[group]
     assert [v["name"] for v in convs] == [group] * 2, convs
     assert all(v["params"]["rows"] > 1 for v in convs), convs
     if lanes == 8:  # the 512-channel layer's tile: in the gap, past the stack's budget
@@ -233,7 +244,7 @@ def test_tile_past_the_region(level, tmp_path):
     out = m.q(m.op("Conv", [m.dq("x", 0.1, m.zp(120)), w, bias], pads=[1, 1, 1, 1]), 0.1, 100)
     feeds = byte_feeds({"x": (1, 512, 4, 4)}, np.uint8, rng)
     model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
-    opts = level.options
+    opts = dict(level.options, kernel_variants={"QConv": "pairs"})  # (quads16's 36 KiB fit)
     plan = memory_report(model, tmp_path / "plan", **opts)
     assert [i["variant"]["name"] for i in plan["instructions"] if i["op"] == "QConv"] == ["pairs"]
     info, _ = same_as_references(model, feeds, tmp_path,

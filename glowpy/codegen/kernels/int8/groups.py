@@ -13,7 +13,19 @@ instruction multiplies and adds.
   x + 128 (int8: the sign bit flipped), whose zero point is zp_u = zp (+ 128); then
   sum (x - zp) w = sum u w - zp_u sum w, the second term a constant of each output channel
   folded into the bias (bias). Padding is stored as zp_u, so it adds nothing, as the
-  references' zero does. The weights must be int8 values (a uint8 weight past 127 is not)."""
+  references' zero does. The weights must be int8 values (a uint8 weight past 127 is not).
+* quads16 (AVX2 without VNNI: TargetCaps.pair_madd == 8): the quads' layout, multiplied by
+  pmaddubsw (u8 x s8 byte pairs added into int16) and pmaddwd by ones (the int16 pairs into
+  int32): 32 multiply-adds per two multiplies and an add, where pmaddwd pairs take two of
+  each. This Zen 3, 256 steps from L1 (hand-written loops): 82 G multiply-adds/s with a 5 x 2
+  tile against 55 for pairs' 6 x 2 (pmaddwd and paddd contend for its pipes: 1.5 pairs a
+  cycle); onnxruntime's AVX2 kernels use the same instructions. pmaddubsw saturates its
+  int16 sum: a pair of weights (w0, w1) is exact for every u8 activation when its positive
+  parts add up to at most 128 and its negative parts too (255 x 128 = 32640). The 0.7-7% of
+  pairs that do not (per-channel weights: a 127 in every channel) keep w0 and the part of w1
+  that fits; the rest of w1 (|c| <= 126, alone in its pair) is a sparse correction added to
+  the channel's accumulators after the dense reduction (corrections; pairs.PairsEmitter), 2-5%
+  of a 3x3 layer's quads per channel, 7-14% of a small 1x1's."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +46,7 @@ def byte(v: int) -> int:
 # became vpmulld and shuffles (2.0x slower than the float kernel on a 64 -> 64 1x1 layer)
 PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd"}
 DPBUSD = {4: "llvm.x86.avx512.vpdpbusd.128", 8: "llvm.x86.avx512.vpdpbusd.256"}
+PMADDUBSW = {8: "llvm.x86.avx2.pmadd.ub.sw"}
 
 
 class Pairs:
@@ -136,11 +149,82 @@ class Quads(Pairs):
         return acc
 
 
+class Quads16(Quads):
+    name = "quads16"
+
+    @staticmethod
+    def split(w: np.ndarray):
+        """[M, K] int8 weights (K padded to whole quads with zeros) as (dense, correction):
+        dense pairs that pmaddubsw adds exactly (pairs' positive parts <= 128, negative parts
+        <= 128), the correction the rest of a pair's second weight (dense + correction = w)."""
+        m = w.shape[0]
+        w = w.reshape(m, -1).astype(np.int64)
+        w = np.concatenate([w, np.zeros((m, -w.shape[1] % 4), np.int64)], axis=1)
+        a, b = w[:, 0::2], w[:, 1::2]
+        over = (np.maximum(a, 0) + np.maximum(b, 0) > 128) | \
+            (np.maximum(-a, 0) + np.maximum(-b, 0) > 128)  # same signs, |a| + |b| > 128
+        fit = np.where(over, np.sign(b) * (128 - np.abs(a)), b)
+        dense = w.copy()
+        dense[:, 1::2] = fit
+        return dense, w - dense
+
+    def packed(self, w: np.ndarray, mr: int) -> np.ndarray:
+        return super().packed(self.split(w)[0], mr)
+
+    @classmethod
+    def corrections(cls, w: np.ndarray):
+        """(offsets [M + 1], entries [2 n]): channel o's corrections are the entries
+        offsets[o] .. offsets[o + 1] - 1, each (quad index, int32 word of its four correction
+        bytes), or None where no pair needs one."""
+        corr = cls.split(w)[1]
+        m = corr.shape[0]
+        words = sum((corr[:, s::4] & 0xFF) << (8 * s) for s in range(4))
+        o, q = np.nonzero(words)
+        if not len(o):
+            return None
+        offsets = np.searchsorted(o, np.arange(m + 1)).astype(np.int32)
+        entries = np.stack([q, words[o, q]], axis=1).astype(np.uint32).view(np.int32)
+        return offsets, entries.reshape(-1)
+
+    def tables(self, k):
+        """(offsets, entries) of the instruction's corrections as tables, or None."""
+        fixes = self.corrections(k.const(1))
+        return fixes and (k.add_table(fixes[0], "quads16 correction offsets"),
+                          k.add_table(fixes[1], "quads16 corrections (quad, word)"))
+
+    def correct(self, k, fixes, acc, o0, rows: int, load):
+        """Channels o0 .. o0 + rows: their corrections added to their accumulators (an Acc
+        of rows x NV int32 vectors), load(q, j) the activations' vector j of quad q (the
+        dense loop's)."""
+        b = k.b
+        offsets, entries = fixes
+
+        def index(v):
+            return b.sext(v, k.intp) if k.intp.width > 32 else v
+        for i in range(rows):
+            oc = b.add(o0, k.c(i))
+            lo, hi = (index(k.load(offsets, b.add(oc, k.c(d)), np.int32)) for d in (0, 1))
+            with acc.loop(k, hi, lo, name="fix") as e:
+                q = index(k.load(entries, b.mul(e, k.c(2)), np.int32))
+                word = k.load(entries, b.add(b.mul(e, k.c(2)), k.c(1)), np.int32)
+                word = acc.vec.isplat(word)
+                for j in range(acc.nv):
+                    acc.vals[i][j] = self.madd(b, acc.vals[i][j], load(q, j), word)
+
+    def madd(self, b, acc, act, wt):
+        w = acc.type.count
+        bt, ht = ir.VectorType(I8, 4 * w), ir.VectorType(I16, 2 * w)
+        ub = declare(b.module, PMADDUBSW[w], ir.FunctionType(ht, [bt, bt]))
+        wd = declare(b.module, PMADD[w], ir.FunctionType(acc.type, [ht, ht]))
+        pairs = b.call(ub, [b.bitcast(act, bt), b.bitcast(wt, bt)])  # (unsigned, signed)
+        return b.add(acc, b.call(wd, [pairs, cg.const(ht, 1)]))
+
+
 def fits_quads(w: np.ndarray) -> bool:
     """Weights whose values are int8 ones (vpdpbusd's signed operand)."""
     return w.size == 0 or (int(w.min()) >= -128 and int(w.max()) <= 127)
 
 
 def grouping(name: str, caps, xdt, zp: int) -> Pairs:
-    return (Quads if name == "quads" else Pairs)(caps, xdt, zp)
+    return {"quads": Quads, "quads16": Quads16}.get(name, Pairs)(caps, xdt, zp)
 

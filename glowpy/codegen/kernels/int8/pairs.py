@@ -25,14 +25,16 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import Acc, pack_constant
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles
 from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, plan_tiles
-from glowpy.codegen.kernels.int8.groups import Pairs, Quads, fits_quads, grouping
+from glowpy.codegen.kernels.int8.groups import Pairs, Quads, Quads16, fits_quads, grouping
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen import registry
 from glowpy.ir import qmath
 
-GROUP = {c.name: c.g for c in (Pairs, Quads)}  # reduction steps per int32 lane
+GROUP = {c.name: c.g for c in (Pairs, Quads, Quads16)}  # reduction steps per int32 lane
+# the groupings in the order a node takes the first that applies (kind)
+ORDER = ("quads", "quads16", "pairs")
 # packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
 # activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
 # needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
@@ -81,7 +83,8 @@ def reduction_steps(node, g: int) -> int:
 
 def takes(caps, node, name: str = "pairs") -> bool:
     """A QConv or QMatMul these kernels run (pairs_matmul.py the QMatMul) as `name` (pairs;
-    quads on a target with VNNI, or forced), the variant not passed over
+    quads on a target with VNNI, quads16 (a QConv) on one with AVX2, or forced), the variant
+    not passed over
     (-kernel-variant=QConv:!pairs): constant weights (quads: int8 values), bias and
     requantization tables, 8-bit input, 8-bit output (QMatMul: or int32 sums), sums within
     int32; a QConv with one group, one or two spatial dims, one tile's groups within
@@ -99,6 +102,9 @@ def takes(caps, node, name: str = "pairs") -> bool:
     if name == "quads" and not ((caps.quad_madd or registry.is_forced(node.op, name)) and
                                 fits_quads(w.const)):
         return False
+    if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
+                                  fits_quads(w.const)):  # pmaddubsw on 8 lanes: AVX2
+        return False
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
         return False
@@ -110,8 +116,8 @@ def takes(caps, node, name: str = "pairs") -> bool:
 
 
 def kind(caps, node) -> str | None:
-    """"quads" or "pairs", the grouping these kernels run a node with, or None."""
-    return next((name for name in ("quads", "pairs") if takes(caps, node, name)), None)
+    """The grouping (ORDER) these kernels run a node with, or None."""
+    return next((name for name in ORDER if takes(caps, node, name)), None)
 
 
 def mark(caps, node, graph) -> bool:
@@ -262,6 +268,7 @@ class PairsEmitter:
         self.nr = self.nv * self.w
         self.wp = weights(k, self.grp, self.mr)
         self.bias = bias_of(k, self.grp)
+        self.fixes = self.grp.tables(k) if isinstance(self.grp, Quads16) else None
         if scratch_of(k) is not None:
             self.buf = k.out(1)
         else:
@@ -374,6 +381,10 @@ class PairsEmitter:
             ws = [self.vec.isplat(k.load(self.wp, b.add(wrow, k.c(i)), np.int32))
                   for i in range(rows)]
             acc.madd(ws, xs)
+        if self.fixes:
+            self.grp.correct(k, self.fixes, acc, o0, rows,
+                             lambda q, j: b.load(cg.gep(b, self.buf, b.add(b.add(
+                                 xblk, b.mul(q, k.c(self.nr))), k.c(j * w)), I32), typ=vt, align=4))
         yt = cg.llvm_type(self.ydt)
         for i in range(rows):
             oc = b.add(o0, k.c(i))

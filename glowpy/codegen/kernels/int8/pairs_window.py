@@ -185,6 +185,7 @@ def place(prog, caps) -> None:
 
 
 @variant("QConv", "quads", rank=35, plan=functools.partial(plan, name="quads"))
+@variant("QConv", "quads16", rank=32, plan=functools.partial(plan, name="quads16"))
 @variant("QConv", "pairs", rank=30, plan=plan)
 def emit(k, p):
     (WindowPairs if p["window"] else PairsEmitter)(k, p).emit()
