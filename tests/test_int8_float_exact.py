@@ -29,7 +29,7 @@ from vector_levels import params
 
 # the 1x1 layers go to the float kernels here, not to x86's integer GEMM, pairs or quads
 # (tests/test_int8_pairs.py)
-NO_PAIRS = {op: ("!", {"pairs", "quads", "quads16"}) for op in ("QConv", "QMatMul")}
+NO_PAIRS = {"QConv": ("!", {"pairs", "quads", "quads16"}), "QMatMul": ("!", {"pairs", "quads"})}
 
 
 def conv_model(dtype, rng):
