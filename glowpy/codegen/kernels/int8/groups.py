@@ -172,6 +172,13 @@ class Quads16(Quads):
         return super().packed(self.split(w)[0], mr)
 
     @classmethod
+    def share(cls, w: np.ndarray) -> float:
+        """The share of the channels' quads that need a correction."""
+        corr = cls.split(w)[1]
+        return float(np.count_nonzero(corr.reshape(corr.shape[0], -1, 4).any(axis=2))) / \
+            max(1, corr.size // 4)
+
+    @classmethod
     def corrections(cls, w: np.ndarray):
         """(offsets [M + 1], entries [2 n]): channel o's corrections are the entries
         offsets[o] .. offsets[o + 1] - 1, each (quad index, int32 word of its four correction

@@ -35,6 +35,12 @@ from glowpy.ir import qmath
 GROUP = {c.name: c.g for c in (Pairs, Quads, Quads16)}  # reduction steps per int32 lane
 # the groupings in the order a node takes the first that applies (kind)
 ORDER = ("quads", "quads16", "pairs")
+# quads16 where at most this share of the quads needs a correction (groups.Quads16), unless
+# forced: a correction costs about 2.4 dense quad steps of its channel (it shares no load with
+# the tile's other channels), and the dense steps 0.69 of pairs' time. This Zen 3, a 3x3 over
+# 128 channels on 28x28 against pairs: 0.73 of the time at 2.8% (trained-like weights: a 127
+# per channel), 1.29 at 44% (uniform random weights); 1x1 64 -> 256 on 56x56 at 12.7%: 0.91
+FIX_MAX = 0.15
 # packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
 # activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
 # needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
@@ -103,7 +109,8 @@ def takes(caps, node, name: str = "pairs") -> bool:
                                 fits_quads(w.const)):
         return False
     if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
-                                  fits_quads(w.const)):  # pmaddubsw on 8 lanes: AVX2
+                                  fits_quads(w.const) and  # pmaddubsw on 8 lanes: AVX2
+                                  (registry.is_forced(node.op, name) or _share(node) <= FIX_MAX)):
         return False
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
@@ -113,6 +120,13 @@ def takes(caps, node, name: str = "pairs") -> bool:
     return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
         tile_shape(caps, node, GROUP[name], SCRATCH_MAX if _pointwise(node) else TILE_MAX) \
         is not None
+
+
+def _share(node) -> float:
+    """Quads16.share of a QConv's weights, computed once per node."""
+    if "_fix_share" not in node.attrs:
+        node.attrs["_fix_share"] = Quads16.share(node.inputs[1].const)
+    return node.attrs["_fix_share"]
 
 
 def kind(caps, node) -> str | None:
