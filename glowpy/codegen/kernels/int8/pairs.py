@@ -39,8 +39,14 @@ ORDER = ("quads", "quads16", "pairs")
 # forced: a correction costs about 2.4 dense quad steps of its channel (it shares no load with
 # the tile's other channels), and the dense steps 0.69 of pairs' time. This Zen 3, a 3x3 over
 # 128 channels on 28x28 against pairs: 0.73 of the time at 2.8% (trained-like weights: a 127
-# per channel), 1.29 at 44% (uniform random weights); 1x1 64 -> 256 on 56x56 at 12.7%: 0.91
-FIX_MAX = 0.15
+# per channel), 1.29 at 44% (uniform random weights); 1x1 64 -> 256 on 56x56 at 12.7%: 0.91.
+# And where a channel's reduction has at least Q16_MIN quads: on short ones the tile's fixed
+# costs (packing four byte vectors a lane, a correction loop per channel) can outweigh the
+# dense steps' gain. Both forced, rounds interleaved: keyword spotting int8's 1x1s over 64
+# channels (16 quads, 12-16% corrected, 125 positions) 1.39-1.42 of pairs' time; ResNet-50
+# int8's 1x1s over 64 (16 quads, 12-15%, 56x56) 0.92-0.96, its 3x3s and deeper 1x1s 0.78-0.93
+# (the rule leaves the first on pairs, a few % of ResNet-50's time, for the second's safety)
+FIX_MAX, Q16_MIN = 0.15, 32
 # packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
 # activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
 # needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
@@ -110,7 +116,9 @@ def takes(caps, node, name: str = "pairs") -> bool:
         return False
     if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
                                   fits_quads(w.const) and  # pmaddubsw on 8 lanes: AVX2
-                                  (registry.is_forced(node.op, name) or _share(node) <= FIX_MAX)):
+                                  (registry.is_forced(node.op, name) or
+                                   reduction_steps(node, 4) >= Q16_MIN and
+                                   _share(node) <= FIX_MAX)):
         return False
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
