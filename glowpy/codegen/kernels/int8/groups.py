@@ -149,8 +149,31 @@ class Quads(Pairs):
         return acc
 
 
+# quads16 where at most this share of the quads needs a correction (groups.Quads16), unless
+# forced: a correction costs about 2.4 dense quad steps of its channel (it shares no load with
+# the tile's other channels), and the dense steps 0.69 of pairs' time. This Zen 3, a 3x3 over
+# 128 channels on 28x28 against pairs: 0.73 of the time at 2.8% (trained-like weights: a 127
+# per channel), 1.29 at 44% (uniform random weights); 1x1 64 -> 256 on 56x56 at 12.7%: 0.91.
+# And where a channel's reduction has at least Q16_MIN quads: on short ones the tile's fixed
+# costs (packing four byte vectors a lane, a correction loop per channel) can outweigh the
+# dense steps' gain. Both forced, rounds interleaved: keyword spotting int8's 1x1s over 64
+# channels (16 quads, 12-16% corrected, 125 positions) 1.39-1.42 of pairs' time; ResNet-50
+# int8's 1x1s over 64 (16 quads, 12-15%, 56x56) 0.92-0.96, its 3x3s and deeper 1x1s 0.78-0.93
+# (the rule leaves the first on pairs, a few % of ResNet-50's time, for the second's safety)
+FIX_MAX, Q16_MIN = 0.15, 32
+
+
 class Quads16(Quads):
     name = "quads16"
+
+    @classmethod
+    def pays(cls, node) -> bool:
+        """Is a QConv (constant int8 weights) faster as quads16 than as pairs (FIX_MAX,
+        Q16_MIN)? The share of corrected quads is computed once per node."""
+        w = node.inputs[1].const
+        if "_fix_share" not in node.attrs:
+            node.attrs["_fix_share"] = cls.share(w)
+        return -(-w[0].size // 4) >= Q16_MIN and node.attrs["_fix_share"] <= FIX_MAX
 
     @staticmethod
     def split(w: np.ndarray):

@@ -35,18 +35,6 @@ from glowpy.ir import qmath
 GROUP = {c.name: c.g for c in (Pairs, Quads, Quads16)}  # reduction steps per int32 lane
 # the groupings in the order a node takes the first that applies (kind)
 ORDER = ("quads", "quads16", "pairs")
-# quads16 where at most this share of the quads needs a correction (groups.Quads16), unless
-# forced: a correction costs about 2.4 dense quad steps of its channel (it shares no load with
-# the tile's other channels), and the dense steps 0.69 of pairs' time. This Zen 3, a 3x3 over
-# 128 channels on 28x28 against pairs: 0.73 of the time at 2.8% (trained-like weights: a 127
-# per channel), 1.29 at 44% (uniform random weights); 1x1 64 -> 256 on 56x56 at 12.7%: 0.91.
-# And where a channel's reduction has at least Q16_MIN quads: on short ones the tile's fixed
-# costs (packing four byte vectors a lane, a correction loop per channel) can outweigh the
-# dense steps' gain. Both forced, rounds interleaved: keyword spotting int8's 1x1s over 64
-# channels (16 quads, 12-16% corrected, 125 positions) 1.39-1.42 of pairs' time; ResNet-50
-# int8's 1x1s over 64 (16 quads, 12-15%, 56x56) 0.92-0.96, its 3x3s and deeper 1x1s 0.78-0.93
-# (the rule leaves the first on pairs, a few % of ResNet-50's time, for the second's safety)
-FIX_MAX, Q16_MIN = 0.15, 32
 # packed tile bytes a window layer may need: past the stack's SCRATCH_MAX it takes a gap of the
 # activation region, or grows it (pairs_window.place); 3x3 over 512 channels as pairs on 8 lanes
 # needs 72 KiB a vector (ResNet-18/50's last stage, 2.0-2.2 ms a layer on the float path
@@ -116,9 +104,7 @@ def takes(caps, node, name: str = "pairs") -> bool:
         return False
     if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
                                   fits_quads(w.const) and  # pmaddubsw on 8 lanes: AVX2
-                                  (registry.is_forced(node.op, name) or
-                                   reduction_steps(node, 4) >= Q16_MIN and
-                                   _share(node) <= FIX_MAX)):
+                                  (registry.is_forced(node.op, name) or Quads16.pays(node))):
         return False
     zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
     if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
@@ -128,13 +114,6 @@ def takes(caps, node, name: str = "pairs") -> bool:
     return node.attrs["group"] == 1 and len(x.shape) in (3, 4) and \
         tile_shape(caps, node, GROUP[name], SCRATCH_MAX if _pointwise(node) else TILE_MAX) \
         is not None
-
-
-def _share(node) -> float:
-    """Quads16.share of a QConv's weights, computed once per node."""
-    if "_fix_share" not in node.attrs:
-        node.attrs["_fix_share"] = Quads16.share(node.inputs[1].const)
-    return node.attrs["_fix_share"]
 
 
 def kind(caps, node) -> str | None:
