@@ -170,19 +170,22 @@ def test_microcontrollers_overlap_only_where_it_saves_bytes(tmp_path):
 def test_every_integer_streaming_variant_is_in_the_contract(tmp_path):
     """The overlap relies on the loop order of each variant that can run these instructions
     (docs/CONTRIBUTING.md, kernel contracts): a new variant fails here until its order is
-    checked and written down. quads, pairs, im2col and pointwise_dsp refuse grouped convolutions,
+    checked and written down. quads, winograd, quads16, pairs, im2col and pointwise_dsp refuse
+    grouped convolutions,
     MaxPool's vector variant integer input."""
     from glowpy.codegen import registry
     from glowpy.codegen.kernels import catalog  # noqa: F401 - registers the variants
     from glowpy.errors import ModelError
     from test_cross import BOARDS
     names = {op: [v.name for v in registry.variants(op)] for op in ("QConv", "MaxPool", "QAvgPool")}
-    assert names == {"QConv": ["quads", "quads16", "pairs", "depthwise_dsp", "im2col", "pointwise_dsp", "direct"],
+    assert names == {"QConv": ["quads", "winograd", "quads16", "pairs", "depthwise_dsp", "im2col",
+                               "pointwise_dsp", "direct"],
                      "MaxPool": ["vector", "direct"], "QAvgPool": ["default"]}, names
     model, _ = chain_model(*CASES[0][:3], np.random.default_rng(14))
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
-    for op, name in (("QConv", "quads"), ("QConv", "quads16"), ("QConv", "pairs"), ("QConv", "im2col"), ("QConv", "pointwise_dsp"),
+    for op, name in (("QConv", "quads"), ("QConv", "winograd"), ("QConv", "quads16"),
+                     ("QConv", "pairs"), ("QConv", "im2col"), ("QConv", "pointwise_dsp"),
                      ("MaxPool", "vector")):
         with pytest.raises(ModelError, match="does not apply"):
             glowpy.compile(path, str(tmp_path / name), target="arm",

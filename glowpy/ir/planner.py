@@ -284,7 +284,8 @@ def build(graph, optimize: bool = True, reuse: bool = True, transform=None,
     """Lowers and plans `graph`; with `optimize`, with lowering's zero-copy and in-place choices,
     the backend's post-lowering `transform` (lower.lower) and the schedule search (which
     leaves the chosen order in graph.nodes). A transform that trades memory for speed (scratch
-    buffers) is kept only if the activations grow by TRANSFORM_GROWTH at most.
+    buffers) is kept only if the activations grow by TRANSFORM_GROWTH at most, or if a forced
+    kernel variant asked for it (Program.transform_forced).
 
     `memory_first` orders the two costs of an in-place kernel that is slower than the ordinary
     one (ConvPointwiseInPlace: the same multiply-adds plus a scratch round trip per tile of a
@@ -302,7 +303,8 @@ def build(graph, optimize: bool = True, reuse: bool = True, transform=None,
         if prog.transformed:
             order = list(graph.nodes)  # the search leaves its order in the graph
             base = _build(graph, True, reuse, None, relax=False, slow=slow)
-            if prog.sizes["activation"] <= base.sizes["activation"] * (1 + TRANSFORM_GROWTH):
+            if prog.transform_forced or \
+                    prog.sizes["activation"] <= base.sizes["activation"] * (1 + TRANSFORM_GROWTH):
                 graph.nodes = order
             else:
                 prog, transform = base, None

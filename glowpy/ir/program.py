@@ -104,6 +104,8 @@ class Program:
     plan_info: dict = field(default_factory=dict)
     overlaps: list = field(default_factory=list)  # (instr index, in storage, out storage, D)
     transformed: bool = False  # the backend's post-lowering transform changed something
+    # ... as a variant forced on the command line asked: kept whatever the activations grow
+    transform_forced: bool = False
     kernels: list = field(default_factory=list)  # per instruction: its kernel function's name
     # kernel tables by content -> offset: equal tables are stored once (Kernel.add_table)
     tables: dict = field(default_factory=dict)

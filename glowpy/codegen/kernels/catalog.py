@@ -10,7 +10,8 @@ from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
 from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs  # noqa: F401
-from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window  # noqa: F401
+from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window
+from glowpy.codegen.kernels.int8 import winograd as int8_winograd
 from glowpy.codegen.kernels.int8 import qadd_table, qbinary, qfinish, qtable, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax, vector  # noqa: F401
@@ -59,7 +60,7 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
         if qconv is None:
             return graph
         if qconv == "auto":
-            return qconv_in_float(graph, lambda n: pairs.mark(caps, n, graph))
+            return qconv_in_float(graph, lambda n: pairs.mark(caps, n, graph, winograd))
         return qconv_in_float(graph)
     if memory_first:  # all add activation bytes
         return first
@@ -134,6 +135,7 @@ def post_lowering(target, winograd: bool = True, memory_first: bool = False):
     def step(prog):
         if winograd:
             prog = winograd_select.select(prog, target.caps)
+            prog = int8_winograd.select(prog, target.caps)
         if not memory_first:
             runtime_weights.add_scratch(prog)
             gemm_vector.add_pack_scratch(prog, target.caps)

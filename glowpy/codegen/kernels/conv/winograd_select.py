@@ -50,27 +50,33 @@ def may_take(lanes: int, c: int, kk: int, outputs: int) -> bool:
         u_fits(c, kk)
 
 
-def _live_bytes(prog) -> list[int]:
+def live_bytes(prog) -> list[int]:
     """Activation bytes live at each instruction: the planner's own profile, before placement."""
     groups, _, _, pairs = planner.members(prog)
     return planner.live_profile(groups, pairs, len(prog.instrs))
 
 
-# id(weights array) -> {(m, MR, points outermost): U}, while the array lives (the schedule
-# search re-lowers)
+# id(weights array) -> {key: transformed weights}, while the array lives (the schedule search
+# re-lowers)
 _PACKED: dict = {}
+
+
+def packed(const: np.ndarray, key, make):
+    """make(), the weights `const` transformed as `key` says, computed once per array."""
+    if id(const) not in _PACKED:
+        _PACKED[id(const)] = {}
+        weakref.finalize(const, _PACKED.pop, id(const), None)
+    cache = _PACKED[id(const)]
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def _weights(const: np.ndarray, m: int, mr: int, outer: bool) -> np.ndarray:
     """U packed for F(m x m), register tiles of MR channels and the GEMM's loop order
     (winograd_transforms.weights)."""
-    if id(const) not in _PACKED:
-        _PACKED[id(const)] = {}
-        weakref.finalize(const, _PACKED.pop, id(const), None)
-    cache = _PACKED[id(const)]
-    if (m, mr, outer) not in cache:
-        cache[m, mr, outer] = tf.weights(np.asarray(const, np.float32), m, mr, outer)
-    return cache[m, mr, outer]
+    return packed(const, (m, mr, outer),
+                  lambda: tf.weights(np.asarray(const, np.float32), m, mr, outer))
 
 
 def select(prog, caps):
@@ -82,7 +88,7 @@ def select(prog, caps):
         return prog
     # scratch up to what another instruction needs anyway costs no memory; beyond that, the
     # region may grow by the share planner.build accepts (-winograd=false: not at all)
-    live = _live_bytes(prog)
+    live = live_bytes(prog)
     bound = max(live, default=0)
     # integer sums in float (passes/quant/float_exact.py) must stay exact: the transforms round
     exact = {v.name for i in prog.instrs if i.op == "QFinish"

@@ -81,16 +81,11 @@ def reduction_steps(node, g: int) -> int:
     return -(-node.inputs[0].shape[1] * math.prod(node.inputs[1].shape[2:]) // g)
 
 
-def takes(caps, node, name: str = "pairs") -> bool:
-    """A QConv or QMatMul these kernels run (pairs_matmul.py the QMatMul) as `name` (pairs;
-    quads on a target with VNNI, quads16 (a QConv) on one with AVX2, or forced), the variant
-    not passed over
-    (-kernel-variant=QConv:!pairs): constant weights (quads: int8 values), bias and
+def integer(caps, node) -> bool:
+    """A QConv or QMatMul x86's integer multiply-adds can run: constant weights, bias and
     requantization tables, 8-bit input, 8-bit output (QMatMul: or int32 sums), sums within
-    int32; a QConv with one group, one or two spatial dims, one tile's groups within
-    SCRATCH_MAX (a 1x1) or TILE_MAX (a window)."""
-    if not caps.pair_madd or node.op not in ("QConv", "QMatMul") or \
-            not registry.allowed(node.op, name):
+    int32 (what every grouping here and winograd.py need)."""
+    if not caps.pair_madd or node.op not in ("QConv", "QMatMul"):
         return False
     x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
     outs = (np.int8, np.uint8) + ((np.int32,) if node.op == "QMatMul" else ())
@@ -99,15 +94,25 @@ def takes(caps, node, name: str = "pairs") -> bool:
             np.dtype(x.dtype) not in (np.dtype(np.int8), np.dtype(np.uint8)) or \
             np.dtype(y.dtype) not in [np.dtype(d) for d in outs]:
         return False
+    zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
+    return bool(np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31))
+
+
+def takes(caps, node, name: str = "pairs") -> bool:
+    """A node these kernels run (integer; pairs_matmul.py the QMatMul) as `name` (pairs;
+    quads on a target with VNNI, quads16 (a QConv) on one with AVX2, or forced), the variant
+    not passed over (-kernel-variant=QConv:!pairs): quads need int8 weight values; a QConv
+    has one group, one or two spatial dims, one tile's groups within SCRATCH_MAX (a 1x1) or
+    TILE_MAX (a window)."""
+    if not registry.allowed(node.op, name) or not integer(caps, node):
+        return False
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
     if name == "quads" and not ((caps.quad_madd or registry.is_forced(node.op, name)) and
                                 fits_quads(w.const)):
         return False
     if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
                                   fits_quads(w.const) and  # pmaddubsw on 8 lanes: AVX2
                                   (registry.is_forced(node.op, name) or Quads16.pays(node))):
-        return False
-    zp = node.attrs["x_zp" if node.op == "QConv" else "a_zp"]
-    if not np.all(qmath.sum_bound(w.const, node.inputs[2].const, x.dtype, zp) < 1 << 31):
         return False
     if node.op == "QMatMul":  # at least a vector of output columns
         return len(w.shape) == 2 and y.shape[-1] >= simd_of(caps).width
@@ -121,15 +126,21 @@ def kind(caps, node) -> str | None:
     return next((name for name in ORDER if takes(caps, node, name)), None)
 
 
-def mark(caps, node, graph) -> bool:
+def mark(caps, node, graph, winograd: bool = True) -> bool:
     """Where time comes first (-quantized-convolutions=auto; compiler._qconv_in_float): marks
     a QConv these kernels take for them, which the float rewrite then leaves integer; for the
     pairs its weights become int16 (the same values): the kernel's int32 pairs are then the
     same bytes and replace them in the constant region (pack_constant) instead of joining a
     second, int8 copy (quads are int8 bytes already). Elsewhere the integer kernels keep int8
     weights (ResNet-50 int8: 25 MB of weights; with the int8 copy beside the pairs, 86 MB of
-    constants, 70 without)."""
+    constants, 70 without). With Winograd (-winograd) forced (-kernel-variant=QConv:winograd),
+    a layer it can run (winograd_choice.takes) is marked with int8 weights."""
+    from glowpy.codegen.kernels.int8 import winograd_choice
     name = kind(caps, node)
+    if name is None and winograd and registry.is_forced(node.op, "winograd") and \
+            integer(caps, node) and winograd_choice.takes(caps, node):
+        node.attrs["_pairs"] = 1
+        return True
     if name is None:
         return False
     node.attrs["_pairs"] = 1
@@ -156,13 +167,14 @@ def chosen(k, name: str) -> bool:
 def epilogue(k, zp: int) -> dict:
     """{"wide", "ties"} of the requantization (quant.requantize) after these sums: the
     product's high word where every shift allows it, the tie correction where a tie can occur
-    (both False for int32 sums)."""
+    (both False for int32 sums). From the node's tables (a kernel may read its weights
+    transformed: winograd.py)."""
     if k.attrs["out_dtype"] == "int32":
         return {"wide": False, "ties": False}
-    shifts = k.const(4)
-    bound = qmath.sum_bound(k.const(1), k.const(2), k.in_buf(0).dtype, zp)
+    w, bias, mult, shifts = (v.const for v in k.node.inputs[1:5])
+    bound = qmath.sum_bound(w, bias, k.in_buf(0).dtype, zp)
     return {"wide": k.attrs["mode"] == "even" and bool(np.all(shifts <= -2)),
-            "ties": qmath.ties_possible(bound, k.const(3), shifts)}
+            "ties": qmath.ties_possible(bound, mult, shifts)}
 
 
 def scratch_of(k):

@@ -169,7 +169,7 @@ def place(prog, caps) -> None:
         if ins.op != "QConv" or len(ins.outputs) != 1 or node is None:
             return None
         name = chosen_kind(caps, node)
-        if name is None or _pointwise(node):
+        if name not in GROUP or _pointwise(node):
             return None
         best = tile_shape(caps, node, GROUP[name], TILE_MAX)
         stack = tile_shape(caps, node, GROUP[name])

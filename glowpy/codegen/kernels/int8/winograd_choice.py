@@ -1,0 +1,121 @@
+"""When an integer QConv runs as Winograd F(2x2, 3x3) on pmaddwd pairs (int8/winograd.py), with
+what blocking, and its weights transformed.
+
+Exactness. With d = x - zp (|d| <= 255) and 2G = [[2,0,0],[1,1,1],[1,-1,1],[0,0,2]] (the
+integer F(2,3) weight transform, twice G), V = B^T d B stays within 4 x 255 = 1020 and
+4U = (2G) g (2G)^T within 9 x 255 = 2295 (int8 weights: 1152): both int16, and a pmaddwd pair of
+their products within 4.7e6. The sums over the input channels and A^T M A are int32 adds, exact
+modulo 2^32 whatever they pass through on the way, so the result, 4 x the direct convolution's
+sum S, is exact where |4 S| < 2^31 (`exact`, from the weights), and S = that >> 2 exactly.
+
+Cost (`pays`). F(2x2) multiplies alpha^2 = 16 values per 2x2 outputs per channel pair where the
+direct convolution does 36: 2.25x fewer, at pmaddwd's rate. Without VNNI the direct kernels'
+best is quads16 (pmaddubsw), 2x pmaddwd's multiply-adds per instruction but about 1.5x its
+issue rate's time per step here (this Zen 3, hand-written loops from L1: pairs 55 G
+multiply-adds/s, quads16 82-89), so F(2x2) on pairs does the layer's arithmetic in about
+1.5 / 2.25 = 0.67 of quads16's time, less what the transforms and the padded tile slots add.
+The model counts, per layer, quads16's steps (9C/4 per output vector and channel) against the
+Winograd's pairs (16 C/2 per tile vector and channel, over the padded slots, at 1.5 the time)
+and the transforms' vector operations."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glowpy.ir import qmath
+
+G2 = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], np.int64)  # 2 G of F(2, 3)
+MR, NV = 6, 2  # register tile: 12 int32 accumulators, 2 vectors of V, a splat, a product
+PAIR_COST = 0.75  # time of a pmaddwd pair step against a quads16 step (see the module)
+INPUT_OPS, OUTPUT_OPS = 110, 60  # vector operations per tile vector: (2 channels) / (1 channel)
+ISSUE = 3  # vector operations a cycle the transforms' adds, shuffles and loads sustain
+
+
+def fits(node) -> bool:
+    """A 3x3, stride-1, undilated, ungrouped 2-D QConv with an 8-bit output."""
+    if node.op != "QConv" or node.attrs.get("group", 1) != 1 or len(node.inputs[0].shape) != 4 \
+            or np.dtype(node.outputs[0].dtype).itemsize != 1:
+        return False
+    win = node.opdef.window(node)
+    return tuple(node.inputs[1].shape[2:]) == (3, 3) and all(s == 1 for s in win.strides) and \
+        all(d == 1 for d in win.dilations)
+
+
+def exact(node) -> bool:
+    """4 x the direct sums fit int32 for every input (the module's bound)."""
+    w = node.inputs[1].const
+    zp = node.attrs["x_zp"]
+    dev = qmath.sum_bound(w, np.zeros(w.shape[0], np.int64), node.inputs[0].dtype, zp)
+    return bool(np.all(4 * dev < 1 << 31))
+
+
+def takes(caps, node) -> bool:
+    """The kernel can run this QConv (one x86's integer kernels take: pairs.integer): 8-lane
+    pmaddwd (AVX2), the shape, exact."""
+    return caps.pair_madd == 8 and fits(node) and exact(node)
+
+
+def tiles(node) -> tuple[int, int]:
+    """(tile rows, tiles per row) of the output plane."""
+    ho, wo = node.outputs[0].shape[2:]
+    return -(-ho // 2), -(-wo // 2)
+
+
+def pays(node, direct: str | None) -> bool:
+    """The Winograd's estimated vector steps below those of the direct grouping the node would
+    take (pairs.kind: quads16, or pairs at PAIR_COST a step of half the multiply-adds; never
+    against VNNI's quads), by the module's model."""
+    if direct not in ("quads16", "pairs"):
+        return False
+    c, m = node.inputs[0].shape[1], node.outputs[0].shape[1]
+    th, tw = tiles(node)
+    ho, wo = node.outputs[0].shape[2:]
+    w = 8
+    steps = math.ceil(9 * c / 4) if direct == "quads16" else 2 * math.ceil(9 * c / 4) * PAIR_COST
+    direct_cost = steps * m * math.ceil(ho * wo / w)
+    tvec = th * math.ceil(tw / w)  # vectors over each row's tiles, as the transforms run
+    gvec = math.ceil(th * tw / w)  # the GEMM's vectors over the block's tiles
+    gemm = 16 * math.ceil(c / 2) * math.ceil(m / MR) * MR * gvec * PAIR_COST
+    transforms = (tvec * math.ceil(c / 2) * INPUT_OPS + tvec * m * OUTPUT_OPS) / ISSUE
+    return gemm + transforms < direct_cost
+
+
+def blocking(caps, node, budget: int) -> dict | None:
+    """{"rows", "tpad", "bytes"}: tile rows per block, as many as the scratch `budget` allows up
+    to the target's L2 for V (swept once per block of MR output channels); the tile slots of
+    one point's row of V and M (the block's tiles, with room for the last row's vector stores
+    past its tiles); the scratch's bytes (V [16][C/2][tpad] and M [16][MR][tpad], int32).
+    None where one tile row does not fit."""
+    th, tw = tiles(node)
+    c2 = -(-node.inputs[0].shape[1] // 2)
+
+    def block(rows):
+        tpad = -(-((rows - 1) * tw + -(-tw // 8) * 8) // 8) * 8  # >= rows * tw, whole vectors
+        return {"rows": rows, "tpad": tpad, "bytes": 16 * (c2 + MR) * tpad * 4}
+    rows = 0
+    while rows < th and block(rows + 1)["bytes"] <= budget and \
+            (not rows or 16 * c2 * block(rows + 1)["tpad"] * 4 <= max(caps.l2_bytes, 1 << 18)):
+        rows += 1
+    # blocks as even as the count allows (no short last block re-streaming all of 4U)
+    return block(-(-th // -(-th // rows))) if rows else None
+
+
+def macs(node) -> int:
+    """Executed multiply-adds: 16 per tile and channel pair (the transforms' adds not counted)."""
+    th, tw = tiles(node)
+    return node.inputs[0].shape[0] * th * tw * 16 * node.inputs[0].shape[1] * \
+        node.outputs[0].shape[1]
+
+
+def weights(w: np.ndarray, mr: int = MR) -> np.ndarray:
+    """4U = (2G) g (2G)^T per (k, c) as int32 words of two int16 (channels 2p, 2p + 1, the first
+    in the low half; an odd C padded with a zero channel), laid out per block of mr output
+    channels (the last: the rest) [16][C/2][rows]: the GEMM's read order."""
+    kk, c = w.shape[:2]
+    u = np.einsum("ai,kcij,bj->kabc", G2, w.astype(np.int64), G2).reshape(kk, 16, c)
+    u = np.concatenate([u, np.zeros((kk, 16, c % 2), np.int64)], axis=2)
+    words = ((u[..., 0::2] & 0xFFFF) | ((u[..., 1::2] & 0xFFFF) << 16)).astype(np.uint32)
+    words = words.view(np.int32)  # [K][16][C/2]
+    return np.concatenate([words[k0:k0 + mr].transpose(1, 2, 0).reshape(-1)
+                           for k0 in range(0, kk, mr)])
