@@ -6,7 +6,9 @@ integer kernel's (QConv:direct, forced) and the integer ops' numpy references bi
 and lie within 1 LSB of onnxruntime. Cases: an odd channel count (the last pair's zero half) with 13
 output channels (a partial register block) on a 7x7 plane (a partial tile) and a fused Relu; 64
 -> 40 on 10x12 (full tiles, then a rest) with per-tensor weights; 3 input channels on 4x4; a
-channel whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; uint8
+channel whose bias is near 2**30 (saturating); a batch of two; a Conv1d over 37 points; strided
+1x1s (2 x 3 onto 5x4 from 10x12: vectors across output rows, gathered lane by lane; 1 x 2
+onto 6x20 from 6x40: vectors within a row loaded whole, and across; 3 on the Conv1d); uint8
 and int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
@@ -40,15 +42,16 @@ def grouped(level, group: str, op: str = "QConv") -> dict:
     return dict(level.options, **({"kernel_variants": {op: group}} if forced else {}))
 
 INPUTS = {"a": (1, 15, 7, 7), "b": (1, 64, 10, 12), "c": (1, 3, 4, 4), "d": (2, 32, 9, 9),
-          "e": (1, 20, 37)}
+          "e": (1, 20, 37), "f": (1, 16, 6, 40)}
 
 
 def pointwise_model(dtype, rng):
     m = QDQ(dtype)
     lo = -128 if np.dtype(dtype) == np.int8 else 0
-    xs = {"a": 0.05, "b": 0.03, "c": 0.2, "d": 0.04, "e": 0.06}
+    xs = {"a": 0.05, "b": 0.03, "c": 0.2, "d": 0.04, "e": 0.06, "f": 0.05}
 
-    def conv(name, mo, per_channel=True, big_bias=False, relu=False, ys=0.05, yz=lo + 100):
+    def conv(name, mo, per_channel=True, big_bias=False, relu=False, ys=0.05, yz=lo + 100,
+             **attrs):
         c = INPUTS[name][1]
         w, sw = m.weight((mo, c) + (1,) * (len(INPUTS[name]) - 2), 0, rng, per_channel)
         b = rng.integers(-3000, 3000, mo).astype(np.int32)
@@ -56,10 +59,11 @@ def pointwise_model(dtype, rng):
             b[0] = (1 << 30) - 5
         bias = m.dq(m.c(b), (xs[name] * np.asarray(sw) * np.ones(mo)).astype(np.float32),
                     np.zeros(mo, np.int32), 0)
-        y = m.op("Conv", [m.dq(name, xs[name], m.zp(lo + 120)), w, bias])
+        y = m.op("Conv", [m.dq(name, xs[name], m.zp(lo + 120)), w, bias], **attrs)
         return m.q(m.op("Relu", [y]) if relu else y, ys, lo if relu else yz)
     outs = [conv("a", 13, relu=True), conv("b", 40, per_channel=False), conv("c", 8),
-            conv("b", 12, big_bias=True), conv("d", 24), conv("e", 9)]
+            conv("b", 12, big_bias=True), conv("d", 24), conv("e", 9),
+            conv("b", 14, strides=[2, 3]), conv("e", 7, strides=[3]), conv("f", 10, strides=[1, 2])]
     feeds = byte_feeds(INPUTS, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
 
@@ -73,7 +77,7 @@ def test_pointwise_qconv_on_pairs(dtype, level, group, rounding, tmp_path):
     opts = dict(quantization_rounding=rounding, **grouped(level, group))
     plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
-    assert kinds == [("QConv", group)] * 6, kinds
+    assert kinds == [("QConv", group)] * 9, kinds
     info, got = same_as_references(model, feeds, tmp_path,
                                    [opts, dict(opts, kernel_variants={"QConv": "direct"})],
                                    ort_lsb=1 if rounding == "even" else None)
@@ -181,12 +185,12 @@ def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
                        ("x86", dict(mcpu="x86-64-v3",
                                     kernel_variants={"QConv": ("!", {"pairs", "quads16"})}))):
         ops = [i["op"] for i in memory_report(model, tmp_path / name, **opts)["instructions"]]
-        assert "QConv" not in ops and ops.count("QFinish") == 6, (name, ops)
+        assert "QConv" not in ops and ops.count("QFinish") == 9, (name, ops)
     # -quantized-convolutions=integer: the integer kernels with int8 weights alone
     plan = memory_report(model, tmp_path / "int", mcpu="x86-64-v3",
                          quantized_convolutions="integer")["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
-    assert len(kinds) == 6 and all(o == "QConv" and v != "pairs" for o, v in kinds), kinds
+    assert len(kinds) == 9 and all(o == "QConv" and v != "pairs" for o, v in kinds), kinds
 
 
 @pytest.mark.parametrize("level,group", GROUPINGS)

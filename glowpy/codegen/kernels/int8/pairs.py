@@ -43,10 +43,14 @@ TILE_MAX = 256 << 10
 
 
 def _pointwise(node) -> bool:
-    """An unpadded stride-1 1x1 (the flat panels: positions across rows)."""
+    """An unpadded 1x1 (the flat panels: positions across rows). At a stride the packing
+    gathers every s-th row and column (PairsEmitter.pack): ResNet-50's downsampling 1x1s
+    (256 -> 512 at stride 2 onto 28x28, quads16, one layer alone) took 1.19x the time of the
+    same layer on its subsampled input as a window layer, whose 28-position rows fill 3.5
+    vectors of 8."""
     win = node.opdef.window(node)
-    return all(d == 1 for d in node.inputs[1].shape[2:]) and all(v == 1 for v in win.strides) \
-        and not any(win.pads_begin) and not any(win.pads_end)
+    return all(d == 1 for d in node.inputs[1].shape[2:]) and \
+        not any(win.pads_begin) and not any(win.pads_end)
 
 
 def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
@@ -278,6 +282,12 @@ class PairsEmitter:
         self.taps = math.prod(k.in_buf(1).shape[2:])
         self.c2 = self.grp.steps(self.c * self.taps)  # int32 lanes per position
         self.npos = math.prod(y.shape[2:])
+        self.in_plane = math.prod(x.shape[2:])
+        # a strided 1x1: per output position (oh, ow), its input's offset in a plane
+        win = k.node.opdef.window(k.node)
+        self.strided = any(v != 1 for v in win.strides)
+        self.wo, self.wi = y.shape[-1], x.shape[-1]
+        self.sh, self.sw = ((1,) + tuple(win.strides))[-2:]
         self.nr = self.nv * self.w
         self.wp = weights(k, self.grp, self.mr)
         self.bias = bias_of(k, self.grp)
@@ -327,20 +337,72 @@ class PairsEmitter:
             self.tiles(count, lambda t: self.tile(n, t, o0, rows, spots(t)))
         cg.for_runs(self.b, self.m, self.mr, block, self.k.intp, "mb")
 
-    def _lanes(self, ch, base, last):
+    def _offsets(self, base, count):
+        """A strided 1x1's input offsets (within a plane) of the output positions base ...
+        base + count (IR values; the same for every channel), and for a whole vector an i1
+        that they lie in one output row and the w s bytes from the first in its input row
+        (one load then reaches them all)."""
+        k, b = self.k, self.b
+        out, row = [], None
+        for e in range(count):
+            p = b.add(base, k.c(e))
+            oh = b.udiv(p, k.c(self.wo))
+            ow = b.sub(p, b.mul(oh, k.c(self.wo)))
+            out.append(b.add(b.mul(oh, k.c(self.sh * self.wi)), b.mul(ow, k.c(self.sw))))
+            if not e:  # and the w s bytes from the first lie in its input row
+                row = b.icmp_unsigned("<=", b.mul(b.add(ow, k.c(count)), k.c(self.sw)),
+                                      k.c(self.wi))
+                row = b.and_(row, b.icmp_unsigned("<=", b.add(ow, k.c(count)), k.c(self.wo)))
+        return out, (row if count == self.w else None)
+
+    def _gather(self, ch, offs, count):
+        """x[ch][offs[e]] for e < count, lane by lane (a vector of w bytes; zeros past)."""
+        k, b = self.k, self.b
+        v = ir.Constant(ir.VectorType(cg.llvm_type(self.xdt), self.w), [0] * self.w)
+        for e in range(count):
+            v = b.insert_element(v, k.load(k.inp(0), b.add(ch, offs[e]), self.xdt),
+                                 ir.Constant(I32, e))
+        return v
+
+    def _strided(self, ch, offs, row):
+        """A strided 1x1's whole vector: within one output row whose input row holds the w s
+        bytes from its first, one load of them and a byte shuffle; lane by lane otherwise."""
+        k, b, w = self.k, self.b, self.w
+        et = cg.llvm_type(self.xdt)
+        with b.if_else(row) as (then, otherwise):
+            with then:
+                span = w * self.sw  # (a power of two: one load)
+                v = b.load(cg.gep(b, k.inp(0), b.add(ch, offs[0]), et),
+                           typ=ir.VectorType(et, span), align=1)
+                fast = b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(
+                    ir.VectorType(I32, w), [e * self.sw for e in range(w)]))
+                at_fast = b.block
+            with otherwise:
+                slow = self._gather(ch, offs, w)
+                at_slow = b.block
+        v = b.phi(fast.type)
+        v.add_incoming(fast, at_fast)
+        v.add_incoming(slow, at_slow)
+        return v
+
+    def _lanes(self, ch, base, last, strided=None):
         """x[ch][base ...] as the grouping stores it: w lanes, or the `last` valid ones of a
-        partial tile (read one by one; the grouping's pad past them)."""
+        partial tile (read one by one; the grouping's pad past them); a strided 1x1 reads the
+        positions' input offsets (`strided`: _offsets) instead."""
         k, b, w = self.k, self.b, self.w
         et = cg.llvm_type(self.xdt)
         vt = ir.VectorType(et, w)
         ptr = k.inp(0)
-        if last is None:
+        if strided is not None:
+            offs, row = strided
+            if last is None:
+                return self.grp.lanes(b, self._strided(ch, offs, row))
+            v = self._gather(ch, offs, last)
+        elif last is None:
             return self.grp.lanes(b, b.load(cg.gep(b, ptr, b.add(ch, base), et), typ=vt,
                                             align=1))
-        v = ir.Constant(vt, [0] * w)
-        for e in range(last):
-            v = b.insert_element(v, k.load(ptr, b.add(b.add(ch, base), k.c(e)), self.xdt),
-                                 ir.Constant(I32, e))
+        else:
+            v = self._gather(b.add(ch, base), [k.c(e) for e in range(last)], last)
         return b.select(ir.Constant(ir.VectorType(cg.I1, w), [e < last for e in range(w)]),
                         self.grp.lanes(b, v), self.grp.pad(w))
 
@@ -352,8 +414,11 @@ class PairsEmitter:
         def one(t):
             q0 = b.add(p0, b.mul(t, k.c(self.nr)))
             dst = b.mul(t, k.c(self.c2 * self.nr))
-            plane = k.c(self.npos)
-            img = b.mul(n, k.c(self.c * self.npos))
+            plane = k.c(self.in_plane)
+            img = b.mul(n, k.c(self.c * self.in_plane))
+            offs = [self._offsets(b.add(q0, k.c(j * w)), w if last is None else
+                                  max(0, min(w, last - j * w))) if self.strided else None
+                    for j in range(self.nv)]
 
             def group(cc, have):
                 ch0 = b.add(img, b.mul(b.mul(cc, k.c(g)), plane))
@@ -365,7 +430,7 @@ class PairsEmitter:
                         self.vec_store(cg.const(ir.VectorType(I32, w), 0), b.add(d, k.c(j * w)))
                         continue
                     base = b.add(q0, k.c(j * w))
-                    vs = [self._lanes(b.add(ch0, b.mul(k.c(s), plane)), base, lanes)
+                    vs = [self._lanes(b.add(ch0, b.mul(k.c(s), plane)), base, lanes, offs[j])
                           if s < have else self.grp.pad(w) for s in range(g)]
                     self.vec_store(self.grp.interleave(b, vs), b.add(d, k.c(j * w)))
             with k.for_range(self.c // g, name="cc") as cc:

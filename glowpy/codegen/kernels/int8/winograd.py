@@ -164,38 +164,33 @@ class WinogradPairs:
 
     # -- 1. V = B^T d B ------------------------------------------------------------------------
     def _phases(self, row, ok, first):
-        """The 4 column phases of input row `row` (an offset, None: outside the input) for the
-        tiles first .. first + 8 of a row: lane l of phase e is column 2 (first + l) + e - pl,
-        as int16 x - zp (0 outside the row)."""
+        """The 4 column phases of input row `row` (an offset; `ok`: an i1 that the row lies
+        inside the input) for the tiles first .. first + 8 of a row: lane l of phase e is
+        column 2 (first + l) + e - pl, as int16 x - zp (0 outside the input)."""
         k, b = self.k, self.b
         et = cg.llvm_type(self.xdt)
         cols = [[2 * (first + l) + e - self.pl for l in range(W)] for e in range(4)]
         valid = [[0 <= x < self.wd for x in ph] for ph in cols]
         zero = cg.const(ir.VectorType(I16, W), 0)
-        if row is None or not any(map(any, valid)):
+        if not any(map(any, valid)):
             return [zero] * 4
         s = cols[0][0]
-        span = 4 * W
-        if (0 <= s and s + span <= self.wd) or self.room:
-            v = b.load(cg.gep(b, k.inp(0), b.add(row, k.c(s)), et),
-                       typ=ir.VectorType(et, span), align=1)
-            raw = [b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
-                                    ir.Constant(ir.VectorType(I32, W), [x - s for x in ph]))
-                   for ph in cols]
-        else:  # an edge of a row at the input's end: the valid bytes one by one
-            raw = []
-            for ph, ok_ in zip(cols, valid):
-                v = ir.Constant(ir.VectorType(et, W), [0] * W)
-                for e in (e for e in range(W) if ok_[e]):
-                    v = b.insert_element(v, k.load(k.inp(0), b.add(row, k.c(ph[e])), self.xdt),
-                                         ir.Constant(I32, e))
-                raw.append(v)
+        if self.room or (0 <= s and s + 4 * W <= self.wd):
+            lo, n = s, 4 * W  # one 32-byte window (past the row: inside the region)
+        else:  # a row's edge: its valid columns alone (legalized as a few smaller loads)
+            lo = max(s, 0)
+            n = min(s + 2 * W + 2, self.wd) - lo
+        v = b.load(cg.gep(b, k.inp(0), b.add(row, k.c(lo)), et), typ=ir.VectorType(et, n),
+                   align=1)
+        raw = [b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(
+            ir.VectorType(I32, W), [x - lo if ok_ else 0 for x, ok_ in zip(ph, okp)]))
+            for ph, okp in zip(cols, valid)]
         out = []
         for v, ok_ in zip(raw, valid):
             v = self.grp.lanes(b, v)  # int16 x - zp
             if not all(ok_):
                 v = b.select(ir.Constant(ir.VectorType(cg.I1, W), ok_), v, zero)
-            out.append(b.select(ok, v, zero) if ok is not None else v)
+            out.append(b.select(ok, v, zero))
         return out
 
     def input_row(self, n, cp, r, rr):

@@ -10,13 +10,17 @@ sum S, is exact where |4 S| < 2^31 (`exact`, from the weights), and S = that >> 
 
 Cost (`pays`). F(2x2) multiplies alpha^2 = 16 values per 2x2 outputs per channel pair where the
 direct convolution does 36: 2.25x fewer, at pmaddwd's rate. Without VNNI the direct kernels'
-best is quads16 (pmaddubsw), 2x pmaddwd's multiply-adds per instruction but about 1.5x its
-issue rate's time per step here (this Zen 3, hand-written loops from L1: pairs 55 G
-multiply-adds/s, quads16 82-89), so F(2x2) on pairs does the layer's arithmetic in about
-1.5 / 2.25 = 0.67 of quads16's time, less what the transforms and the padded tile slots add.
-The model counts, per layer, quads16's steps (9C/4 per output vector and channel) against the
-Winograd's pairs (16 C/2 per tile vector and channel, over the padded slots, at 1.5 the time)
-and the transforms' vector operations."""
+best is quads16 (pmaddubsw): 2x pmaddwd's multiply-adds an instruction, but pmaddwd issues
+faster (hand-written loops from L1 on this Zen 3: pairs 55 G multiply-adds/s, quads16 82-89).
+The model counts, in quads16 steps per vector of 8 outputs and output channel: the direct
+kernel's steps (9C/4; pairs: 9C/2 at PAIR_COST) and its per-output work (EPILOGUE: the
+requantization, packing, corrections), against the Winograd's 16 C/2 pair steps per tile and
+its transforms (INPUT per tile vector and channel pair, shared by the output channels;
+OUTPUT and four epilogues per tile vector and output channel). Fitted to single layers on
+this Zen 3 (Winograd / quads16, forced, rounds interleaved): 16 -> 16 on 112x112 0.65 (model
+0.66), 32 -> 32 on 112x112 0.72 (0.70), 64 -> 64 on 56x56 0.63-0.66 (0.65), 128 -> 128 on
+28x28 0.62 (0.65), 256 on 14x14 0.65 (0.66). Below MIN_CHANNELS input or output channels the transforms
+are not repaid: 3 -> 16 on 32x32 1.2 of pairs' time, 8 -> 8 1.0."""
 from __future__ import annotations
 
 import math
@@ -27,9 +31,10 @@ from glowpy.ir import qmath
 
 G2 = np.array([[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]], np.int64)  # 2 G of F(2, 3)
 MR, NV = 6, 2  # register tile: 12 int32 accumulators, 2 vectors of V, a splat, a product
-PAIR_COST = 0.75  # time of a pmaddwd pair step against a quads16 step (see the module)
-INPUT_OPS, OUTPUT_OPS = 110, 60  # vector operations per tile vector: (2 channels) / (1 channel)
-ISSUE = 3  # vector operations a cycle the transforms' adds, shuffles and loads sustain
+PAIR_COST = 0.7  # time of a pmaddwd pair step against a quads16 step (the module's fit)
+EPILOGUE = 15  # per vector of outputs and output channel, in quads16 steps
+INPUT, OUTPUT = 60, 13  # transforms per tile vector: of a channel pair, of an output channel
+MIN_CHANNELS = 16
 
 
 def fits(node) -> bool:
@@ -63,21 +68,20 @@ def tiles(node) -> tuple[int, int]:
 
 
 def pays(node, direct: str | None) -> bool:
-    """The Winograd's estimated vector steps below those of the direct grouping the node would
-    take (pairs.kind: quads16, or pairs at PAIR_COST a step of half the multiply-adds; never
-    against VNNI's quads), by the module's model."""
-    if direct not in ("quads16", "pairs"):
-        return False
+    """The Winograd's estimated time below that of the direct grouping the node would take
+    (pairs.kind: quads16 or pairs; never against VNNI's quads), by the module's model."""
     c, m = node.inputs[0].shape[1], node.outputs[0].shape[1]
+    if direct not in ("quads16", "pairs") or min(c, m) < MIN_CHANNELS:
+        return False
     th, tw = tiles(node)
     ho, wo = node.outputs[0].shape[2:]
     w = 8
-    steps = math.ceil(9 * c / 4) if direct == "quads16" else 2 * math.ceil(9 * c / 4) * PAIR_COST
-    direct_cost = steps * m * math.ceil(ho * wo / w)
+    steps = math.ceil(9 * c / 4) if direct == "quads16" else math.ceil(9 * c / 2) * PAIR_COST
+    direct_cost = (steps + EPILOGUE) * m * math.ceil(ho * wo / w)
     tvec = th * math.ceil(tw / w)  # vectors over each row's tiles, as the transforms run
     gvec = math.ceil(th * tw / w)  # the GEMM's vectors over the block's tiles
     gemm = 16 * math.ceil(c / 2) * math.ceil(m / MR) * MR * gvec * PAIR_COST
-    transforms = (tvec * math.ceil(c / 2) * INPUT_OPS + tvec * m * OUTPUT_OPS) / ISSUE
+    transforms = tvec * (math.ceil(c / 2) * INPUT + m * (OUTPUT + 4 * EPILOGUE))
     return gemm + transforms < direct_cost
 
 
