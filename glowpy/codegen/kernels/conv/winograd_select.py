@@ -79,6 +79,21 @@ def _weights(const: np.ndarray, m: int, mr: int, outer: bool) -> np.ndarray:
                   lambda: tf.weights(np.asarray(const, np.float32), m, mr, outer))
 
 
+def transformed_weights(prog, ins, u: np.ndarray, layout: str) -> None:
+    """Instruction `ins` reads its weights as `u` (transformed, `layout` for the manifest): a
+    constant of their own, in place of the original where nothing else reads that."""
+    wbuf = ins.inputs[1]
+    ubuf = Buffer(f"{ins.name}_winograd_weights", u.dtype, u.shape, CONSTANT, data=u,
+                  layout={"layout": layout, "for": ins.name})
+    readers = sum(1 for i in prog.instrs for x in i.inputs if x is wbuf)
+    if readers == 1 and wbuf in prog.constants and \
+            not any(b.base is wbuf for b in prog.constants):
+        prog.constants[prog.constants.index(wbuf)] = ubuf
+    else:
+        prog.constants.append(ubuf)
+    ins.inputs[1] = ubuf
+
+
 def select(prog, caps):
     """The backend's post-lowering step: Conv instructions Winograd serves better become
     ConvWinograd, with the transformed weights as a constant of their own (replacing the
@@ -106,20 +121,10 @@ def select(prog, caps):
         if chosen is None:
             continue
         m, (rows, tp, mr, nv, nbytes, outer) = chosen
-        wbuf = ins.inputs[1]
         a2 = tf.alpha(m) ** 2
-        u = _weights(wbuf.value.const, m, mr, outer)
         order = f"[{a2}][K/{mr}]" if outer else f"[K/{mr}][{a2}]"
-        ubuf = Buffer(f"{ins.name}_winograd_weights", np.dtype(np.float32), u.shape, CONSTANT,
-                      data=u, layout={"layout": f"winograd F({m}x{m},3x3) {order}[C][{mr}]",
-                                      "for": ins.name})
-        readers = sum(1 for i in prog.instrs for x in i.inputs if x is wbuf)
-        if readers == 1 and wbuf in prog.constants and \
-                not any(b.base is wbuf for b in prog.constants):
-            prog.constants[prog.constants.index(wbuf)] = ubuf
-        else:
-            prog.constants.append(ubuf)
-        ins.inputs[1] = ubuf
+        transformed_weights(prog, ins, _weights(ins.inputs[1].value.const, m, mr, outer),
+                            f"winograd F({m}x{m},3x3) {order}[C][{mr}]")
         ins.op = "ConvWinograd"
         prog.transformed = True
         # executed multiply-adds: alpha^2 per tile and channel pair (the transforms' adds not

@@ -29,7 +29,8 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.conv.winograd_plan import scratch_max
-from glowpy.codegen.kernels.conv.winograd_select import SCRATCH, live_bytes, packed
+from glowpy.codegen.kernels.conv.winograd_select import (SCRATCH, live_bytes, packed,
+                                                          transformed_weights)
 from glowpy.codegen.kernels.int8 import winograd_choice as wc
 from glowpy.codegen.kernels.int8.groups import Pairs
 from glowpy.codegen.kernels.int8.pairs import PairAcc, epilogue, integer, kind, simd_of, store_lanes
@@ -37,7 +38,7 @@ from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.ir import planner
-from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
+from glowpy.ir.program import ACTIVATION, Buffer
 
 I16 = ir.IntType(16)
 W = 8  # int32 lanes (AVX2's pmaddwd)
@@ -83,19 +84,9 @@ def select(prog, caps):
         block = wc.blocking(caps, ins.node, budget)
         if block is None:
             continue
-        wbuf = ins.inputs[1]
         w = ins.node.inputs[1].const
-        u = packed(w, "int8 F(2x2)", lambda: wc.weights(w))
-        ubuf = Buffer(f"{ins.name}_winograd_weights", np.dtype(np.int32), u.shape, CONSTANT,
-                      data=u, layout={"layout": f"4U of F(2x2,3x3) [K/{wc.MR}][16][C/2][{wc.MR}]"
-                                                " int16 pairs", "for": ins.name})
-        readers = sum(1 for i in prog.instrs for x in i.inputs if x is wbuf)
-        if readers == 1 and wbuf in prog.constants and \
-                not any(b.base is wbuf for b in prog.constants):
-            prog.constants[prog.constants.index(wbuf)] = ubuf
-        else:
-            prog.constants.append(ubuf)
-        ins.inputs[1] = ubuf
+        transformed_weights(prog, ins, packed(w, "int8 F(2x2)", lambda: wc.weights(w)),
+                            f"4U of F(2x2,3x3) [K/{wc.MR}][16][C/2][{wc.MR}] int16 pairs")
         ins.attrs["winograd"] = dict(rows=block["rows"], tpad=block["tpad"], macs=wc.macs(ins.node))
         ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.int32),
                                               (block["bytes"] // 4,), ACTIVATION)]

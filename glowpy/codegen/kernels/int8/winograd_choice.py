@@ -19,8 +19,8 @@ its transforms (INPUT per tile vector and channel pair, shared by the output cha
 OUTPUT and four epilogues per tile vector and output channel). Fitted to single layers on
 this Zen 3 (Winograd / quads16, forced, rounds interleaved): 16 -> 16 on 112x112 0.65 (model
 0.66), 32 -> 32 on 112x112 0.72 (0.70), 64 -> 64 on 56x56 0.63-0.66 (0.65), 128 -> 128 on
-28x28 0.62 (0.65), 256 on 14x14 0.65 (0.66). Below MIN_CHANNELS input or output channels the transforms
-are not repaid: 3 -> 16 on 32x32 1.2 of pairs' time, 8 -> 8 1.0."""
+28x28 0.62 (0.65), 256 on 14x14 0.65 (0.66). Below MIN_CHANNELS input or output channels the
+transforms are not repaid: 3 -> 16 on 32x32 1.2 of pairs' time, 8 -> 8 1.0."""
 from __future__ import annotations
 
 import math
