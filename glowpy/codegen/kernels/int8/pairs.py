@@ -240,6 +240,19 @@ def store_lanes(k, v, off, lanes: int):
                 cg.gep(b, k.out(), b.add(off, k.c(e)), et))
 
 
+def finisher(k, vec, oc, bias, q, s, wide: bool, ties: bool):
+    """v (an int32 vector of output channel oc's sums) -> the output's vector: the bias (table
+    `bias`), the QConv's requantization (q and s: Python ints where every channel shares them,
+    else None: loaded from its tables) and clamp, truncated to the output type."""
+    b = k.b
+    bias = vec.isplat(k.load(bias, oc, np.int32))
+    q = q if q is not None else vec.isplat(k.load(k.inp(3), oc, np.int32))
+    s = s if s is not None else vec.isplat(k.load(k.inp(4), oc, np.int32))
+    yt = ir.VectorType(cg.llvm_type(k.out_buf().dtype), vec.w)
+    return lambda v: b.trunc(clamp(b, requantize(b, b.add(v, bias), q, s, k.attrs["mode"],
+                                                 wide, ties), k.attrs), yt)
+
+
 def simd_of(caps) -> Simd:
     """The kernel's vectors: the integer instructions' int32 lanes (TargetCaps.pair_madd), at
     most AVX2's 8 (the 512-bit pmaddwd needs AVX512BW, which caps does not record; a Zen 4 runs
@@ -275,7 +288,7 @@ class PairsEmitter:
         self.mr, self.nv, self.nt = p["mr"], p["nv"], p["tiles"]
         self.wide, self.ties = p["wide"], p["ties"]
         x, y = k.in_buf(0), k.out_buf()
-        self.xdt, self.ydt = x.dtype, y.dtype
+        self.xdt = x.dtype
         self.grp = grouping(p["group"], k.caps, x.dtype, k.attrs["x_zp"])
         self.g = self.grp.g
         self.n, self.c, self.m = x.shape[0], x.shape[1], y.shape[1]
@@ -463,15 +476,9 @@ class PairsEmitter:
             self.grp.correct(k, self.fixes, acc, o0, rows,
                              lambda q, j: b.load(cg.gep(b, self.buf, b.add(b.add(
                                  xblk, b.mul(q, k.c(self.nr))), k.c(j * w)), I32), typ=vt, align=4))
-        yt = cg.llvm_type(self.ydt)
         for i in range(rows):
             oc = b.add(o0, k.c(i))
-            bias = self.vec.isplat(k.load(self.bias, oc, np.int32))
-            q = self.q if self.q is not None else self.vec.isplat(k.load(k.inp(3), oc, np.int32))
-            s = self.s if self.s is not None else self.vec.isplat(k.load(k.inp(4), oc, np.int32))
+            finish = finisher(k, self.vec, oc, self.bias, self.q, self.s, self.wide, self.ties)
             plane = b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos))
             for j, (at, lanes) in enumerate(spots):
-                r = requantize(b, b.add(acc.value(i, j), bias), q, s, k.attrs["mode"],
-                               self.wide, self.ties)
-                r = b.trunc(clamp(b, r, k.attrs), ir.VectorType(yt, w))
-                store_lanes(k, r, b.add(plane, at), lanes)
+                store_lanes(k, finish(acc.value(i, j)), b.add(plane, at), lanes)

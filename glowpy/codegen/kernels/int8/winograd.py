@@ -33,8 +33,9 @@ from glowpy.codegen.kernels.conv.winograd_select import (SCRATCH, live_bytes, pa
                                                           transformed_weights)
 from glowpy.codegen.kernels.int8 import winograd_choice as wc
 from glowpy.codegen.kernels.int8.groups import Pairs
-from glowpy.codegen.kernels.int8.pairs import PairAcc, epilogue, integer, kind, simd_of, store_lanes
-from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
+from glowpy.codegen.kernels.int8.pairs import (PairAcc, epilogue, finisher, integer, kind,
+                                               simd_of, store_lanes)
+from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.ir import planner
@@ -110,7 +111,7 @@ class WinogradPairs:
         x, y = k.in_buf(0), k.out_buf()
         self.n, self.c, self.h, self.wd = x.shape
         self.m, self.ho, self.wo = y.shape[1:]
-        self.xdt, self.ydt = x.dtype, y.dtype
+        self.xdt = x.dtype
         win = k.node.opdef.window(k.node)
         self.pt, self.pl = win.pads_begin
         self.th, self.tw = wc.tiles(k.node)
@@ -242,23 +243,15 @@ class WinogradPairs:
     # -- 3. A^T M A >> 2, bias, requantization -------------------------------------------------
     def output_row(self, n, oc, i, r, rr):
         k, b = self.k, self.b
-        vt = ir.VectorType(I32, W)
-        bias = self.vec.isplat(k.load(k.inp(2), oc, np.int32))
-        q = self.q if self.q is not None else self.vec.isplat(k.load(k.inp(3), oc, np.int32))
-        sh = self.s if self.s is not None else self.vec.isplat(k.load(k.inp(4), oc, np.int32))
-        yt = cg.llvm_type(self.ydt)
+        finish = finisher(k, self.vec, oc, k.inp(2), self.q, self.s, self.wide, self.ties)
         plane = b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.ho * self.wo))
         slot = b.add(b.mul(i, k.c(self.tpad)), b.mul(rr, k.c(self.tw)))
-        two = cg.const(vt, 2)
+        two = cg.const(ir.VectorType(I32, W), 2)
         for first in range(0, self.tw, W):
             x = [[self.vec_load(self.mp, b.add(slot, k.c((4 * a + e) * self.mplane + first)))
                   for e in range(4)] for a in range(4)]
             for dy, y in enumerate(tf.output_2d(2, IntAr(b), x)):
-                out = []
-                for v in y:
-                    v = requantize(b, b.add(b.ashr(v, two), bias), q, sh, k.attrs["mode"],
-                                   self.wide, self.ties)
-                    out.append(b.trunc(clamp(b, v, k.attrs), ir.VectorType(yt, W)))
+                out = [finish(b.ashr(v, two)) for v in y]
                 both = b.shuffle_vector(out[0], out[1], ir.Constant(
                     ir.VectorType(I32, 2 * W), [h * W + l for l in range(W) for h in range(2)]))
                 oy = b.add(b.mul(r, k.c(2)), k.c(dy))
