@@ -171,15 +171,15 @@ def test_every_integer_streaming_variant_is_in_the_contract(tmp_path):
     """The overlap relies on the loop order of each variant that can run these instructions
     (docs/CONTRIBUTING.md, kernel contracts): a new variant fails here until its order is
     checked and written down. quads, winograd, quads16, pairs, im2col and pointwise_dsp refuse
-    grouped convolutions,
+    grouped convolutions, depthwise_float (vector targets only) streams plane by plane,
     MaxPool's vector variant integer input."""
     from glowpy.codegen import registry
     from glowpy.codegen.kernels import catalog  # noqa: F401 - registers the variants
     from glowpy.errors import ModelError
     from test_cross import BOARDS
     names = {op: [v.name for v in registry.variants(op)] for op in ("QConv", "MaxPool", "QAvgPool")}
-    assert names == {"QConv": ["quads", "winograd", "quads16", "pairs", "depthwise_dsp", "im2col",
-                               "pointwise_dsp", "direct"],
+    assert names == {"QConv": ["quads", "winograd", "quads16", "pairs", "depthwise_float",
+                               "depthwise_dsp", "im2col", "pointwise_dsp", "direct"],
                      "MaxPool": ["vector", "direct"], "QAvgPool": ["default"]}, names
     model, _ = chain_model(*CASES[0][:3], np.random.default_rng(14))
     path = str(tmp_path / "m.onnx")

@@ -74,12 +74,19 @@ def _no_unroll(module):
     return md
 
 
+def set_unroll_default(module, unroll: bool):
+    """Whether LLVM may unroll the module's loops that do not say (for_range_carry's `unroll`
+    None): the backend's choice per target (codegen/module.py)."""
+    module._glowpy_unroll = unroll
+
+
 @contextmanager
 def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name="i",
-                    unroll=True, interleave=0):
+                    unroll=None, interleave=0):
     """for_range with loop-carried values (phis): register accumulators without allocas.
     unroll=False marks the loop not to be unrolled (a body that is already a register-blocked
-    tile gains nothing from copies, and they cost compile time and code size). interleave=n
+    tile gains nothing from copies, and they cost compile time and code size); None: the
+    module's default (set_unroll_default), True lets LLVM decide. interleave=n
     asks the loop vectorizer for n vector iterations side by side: a body that is one long
     dependency chain per element (mathfn's range reductions and polynomials) then has
     independent chains to overlap, where the vectorizer's cost model picks one."""
@@ -107,6 +114,8 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
     for p, v in zip(phis, c.next if c.next is not None else phis):
         p.add_incoming(v, b.block)
     br = b.branch(header)
+    if unroll is None:
+        unroll = getattr(b.module, "_glowpy_unroll", True) or interleave > 1
     if not unroll:
         br.set_metadata("llvm.loop", _no_unroll(b.module))
     elif interleave > 1:

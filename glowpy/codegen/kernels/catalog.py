@@ -8,7 +8,7 @@ from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, s
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
-from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise  # noqa: F401
+from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise, depthwise_float  # noqa: F401
 from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs  # noqa: F401
 from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window  # noqa: F401
 from glowpy.codegen.kernels.int8 import winograd as int8_winograd
@@ -60,7 +60,8 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
         if qconv is None:
             return graph
         if qconv == "auto":
-            return qconv_in_float(graph, lambda n: pairs.mark(caps, n, graph, winograd))
+            return qconv_in_float(graph, lambda n: pairs.mark(caps, n, graph, winograd) or
+                                  depthwise_float.mark(caps, n))
         return qconv_in_float(graph)
     if memory_first:  # all add activation bytes
         return first

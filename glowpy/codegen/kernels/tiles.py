@@ -51,19 +51,23 @@ def shape_of(k, runtime_weights: bool = False) -> Shape | None:
     computed at run time unless the caller takes them (`runtime_weights`: the pixel and
     channel tiles, which pack them at run time, conv/runtime_weights.py; the other kernels
     pack constant weights at compile time)."""
-    node = k.node
     x, w, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     if any(b.dtype != np.float32 for b in (x, w, y)) or \
             (const_input(k, 1) is None and not runtime_weights):
         return None
     if k.in_buf(2) is not None and k.in_buf(2).dtype != np.float32:
         return None
+    return window_shape(k.node, x.shape, w.shape)
+
+
+def window_shape(node, xshape, wshape) -> Shape | None:
+    """A Conv or QConv node's Shape whatever its types (None past two spatial dims)."""
     win = node.opdef.window(node)
     nd = len(win.in_size)
     if nd not in (1, 2):
         return None
-    n, c = x.shape[:2]
-    m, g = w.shape[0], node.attrs["group"]
+    n, c = xshape[:2]
+    m, g = wshape[0], node.attrs["group"]
     if all(q == 1 for q in win.kernel + win.strides) and not any(win.pads_begin + win.pads_end):
         p = int(np.prod(win.in_size))  # a 1x1 unpadded stride-1 conv is one over the flat plane
         return Shape(n, c, m, g, 1, p, 1, p, 1, 1, 1, 1, 1, 1, 0, 0, 1)

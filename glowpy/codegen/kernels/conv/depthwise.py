@@ -99,6 +99,7 @@ class DepthwiseEmitter:
         self.choice = choice
         self.fin = Finisher(k, self.vec, k.out_buf().shape[2:])
         self.bias = k.inp(2)
+        self.x, self.wsrc = k.inp(0), k.inp(1)  # the input planes and the weights (floats)
         # An edge tap's masked-off lanes read past its row into the neighbouring rows and, in
         # the plane's first and last rows, into the neighbouring planes: within the tensor but
         # for its first and last plane, and there too when the region has that much room
@@ -119,13 +120,17 @@ class DepthwiseEmitter:
                 self.lead = [n, oc]
                 self.bv = self.vec.splat(k.load(self.bias, oc, np.float32)) \
                     if self.bias is not None else None
+                self.enter_plane()
                 if self.choice[0] == "flat":
                     self.flat_plane()
                 else:
                     self.row_plane()
 
+    def enter_plane(self):
+        """Called as each (batch, channel) plane begins (self.xb, self.ob, self.lead set)."""
+
     def weight(self, a, c):
-        return self.vec.load_splat(self.k.inp(1), self.b.add(self.wb, self.k.c(a * self.s.kw + c)))
+        return self.vec.load_splat(self.wsrc, self.b.add(self.wb, self.k.c(a * self.s.kw + c)))
 
     def finish(self, acc, p0, mask):
         b, k = self.b, self.k
@@ -200,7 +205,7 @@ class DepthwiseEmitter:
             for c in range(s.kw):
                 shift = (a * s.dh - s.pt) * s.win + c * s.dw - s.pl
                 m = masks[a * s.kw + c]
-                vals = [vec.load(k.inp(0), b.add(self.xb, b.add(q0, k.c(j * vec.w + shift))), m[j],
+                vals = [vec.load(self.x, b.add(self.xb, b.add(q0, k.c(j * vec.w + shift))), m[j],
                                  safe=self.safe) if any(m[j]) else None for j in range(nv)]
                 if any(v is not None for v in vals):
                     acc.fma([self.weight(a, c)], vals)
@@ -264,7 +269,7 @@ class DepthwiseEmitter:
         span = (w - 1) * s.sw + max(offs) - lo + 1
         n = math.ceil(span / w) * w
         if s.sw == 1 or n > vec.cap:  # past the cap, strided loads go lane by lane
-            return [[vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + offs[c])), s.sw,
+            return [[vec.load_strided(self.x, b.add(row, k.c(j * w * s.sw + offs[c])), s.sw,
                                       masks[c][j], safe=self.safe)
                      if any(masks[c][j]) else None for j in range(nv)] for c in range(s.kw)]
         if s.sw == 2 and vec.pairs_in_lanes():
@@ -278,7 +283,7 @@ class DepthwiseEmitter:
                         ok[off - lo + e] = ok[off - lo + e] or v
             if not any(ok):
                 continue
-            win = vec.load(k.inp(0), b.add(row, k.c(j * w * s.sw + lo)), tuple(ok), n=n,
+            win = vec.load(self.x, b.add(row, k.c(j * w * s.sw + lo)), tuple(ok), n=n,
                            safe=self.safe)
             for c, off in enumerate(offs):
                 if any(masks[c][j]):
@@ -302,7 +307,7 @@ class DepthwiseEmitter:
                         if e + d - c < 2 * w:
                             ok[e + d - c] = ok[e + d - c] or v
                 if any(ok):
-                    pair = self.vec.load_pairs(k.inp(0), b.add(row, k.c(j * w * 2 + offs[c])),
+                    pair = self.vec.load_pairs(self.x, b.add(row, k.c(j * w * 2 + offs[c])),
                                                tuple(ok), safe=self.safe)
                     for d in cols:
                         if any(masks[d][j]):

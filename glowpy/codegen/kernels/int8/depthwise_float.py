@@ -1,0 +1,191 @@
+"""Depthwise QConv on float vectors, int8 in and int8 out (QConv variant `depthwise_float`).
+
+Where time comes first, float_exact.py turned a depthwise QConv into DequantizeLinear, the
+float depthwise kernel and QFinish: three passes, the middle tensors float (4x the bytes),
+and the two conversions cost as much as the products. MobileNetV2 int8 on the 2-core Zen 3
+(AVX2 code, -instrument-profile, min of 6 rounds): its 17 depthwise layers' DequantizeLinear
+0.98 M cycles and QFinish 1.78 against the float kernels' 1.92.
+
+Here one pass does it, with the float depthwise kernel's tiles (conv/depthwise.py, the same
+instructions and tilings): each plane's input rows are converted to floats (x - x_zp, exact)
+into a small stack strip a block of row tiles at a time (the whole plane for the flat tiles),
+the products summed in float32 are exact integers (float_exact.exact_chunks: every partial sum
+below 2**24), and each accumulator vector goes out through the QConv's own bias,
+requantization and clamp (pairs.finisher) as one narrow store. The strip has margins on both
+sides, so every edge tap blends its lanes away instead of a masked load.
+
+Planes are processed one (batch, channel) at a time, each read and written within its own
+iteration (the streaming contract of CONTRIBUTING.md), as the float kernel does."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from glowpy.codegen import cgutils as cg
+from glowpy.codegen import registry
+from glowpy.codegen.kernels.conv.depthwise import DepthwiseEmitter, estimate
+from glowpy.codegen.kernels.int8.pairs import epilogue, finisher, store_lanes
+from glowpy.codegen.kernels.int8.taps import channel_params
+from glowpy.codegen.kernels.tiles import window_shape
+from glowpy.codegen.kernels.vectors import Simd
+
+# floats of the stack strip at most, margins included: the stack stays small and bounded
+# (docs/cortex_m7.md; tensors live in the activation region). Two 56x56 planes with their
+# margins take 6,400 (32 KiB holds 8,192); larger planes keep the float rewrite.
+STRIP_FLOATS = 8192
+# floats converted between a plane's conversion and its tiles' first loads, at least: a plane
+# converted just before its tiles read it still had its stores in flight, and the tiles'
+# unaligned loads, each spanning two of them, could not be forwarded (VWW int8's 6x6 stride-2
+# layer, one plane ahead: 5.8x the time of the three-kernel path; 7x7 planes 3.8x converted
+# in place). Zen 3, AVX2 code
+AHEAD = 512  # (measured before the strip was zeroed: see QDepthwiseEmitter)
+
+
+def _margin(s, w: int) -> int:
+    """Floats an edge tap's window may stray before or after the plane: a kernel row's span and
+    a vector's strided window, as DepthwiseEmitter's `reach` counts them (rows above or below
+    the plane are never read)."""
+    return s.pt * s.win + s.pl + s.kw * s.dw + (w - 1) * s.sw + 2 * w
+
+
+def _slot(s, w: int) -> int:
+    """Floats of one plane's slot in the strip, with its margins."""
+    return s.hin * s.win + 2 * _margin(s, w)
+
+
+def _shape(node):
+    w = node.inputs[1]
+    s = window_shape(node, node.inputs[0].shape, w.shape)
+    if s is None or s.cg != 1 or s.mg != 1 or s.kh * s.kw == 1:
+        return None
+    return s
+
+
+def ahead(s, w: int) -> int:
+    """Planes converted ahead of the one the tiles read (the strip holds one more slot), so
+    that AHEAD floats of stores lie between a plane's conversion and its tiles' loads; as
+    many as fit STRIP_FLOATS, 0 when not even one does."""
+    want = max(1, -(-AHEAD // (s.hin * s.win)))
+    return max(0, min(want, STRIP_FLOATS // _slot(s, w) - 1))
+
+
+def plan_for(caps, node):
+    """The tiling (conv/depthwise.estimate) where a plane can be converted ahead, or None."""
+    simd = Simd.of(caps)
+    s = _shape(node)
+    if simd.width == 1 or s is None or not ahead(s, simd.width):
+        return None
+    return estimate(s, simd)[1]
+
+
+def takes(caps, node) -> bool:
+    """A depthwise QConv (one input and one output channel per group, more than one tap, one
+    or two spatial dims) with constant weights, bias and requantization, 8-bit input and
+    output, whose sums float32 holds exactly, on a float vector target, with a tiling whose
+    strip fits."""
+    from glowpy.ir.passes.quant.float_exact import exact_chunks
+    if node.op != "QConv" or not registry.allowed(node.op, "depthwise_float"):
+        return False
+    x, y = node.inputs[0], node.outputs[0]
+    eight = (np.dtype(np.int8), np.dtype(np.uint8))
+    if np.dtype(x.dtype) not in eight or np.dtype(y.dtype) not in eight or \
+            any(v is None or v.const is None for v in node.inputs[1:5]):
+        return False
+    if exact_chunks(node) != [0, 1] or node.attrs["group"] != x.shape[1]:
+        return False
+    return plan_for(caps, node) is not None
+
+
+def mark(caps, node) -> bool:
+    """Where time comes first (catalog.late_rewrites): marks a QConv this kernel takes, which
+    the float rewrite then leaves integer."""
+    if not takes(caps, node):
+        return False
+    node.attrs["_depthwise_float"] = 1
+    return True
+
+
+def plan(k):
+    if not (k.node.attrs.get("_depthwise_float") or
+            registry.is_forced("QConv", "depthwise_float")) or not takes(k.caps, k.node):
+        return None
+    return {"tiling": plan_for(k.caps, k.node), **epilogue(k, k.attrs["x_zp"])}
+
+
+class QDepthwiseEmitter(DepthwiseEmitter):
+    """The float depthwise tiles over a ring of plane slots in a stack strip: while a plane's
+    tiles run, the plane `ahead` planes further on is converted into the slot the last one
+    freed."""
+
+    def __init__(self, k, p):
+        s = _shape(k.node)
+        super().__init__(k, s, p["tiling"])
+        w = self.vec.w
+        self.margin, self.slot = _margin(s, w), _slot(s, w)
+        self.ahead = ahead(s, w)
+        self.slots = self.ahead + 1
+        self.room = (True, True)  # the slots' margins: every edge load may blend
+        self.bias = None  # (the int32 bias comes after the conversion, in finish)
+        self.qbias = k.inp(2)
+        self.wsrc = k.add_table(k.const(1).astype(np.float32).reshape(-1), "float weights")
+        strip = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, self.slots * self.slot),
+                                   "strip")
+        strip.align = 32
+        strip.type = cg.PTR
+        self.x, self.src = strip, k.inp(0)
+        # zeros first: an edge tap's blended-away lanes still go through the multiply-adds,
+        # and stale stack bytes read as denormals cost a microcode assist each (VWW int8's
+        # 6x6 stride-2 layer: 7.6x the three-kernel path's time with the strip uninitialized)
+        with k.for_range(self.slots * self.slot // w, name="zero") as i:
+            self.vec.store(self.vec.zero(), strip, self.b.mul(i, k.c(w)))
+        self.xt = cg.llvm_type(k.in_buf(0).dtype)
+        self.signed = np.dtype(k.in_buf(0).dtype) == np.dtype(np.int8)
+        self.zp = k.attrs["x_zp"]
+        self.q, self.s_ = channel_params(k, 3), channel_params(k, 4)
+        self.wide, self.ties = p["wide"], p["ties"]
+
+    def enter_plane(self):
+        k, b, s = self.k, self.b, self.s
+        n, oc = self.lead
+        self.finish_fn = finisher(k, self.vec, oc, self.qbias, self.q, self.s_,
+                                  self.wide, self.ties)
+        plane, d, total = s.hin * s.win, self.ahead, s.n * s.c
+        g = b.add(b.mul(n, k.c(s.c)), oc)  # the plane's index; self.xb is its input offset
+        with cg.if_then(b, b.icmp_signed("==", g, k.c(0))):
+            with k.for_range(min(d, total), name="first") as j:
+                self.convert(b.add(self.xb, b.mul(j, k.c(plane))), j)
+        with cg.if_then(b, b.icmp_signed("<", g, k.c(total - d))):
+            self.convert(b.add(self.xb, k.c(d * plane)), b.urem(b.add(g, k.c(d)), k.c(self.slots)))
+        self.xb = b.add(b.mul(b.urem(g, k.c(self.slots)), k.c(self.slot)), k.c(self.margin))
+
+    def convert(self, src, slot):
+        """Slot `slot` (an IR value) = the input plane at src, less x_zp, as floats."""
+        k, b, vec, s = self.k, self.b, self.vec, self.s
+        w, count = vec.w, s.hin * s.win
+        base = b.add(b.mul(slot, k.c(self.slot)), k.c(self.margin))
+
+        def one(i, ty, wid, fty):
+            v = b.load(cg.gep(b, self.src, b.add(src, i), self.xt), typ=ty, align=1)
+            v = b.sext(v, wid) if self.signed else b.zext(v, wid)
+            f = b.sitofp(b.sub(v, cg.const(wid, self.zp)), fty)
+            b.store(f, cg.gep(b, self.x, b.add(base, i), cg.F32), align=4)
+        full = count // w
+        if full:
+            with k.for_range(full, name="cv") as i:
+                one(b.mul(i, k.c(w)), ir.VectorType(self.xt, w), vec.ity, vec.ty)
+        for i in range(full * w, count):
+            one(k.c(i), self.xt, cg.I32, cg.F32)
+
+    def finish(self, acc, p0, mask):
+        b = self.b
+        lanes = self.vec.w if mask is None else sum(mask)
+        if lanes == 0:
+            return
+        assert mask is None or all(mask[:lanes]), "depthwise stores keep a prefix of lanes"
+        y = self.finish_fn(b.fptosi(acc, self.vec.ity))
+        store_lanes(self.k, y, b.add(self.ob, p0), lanes)
+
+
+@registry.variant("QConv", "depthwise_float", rank=28, plan=plan)
+def emit(k, p):
+    QDepthwiseEmitter(k, p).emit()

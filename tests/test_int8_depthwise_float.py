@@ -1,0 +1,80 @@
+"""Depthwise QConv on float vectors with int8 in and out (glowpy/codegen/kernels/int8/
+depthwise_float.py), taken by default on every runnable vector level: outputs equal the
+scalar integer kernel's (QConv:direct) and the integer ops' numpy references bit for bit, and
+lie within 1 LSB of onnxruntime. Cases: 3x3 stride 1 with a Relu on 13x11 (odd sizes, row
+tiles with partial vectors); 3x3 stride 2 with TF "same" padding on 6x6 over 40 channels (the
+ring of converted planes wraps many times; the layer whose legacy-SSE shuffles cost 2.5x on a
+Zen 3); 5x5 on 15x15 with a saturating bias and per-tensor weights; 7x7 on 9x9 (flat tiles
+where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; uint8 and int8
+inputs with zero points; both roundings. Then a plane too large for the stack ring keeps the
+float rewrite (DequantizeLinear, float Conv, QFinish), exact as well."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from int8_check import byte_feeds, same_as_references
+from test_int8 import QDQ
+from util import make_graph_model, memory_report
+from vector_levels import params
+
+INPUTS = {"a": (1, 5, 13, 11), "b": (1, 40, 6, 6), "c": (1, 7, 15, 15), "d": (2, 9, 9, 9),
+          "e": (1, 6, 50)}
+
+
+def model_of(dtype, rng, inputs=INPUTS):
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+
+    def dw(name, k, pads, stride=1, relu=False, per_channel=True, big_bias=False, dil=1):
+        shape = inputs[name]
+        c = shape[1]
+        w, sw = m.weight((c, 1) + (k,) * (len(shape) - 2), 0, rng, per_channel)
+        b = rng.integers(-3000, 3000, c).astype(np.int32)
+        if big_bias:
+            b[0] = (1 << 30) - 5
+        bias = m.dq(m.c(b), (0.05 * np.asarray(sw) * np.ones(c)).astype(np.float32),
+                    np.zeros(c, np.int32), 0)
+        nd = len(shape) - 2
+        y = m.op("Conv", [m.dq(name, 0.05, m.zp(lo + 120)), w, bias], group=c, pads=pads,
+                 strides=[stride] * nd, dilations=[dil] * nd, kernel_shape=[k] * nd)
+        return m.q(m.op("Relu", [y]) if relu else y, 0.2, lo if relu else lo + 100)
+    layers = [("a", 3, [1, 1, 1, 1], dict(relu=True)),
+              ("b", 3, [0, 0, 1, 1], dict(stride=2)),
+              ("c", 5, [2, 2, 2, 2], dict(per_channel=False, big_bias=True)),
+              ("d", 7, [3, 3, 3, 3], {}),
+              ("e", 5, [4, 4], dict(dil=2))]
+    outs = [dw(name, k, pads, **kw) for name, k, pads, kw in layers if name in inputs]
+    feeds = byte_feeds(inputs, dtype, rng)
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("rounding", ["even", "away"])
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_depthwise_float_qconv_is_exact(dtype, level, rounding, tmp_path):
+    model, feeds = model_of(dtype, np.random.default_rng(43))
+    opts = dict(level.options, quantization_rounding=rounding)
+    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"] or
+             i["op"] in ("DequantizeLinear", "QFinish")]
+    assert kinds == [("QConv", "depthwise_float")] * 5, kinds
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [opts, dict(opts, kernel_variants={"QConv": "direct"})],
+                                   ort_lsb=1 if rounding == "even" else None)
+    sat = got[info.outputs[2]["name"]][0, 0]
+    assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
+    for p in info.outputs:
+        assert len(np.unique(got[p["name"]])) > 20, p["name"]  # a spread, not a clamp
+
+
+@pytest.mark.parametrize("level", params())
+def test_large_planes_keep_the_float_rewrite(level, tmp_path):
+    """A 100x100 plane (40,000 bytes of floats) does not fit the 32 KiB ring: the layer runs
+    as DequantizeLinear, the float depthwise Conv and QFinish, and is exact all the same."""
+    inputs = {"a": (1, 3, 100, 100)}
+    model, feeds = model_of(np.uint8, np.random.default_rng(44), inputs)
+    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
+    assert [i["op"] for i in plan] == ["DequantizeLinear", "Conv", "QFinish"], plan
+    same_as_references(model, feeds, tmp_path,
+                       [level.options, dict(level.options, kernel_variants={"QConv": "direct"})])
