@@ -49,3 +49,18 @@ def same_as_references(model, feeds, tmp_path, options: list[dict], ort_lsb: int
             limit = 0 if y.dtype == np.int32 else ort_lsb
             assert lsb(y, e) <= limit, f"{p['name']}: {lsb(y, e)} LSB from onnxruntime"
     return info, got
+
+
+def exact_against_direct(model, feeds, tmp_path, opts: dict, dtype, saturated: int):
+    """same_as_references for `opts` against the scalar integer QConv kernel (QConv:direct),
+    within 1 LSB of onnxruntime where the rounding is its own ("even"); output `saturated`
+    has a 2**30 bias in its first channel, which must saturate it, and every output must
+    spread over more than 20 values (not a clamp)."""
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [opts, dict(opts, kernel_variants={"QConv": "direct"})],
+                                   ort_lsb=1 if opts.get("quantization_rounding", "even") ==
+                                   "even" else None)
+    sat = got[info.outputs[saturated]["name"]][0, 0]
+    assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
+    for p in info.outputs:
+        assert len(np.unique(got[p["name"]])) > 20, p["name"]  # a spread, not a clamp
