@@ -28,8 +28,10 @@ from util import make_graph_model, memory_report
 from vector_levels import params
 
 # the 1x1 layers go to the float kernels here, not to x86's integer GEMM, pairs or quads
-# (tests/test_int8_pairs.py)
-NO_PAIRS = {"QConv": ("!", {"pairs", "quads", "quads16"}), "QMatMul": ("!", {"pairs", "quads"})}
+# (tests/test_int8_pairs.py), and the depthwise ones too, not to depthwise_float
+# (tests/test_int8_depthwise_float.py)
+NO_PAIRS = {"QConv": ("!", {"pairs", "quads", "quads16", "depthwise_float"}),
+            "QMatMul": ("!", {"pairs", "quads"})}
 
 
 def conv_model(dtype, rng):
@@ -86,12 +88,15 @@ def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path
 
 
 def test_qconv_on_float_kernels_under_qemu_aarch64(tmp_path):
-    """The same model on NEON (4 lanes), run under qemu-aarch64, equals the references."""
+    """The same model on NEON (4 lanes), run under qemu-aarch64, equals the references; its
+    two depthwise layers by default on depthwise_float (int8 in and out, float tiles)."""
     from test_cross import run_on_aarch64
     rng = np.random.default_rng(12)
     model, feeds = conv_model(np.uint8, rng)
     plan = memory_report(model, tmp_path / "plan", target="aarch64")["instructions"]
-    assert [i["op"] for i in plan].count("QFinish") == 7
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan]
+    assert [op for op, _ in kinds].count("QFinish") == 5
+    assert kinds.count(("QConv", "depthwise_float")) == 2, kinds
     info, outs = run_on_aarch64(model, feeds, str(tmp_path / "run"))
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)

@@ -76,8 +76,17 @@ def _no_unroll(module):
 
 def set_unroll_default(module, unroll: bool):
     """Whether LLVM may unroll the module's loops that do not say (for_range_carry's `unroll`
-    None): the backend's choice per target (codegen/module.py)."""
+    None) and whose body the kernel vectorized itself: the backend's choice per target
+    (codegen/module.py). Loops of scalar code stay LLVM's to unroll and vectorize (the integer
+    kernels' small tap loops become vector dot products only once unrolled)."""
     module._glowpy_unroll = unroll
+
+
+def _vector_body(fn, start: int) -> bool:
+    """Whether the blocks from index `start` on (a loop's body: blocks are only ever appended,
+    so everything emitted since it began) hold an instruction of a vector type."""
+    return any(isinstance(ins.type, ir.VectorType)
+               for blk in fn.blocks[start:] for ins in blk.instructions)
 
 
 @contextmanager
@@ -95,6 +104,7 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
     pre = b.block
     header = b.append_basic_block(f"{name}.head")
     body = b.append_basic_block(f"{name}.body")
+    first = len(b.function.blocks) - 1
     end = b.append_basic_block(f"{name}.end")
     b.branch(header)
     b.position_at_end(header)
@@ -115,7 +125,8 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
         p.add_incoming(v, b.block)
     br = b.branch(header)
     if unroll is None:
-        unroll = getattr(b.module, "_glowpy_unroll", True) or interleave > 1
+        unroll = getattr(b.module, "_glowpy_unroll", True) or interleave > 1 or \
+            not _vector_body(b.function, first)
     if not unroll:
         br.set_metadata("llvm.loop", _no_unroll(b.module))
     elif interleave > 1:
