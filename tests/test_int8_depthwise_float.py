@@ -2,11 +2,11 @@
 depthwise_float.py), taken by default on every runnable vector level: outputs equal the
 scalar integer kernel's (QConv:direct) and the integer ops' numpy references bit for bit, and
 lie within 1 LSB of onnxruntime. Cases: 3x3 stride 1 with a Relu on 13x11 (odd sizes, row
-tiles with partial vectors); 3x3 stride 2 with TF "same" padding on 6x6 over 40 channels (the
-ring of converted planes wraps many times; the layer whose legacy-SSE shuffles cost 2.5x on a
+tiles with partial vectors); 3x3 stride 2 with TF "same" padding on 6x6 over 40 channels (the two
+slots of converted planes alternate 40 times; the layer whose legacy-SSE shuffles cost 2.5x on a
 Zen 3); 5x5 on 15x15 with a saturating bias and per-tensor weights; 7x7 on 9x9 (flat tiles
 where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; uint8 and int8
-inputs with zero points; both roundings. Then a plane too large for the stack ring keeps the
+inputs with zero points; both roundings. Then a plane too large for the stack slots keeps the
 float rewrite (DequantizeLinear, float Conv, QFinish), exact as well."""
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_depthwise_float_qconv_is_exact(dtype, level, rounding, tmp_path):
 
 @pytest.mark.parametrize("level", params())
 def test_large_planes_keep_the_float_rewrite(level, tmp_path):
-    """A 100x100 plane (40,000 bytes of floats) does not fit the 32 KiB ring: the layer runs
+    """A 100x100 plane (40,000 bytes of floats) does not fit twice in the 32 KiB strip: the layer runs
     as DequantizeLinear, the float depthwise Conv and QFinish, and is exact all the same."""
     inputs = {"a": (1, 3, 100, 100)}
     model, feeds = model_of(np.uint8, np.random.default_rng(44), inputs)

@@ -121,11 +121,16 @@ def test_overlapping_int8_window_ops_are_exact_on_cortex_m7(case, variant, tmp_p
 
 @pytest.mark.parametrize("level", RUNNABLE, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_overlapping_int8_window_ops_are_exact_on_the_host(case, level, tmp_path):
+@pytest.mark.parametrize("variant", ["direct", "depthwise_float"])
+def test_overlapping_int8_window_ops_are_exact_on_the_host(case, level, variant, tmp_path):
+    """depthwise_float forced: it converts the next input plane ahead, which the overlap must
+    leave intact."""
     model, feeds = chain_model(*case[:3], np.random.default_rng(12))
     # -activation-memory=min: hosts put speed first and never overlap integer kernels
-    info, exact, ort, overlap = compile_checked(model, feeds, tmp_path, ["direct"] * 2,
-                                                activation_memory="min", **level.options)
+    forced = {"QConv": variant} if variant != "direct" else {}
+    info, exact, ort, overlap = compile_checked(model, feeds, tmp_path, [variant] * 2,
+                                                activation_memory="min", kernel_variants=forced,
+                                                **level.options)
     assert {k for k, v in overlap.items() if v > 0} >= case[3], overlap
     res = Bundle(str(tmp_path / "b"), info.name).run(feeds)
     got = [res[p["name"]] for p in info.outputs]

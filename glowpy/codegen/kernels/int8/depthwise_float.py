@@ -7,15 +7,15 @@ and the two conversions cost as much as the products. MobileNetV2 int8 on the 2-
 0.98 M cycles and QFinish 1.78 against the float kernels' 1.92.
 
 Here one pass does it, with the float depthwise kernel's tiles (conv/depthwise.py, the same
-instructions and tilings): each plane's input rows are converted to floats (x - x_zp, exact)
-into a small stack strip a block of row tiles at a time (the whole plane for the flat tiles),
-the products summed in float32 are exact integers (float_exact.exact_chunks: every partial sum
-below 2**24), and each accumulator vector goes out through the QConv's own bias,
-requantization and clamp (pairs.finisher) as one narrow store. The strip has margins on both
-sides, so every edge tap blends its lanes away instead of a masked load.
+instructions and tilings): each input plane is converted to floats (x - x_zp, exact) into one
+of two slots of a stack strip, one plane ahead of the tiles that read it; the products summed
+in float32 are exact integers (float_exact.exact_chunks: every partial sum below 2**24), and
+each accumulator vector goes out through the QConv's own bias, requantization and clamp
+(pairs.finisher) as one narrow store. The slots have margins on both sides, so every edge tap
+blends its lanes away instead of a masked load.
 
-Planes are processed one (batch, channel) at a time, each read and written within its own
-iteration (the streaming contract of CONTRIBUTING.md), as the float kernel does."""
+Planes are processed one (batch, channel) at a time, each written within its own iteration
+and no input plane read before its own (the streaming contract of CONTRIBUTING.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,12 +33,6 @@ from glowpy.codegen.kernels.vectors import Simd
 # (docs/cortex_m7.md; tensors live in the activation region). Two 56x56 planes with their
 # margins take 6,400 (32 KiB holds 8,192); larger planes keep the float rewrite.
 STRIP_FLOATS = 8192
-# floats converted between a plane's conversion and its tiles' first loads, at least: a plane
-# converted just before its tiles read it still had its stores in flight, and the tiles'
-# unaligned loads, each spanning two of them, could not be forwarded (VWW int8's 6x6 stride-2
-# layer, one plane ahead: 5.8x the time of the three-kernel path; 7x7 planes 3.8x converted
-# in place). Zen 3, AVX2 code
-AHEAD = 512  # (measured before the strip was zeroed: see QDepthwiseEmitter)
 
 
 def _margin(s, w: int) -> int:
@@ -61,19 +55,11 @@ def _shape(node):
     return s
 
 
-def ahead(s, w: int) -> int:
-    """Planes converted ahead of the one the tiles read (the strip holds one more slot), so
-    that AHEAD floats of stores lie between a plane's conversion and its tiles' loads; as
-    many as fit STRIP_FLOATS, 0 when not even one does."""
-    want = max(1, -(-AHEAD // (s.hin * s.win)))
-    return max(0, min(want, STRIP_FLOATS // _slot(s, w) - 1))
-
-
 def plan_for(caps, node):
-    """The tiling (conv/depthwise.estimate) where a plane can be converted ahead, or None."""
+    """The tiling (conv/depthwise.estimate) where two plane slots fit the strip, or None."""
     simd = Simd.of(caps)
     s = _shape(node)
-    if simd.width == 1 or s is None or not ahead(s, simd.width):
+    if simd.width == 1 or s is None or 2 * _slot(s, simd.width) > STRIP_FLOATS:
         return None
     return estimate(s, simd)[1]
 
@@ -113,30 +99,29 @@ def plan(k):
 
 
 class QDepthwiseEmitter(DepthwiseEmitter):
-    """The float depthwise tiles over a ring of plane slots in a stack strip: while a plane's
-    tiles run, the plane `ahead` planes further on is converted into the slot the last one
-    freed."""
+    """The float depthwise tiles over two plane slots of a stack strip: while a plane's tiles
+    run, the next plane is in the other slot, converted in the previous iteration. Converted
+    right before its own tiles instead, MobileNetV2 int8 took 7.58 ms against 7.23 and VWW
+    int8 259 us against 253 (the tiles' unaligned loads then wait for the conversion's
+    stores); converting more planes ahead measured the same as one (Zen 3, AVX2 code,
+    interleaved)."""
 
     def __init__(self, k, p):
         s = _shape(k.node)
         super().__init__(k, s, p["tiling"])
         w = self.vec.w
         self.margin, self.slot = _margin(s, w), _slot(s, w)
-        self.ahead = ahead(s, w)
-        self.slots = self.ahead + 1
         self.room = (True, True)  # the slots' margins: every edge load may blend
         self.bias = None  # (the int32 bias comes after the conversion, in finish)
         self.qbias = k.inp(2)
         self.wsrc = k.add_table(k.const(1).astype(np.float32).reshape(-1), "float weights")
-        strip = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, self.slots * self.slot),
-                                   "strip")
+        strip = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, 2 * self.slot), "strip")
         strip.align = 32
         strip.type = cg.PTR
         self.x, self.src = strip, k.inp(0)
-        # zeros first: an edge tap's blended-away lanes still go through the multiply-adds,
-        # and stale stack bytes read as denormals cost a microcode assist each (VWW int8's
-        # 6x6 stride-2 layer: 7.6x the three-kernel path's time with the strip uninitialized)
-        with k.for_range(self.slots * self.slot // w, name="zero") as i:
+        # zeros first: the margins are never written, and an edge tap's blended-away lanes
+        # then read zeros rather than whatever the stack held
+        with k.for_range(2 * self.slot // w, name="zero") as i:
             self.vec.store(self.vec.zero(), strip, self.b.mul(i, k.c(w)))
         self.xt = cg.llvm_type(k.in_buf(0).dtype)
         self.signed = np.dtype(k.in_buf(0).dtype) == np.dtype(np.int8)
@@ -149,14 +134,14 @@ class QDepthwiseEmitter(DepthwiseEmitter):
         n, oc = self.lead
         self.finish_fn = finisher(k, self.vec, oc, self.qbias, self.q, self.s_,
                                   self.wide, self.ties)
-        plane, d, total = s.hin * s.win, self.ahead, s.n * s.c
+        plane, total = s.hin * s.win, s.n * s.c
         g = b.add(b.mul(n, k.c(s.c)), oc)  # the plane's index; self.xb is its input offset
+        odd = b.and_(g, k.c(1))
         with cg.if_then(b, b.icmp_signed("==", g, k.c(0))):
-            with k.for_range(min(d, total), name="first") as j:
-                self.convert(b.add(self.xb, b.mul(j, k.c(plane))), j)
-        with cg.if_then(b, b.icmp_signed("<", g, k.c(total - d))):
-            self.convert(b.add(self.xb, k.c(d * plane)), b.urem(b.add(g, k.c(d)), k.c(self.slots)))
-        self.xb = b.add(b.mul(b.urem(g, k.c(self.slots)), k.c(self.slot)), k.c(self.margin))
+            self.convert(self.xb, k.c(0))
+        with cg.if_then(b, b.icmp_signed("<", g, k.c(total - 1))):
+            self.convert(b.add(self.xb, k.c(plane)), b.xor(odd, k.c(1)))
+        self.xb = b.add(b.mul(odd, k.c(self.slot)), k.c(self.margin))
 
     def convert(self, src, slot):
         """Slot `slot` (an IR value) = the input plane at src, less x_zp, as floats."""
