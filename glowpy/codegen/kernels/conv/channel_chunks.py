@@ -129,7 +129,7 @@ def emit(em, n, gi, blocks, outer: bool):
     read every chunk's weights for 3 tiles)."""
     k, b, s, w = em.k, em.b, em.s, em.vec.w
     slot = em.npx * math.ceil(em.ob / w) * w  # floats of partial sums per tile
-    sigs = [sig for t0, t1, sig in em.runs() for _ in range(t0, t1)]
+    sigs = em.sigs()
     per_seg = max(1, SEG_BYTES // (4 * slot))
     buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, per_seg * slot), "partial")
     buf.type = cg.PTR  # an untyped pointer, as the store routines take it
@@ -157,8 +157,13 @@ def emit(em, n, gi, blocks, outer: bool):
         nrows, pieces = min(s.ho, per_seg // len(sigs)), [[0, 1, sigs]]
 
     def segments(o0, nch, oh0, rows):
-        for t in [*edges[0], *edges[1]]:
-            em.kernel(n, gi, o0, nch, oh0, k.c(t * em.npx), sigs[t])
+        for side in edges:
+            for t0, t1, sig in _runs(side, sigs):  # (run-time-masked edge tiles: one loop)
+                if t1 - t0 == 1:
+                    em.kernel(n, gi, o0, nch, oh0, k.c(t0 * em.npx), sig)
+                else:
+                    with k.for_range(t1, start=t0, name="e") as t:
+                        em.kernel(n, gi, o0, nch, oh0, b.mul(t, k.c(em.npx)), sig)
         if inner is not None:
             with k.for_range(math.ceil((hi - lo) / per_seg), name="sg") as si:
                 a = b.add(k.c(lo), b.mul(si, k.c(per_seg)))
@@ -181,6 +186,17 @@ def emit(em, n, gi, blocks, outer: bool):
         row_groups(lambda oh0, rows: blocks(lambda o0, nch: segments(o0, nch, oh0, rows)))
     else:
         blocks(lambda o0, nch: row_groups(lambda oh0, rows: segments(o0, nch, oh0, rows)))
+
+
+def _runs(tiles: range, sigs: list) -> list:
+    """The tiles as (first, end, sig) runs of one sig."""
+    out = []
+    for t in tiles:
+        if out and out[-1][2] == sigs[t]:
+            out[-1][1] = t + 1
+        else:
+            out.append([t, t + 1, sigs[t]])
+    return out
 
 
 def _tiles(k, b, rows: int, rel, oh0, body, lead: bool = True, count=None):
