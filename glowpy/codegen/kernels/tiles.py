@@ -213,10 +213,17 @@ def kh_range(k, s: Shape, oh):
         return k.c(0), k.c(1)
     top = b.sub(k.c(s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh >= top
     bot = b.sub(k.c(s.hin - 1 + s.pt), b.mul(oh, k.c(s.sh)))  # kh*dh <= bot
-    lo = b.sub(k.c(0), cg.floordiv(b, b.sub(k.c(0), top), s.dh)) if s.dh > 1 else top
-    hi = b.add(cg.floordiv(b, bot, s.dh), k.c(1)) if s.dh > 1 else b.add(bot, k.c(1))
+    return tap_range(k, top, bot, s.dh, s.kh)
+
+
+def tap_range(k, top, bot, d: int, n: int):
+    """The taps t in [0, n) with top <= t * d <= bot (IR values): (lo, hi), an empty range
+    where there are none."""
+    b = k.b
+    lo = b.sub(k.c(0), cg.floordiv(b, b.sub(k.c(0), top), d)) if d > 1 else top
+    hi = b.add(cg.floordiv(b, bot, d), k.c(1)) if d > 1 else b.add(bot, k.c(1))
     lo = b.select(b.icmp_signed("<", lo, k.c(0)), k.c(0), lo)
-    hi = b.select(b.icmp_signed(">", hi, k.c(s.kh)), k.c(s.kh), hi)
+    hi = b.select(b.icmp_signed(">", hi, k.c(n)), k.c(n), hi)
     return lo, hi
 
 

@@ -23,7 +23,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels.tiles import (PREFETCH, Shape, _blocks, _pack, kh_range, shape_of,
-                                         step_cycles, tiles_outermost)
+                                         step_cycles, tap_range, tiles_outermost)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import channel_chunks, pointwise_packed, runtime_weights
@@ -276,7 +276,14 @@ class ChanEmitter:
                 # one copy of the column's code in a loop: its taps differ from the next
                 # column's by constants alone (or are checked at run time anyway), and a loop
                 # of kw iterations around a channel loop of cg costs nothing measurable
-                with acc.loop(k, s.kw, name="kw") as c:
+                # (an edge tile: only the columns some pixel of it reads inside the row; a
+                # long kernel with a wide padding, wav2vec2's positional k128 over 49 frames,
+                # has half of each tile's columns in the padding)
+                first = b.mul(ow0, k.c(s.sw))
+                cols = (0, s.kw) if valid is not None else tap_range(
+                    k, b.sub(k.c(s.pl - (npx - 1) * s.sw), first),
+                    b.sub(k.c(s.win - 1 + s.pl), first), s.dw, s.kw)
+                with acc.loop(k, cols[1], cols[0], name="kw") as c:
                     self.column(acc, a, c, row0, wb, nch, chmask, ow0, valid, ic, prefetch)
                 return
             for c in range(s.kw):
