@@ -1,5 +1,5 @@
-"""Channel-vectorized tiles whose taps are checked at run time (conv/channel.py: tile_sigs,
-ChanEmitter.masked) and the loop over the kernel columns of tiles whose taps are all valid.
+"""Channel-vectorized tiles whose taps are checked at run time (conv/channel_edges.py) and
+the loop over the kernel columns of tiles whose taps are all valid (conv/channel.py).
 
 A row with more than EDGE_CODES distinct full edge tiles (a dilated or long kernel with a
 wide padding: HiFi-GAN's k11 dilation 5 has five a side) runs them all through one code that
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from glowpy.codegen.kernels.conv.channel import EDGE_CODES, tile_sigs
+from glowpy.codegen.kernels.conv.channel_edges import EDGE_CODES, tile_sigs
 from glowpy.codegen.kernels.tiles import Shape
 from util import check_against_onnxruntime
 from vector_levels import RUNNABLE

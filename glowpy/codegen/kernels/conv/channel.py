@@ -9,8 +9,12 @@ convolutions, whose input columns are not contiguous -- provided the reduction i
 to amortize writing the result out: the tile is turned around in registers into per-channel
 runs of pixels and stored row-contiguous by a store routine shared by every tile of that shape
 (a one-pixel tile scatters). Which input pixels of which kernel column are valid is known at
-compile time for every tile position along the row, as in the row tiling; the valid kernel
-rows of an output row are a run-time range. Deep inputs are read from a channels-last copy
+compile time for every tile position along the row, as in the row tiling, and an edge tile
+gets code of its own; where a row has more than channel_edges.EDGE_CODES kinds of them (a long or dilated
+kernel with a wide padding) they share one code that checks the taps at run time
+(channel_edges.py). The valid kernel rows of an output row are a run-time range, and so are the
+kernel columns of a tile whose taps are all valid or checked at run time (a loop: one copy
+of a column's code instead of one per column). Deep inputs are read from a channels-last copy
 where the activation region has a gap for it (conv/channel_last.py). Only for vector targets
 (width > 1)."""
 from __future__ import annotations
@@ -26,7 +30,7 @@ from glowpy.codegen.kernels.tiles import (PREFETCH, Shape, _blocks, _pack, kh_ra
                                          step_cycles, tap_range, tiles_outermost)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
-from glowpy.codegen.kernels.conv import channel_chunks, pointwise_packed, runtime_weights
+from glowpy.codegen.kernels.conv import channel_chunks, channel_edges, pointwise_packed, runtime_weights
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.turn import row_start, store_rows
@@ -44,12 +48,13 @@ CHAN_TAPS = (160, 140)
 # 8 -> 12: TCN 0.82, YuNet 0.86, ResNet-8 0.94, VWW 0.95, YOLO 0.96, ResNet-18 0.99, KWS 1.00
 MAX_CHAN_ACC = 24
 SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around), roughly
-# distinct edge tiles (which taps fall in the padding) a row may give their own code; beyond,
-# they share one whose taps are checked at run time (`masked`). A 3x3, 5x5 or 7x7 has at most
-# two (npx >= pad); HiFi-GAN's k11 dilation 5 (pad 25) had five a side, half its compile time
-EDGE_CODES = 2
-LOOP_COLUMNS = 2  # kernel columns from which a tile whose taps are all valid loops over them
-LOOP_STEPS = 0
+# kernel columns from which a tile whose taps are all valid (or checked at run time) loops over
+# them instead of copying a column's code per column. With both: HiFi-GAN 38.5 -> 21.4 s of
+# compile, wav2vec2 17.9 -> 8.1, and run times level (Zen 3, -instrument-profile, sums of
+# per-layer minima over 6-8 alternating rounds: HiFi-GAN 0.98, ResNet-18 1.00, ResNet-50 1.02,
+# YOLO 0.99, DeepLabV3 1.02, Inception 0.91, wav2vec2 1.01; whole-model timings of HiFi-GAN
+# 0.99, DeepLabV3 0.88). A column loop runs kc to cg channel steps per iteration.
+LOOP_COLUMNS = 2
 FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
 # the flat tiles' straight-line code must score this much better than the rows' loops: ResNet-8's
 # 8x8 layers (+16% by score) ran 8% slower flat on Zen 3; 7-wide rows score +29%
@@ -142,7 +147,7 @@ class ChanEmitter:
                     self.group(n, gi)
 
     def sigs(self):
-        return tile_sigs(self.s, self.npx)
+        return channel_edges.tile_sigs(self.s, self.npx)
 
     def runs(self):
         """Tile positions along a row sharing a sig (`sigs`): (first, end, sig)."""
@@ -270,8 +275,7 @@ class ChanEmitter:
                 row0 = b.add(b.add(xb, b.mul(ih, k.c(s.win))), b.mul(ow0, k.c(s.sw)))
             # kernel columns outside the channel loop: one column's NPX broadcasts are live at
             # a time (shared across columns they would crowd the accumulators out of registers)
-            steps = s.cg if ic is None else self.kc
-            whole = valid is not None and all(all(v) for v in valid) and steps >= LOOP_STEPS
+            whole = valid is not None and all(all(v) for v in valid)
             if s.kw >= LOOP_COLUMNS and (valid is None or whole):
                 # one copy of the column's code in a loop: its taps differ from the next
                 # column's by constants alone (or are checked at run time anyway), and a loop
@@ -285,10 +289,11 @@ class ChanEmitter:
                     b.sub(k.c(s.win - 1 + s.pl), first), s.dw, s.kw)
                 with acc.loop(k, cols[1], cols[0], name="kw") as c:
                     self.column(acc, a, c, row0, wb, nch, chmask, ow0, valid, ic, prefetch)
-                return
-            for c in range(s.kw):
-                if valid is None or any(valid[c]):
-                    self.column(acc, a, k.c(c), row0, wb, nch, chmask, ow0, valid, ic, prefetch, c)
+            else:
+                for c in range(s.kw):
+                    if valid is None or any(valid[c]):
+                        self.column(acc, a, k.c(c), row0, wb, nch, chmask, ow0, valid, ic,
+                                    prefetch, c)
 
     def column(self, acc, a, c, row0, wb, nch, chmask, ow0, valid, ic, prefetch, cs=None):
         """acc += kernel row a, column c's products (c an IR value; cs: the same column as a
@@ -297,7 +302,7 @@ class ChanEmitter:
         k, b, s, npx = self.k, self.b, self.s, acc.mr
         wcol = b.add(wb, b.mul(b.add(b.mul(a, k.c(s.kw)), c), k.c(s.cg * nch)))
         if valid is None:  # (sigs: an edge tile whose taps are checked at run time)
-            offs = self.masked(ow0, c, npx)
+            offs = channel_edges.masked(self, ow0, c, npx)
         elif cs is None:  # every tap valid: the column's start, then constant offsets
             col = self.pitch[0] if self.nhwc else 1
             row0 = b.add(row0, b.mul(b.sub(b.mul(c, k.c(s.dw)), k.c(s.pl)), k.c(col)))
@@ -305,22 +310,6 @@ class ChanEmitter:
         else:
             offs = [p * s.sw + cs * s.dw - s.pl if valid[cs][p] else None for p in range(npx)]
         self.channels(acc, wcol, row0, nch, chmask, offs, ic=ic, prefetch=prefetch)
-
-    def masked(self, ow0, c, npx: int):
-        """Kernel column c (an IR value) of the tile at ow0, its validity found at run time:
-        per pixel (offset from the tile's row start, lane mask of all ones where the tap is
-        inside the row and zeros in the padding). A tap in the padding reads the row's first
-        column instead (always there) and the mask zeroes it."""
-        k, b, s, vec = self.k, self.b, self.s, self.vec
-        first = b.mul(ow0, k.c(s.sw))
-        out = []
-        for p in range(npx):
-            rel = b.add(b.mul(c, k.c(s.dw)), k.c(p * s.sw - s.pl))
-            at = b.add(first, rel)
-            ok = b.and_(b.icmp_signed(">=", at, k.c(0)), b.icmp_signed("<", at, k.c(s.win)))
-            off = b.select(ok, rel, b.neg(first))
-            out.append((off, vec.isplat(b.sext(ok, cg.I32))))
-        return out
 
     def prefetch_rows(self, n, gi, o0, nch: int, oh, ow0):
         """The row runs the tile will store (and read as residual), prefetched before its
@@ -370,17 +359,8 @@ class ChanEmitter:
                     vec.prefetch_run(wptr, wo + PREFETCH, len(chmask) * w)
                     if self.next_block:
                         vec.prefetch_run(wptr, wo + self.next_block, len(chmask) * w, 2)
-                acc.fma([None if o is None else self.splat(xptr, o, col)
+                acc.fma([None if o is None else channel_edges.splat(self, xptr, o, col)
                          for o in (offs if tap is None else tap)], bv)
-
-    def splat(self, xptr, o, col: int):
-        """The input value at offset o (pixels; (offset, lane mask): `masked`) in every lane."""
-        if not isinstance(o, tuple):
-            return self.vec.load_splat(xptr, o * col)
-        b, vec = self.b, self.vec
-        off, mask = o
-        v = vec.load_splat(xptr, b.mul(off, self.k.c(col)) if col != 1 else off)
-        return b.bitcast(b.and_(b.bitcast(v, vec.ity), mask), vec.ty)
 
     def finish(self, acc, n, gi, o0, oh, ow0, npx, nvo, chmask):
         k, b, s, w = self.k, self.b, self.so, self.vec.w
@@ -521,23 +501,6 @@ RANK = 30
 def emit(k, p):
     ChanEmitter(k, shape_of(k, runtime_weights=True), p["npx"], p["nvo"], p.get("flat", False),
                 p.get("nhwc", False), p.get("kc", 0)).emit()
-
-
-def tile_sigs(s: Shape, npx: int) -> list:
-    """Per tile position along a row: (pixels, valid pixels per kernel column), or (pixels,
-    None) for the edge tiles that share one code whose taps are checked at run time
-    (ChanEmitter.masked): where a row has more than EDGE_CODES distinct full edge tiles."""
-    out = []
-    for t in range(math.ceil(s.wo / npx)):
-        ow0 = t * npx
-        n = min(npx, s.wo - ow0)
-        out.append((n, tuple(tuple(0 <= (ow0 + p) * s.sw + c * s.dw - s.pl < s.win
-                                   for p in range(n)) for c in range(s.kw))))
-    common = max(set(out), key=out.count)
-    edge = {sig for sig in out if sig != common and sig[0] == npx}
-    if len(edge) > EDGE_CODES:
-        out = [(sig[0], None) if sig in edge else sig for sig in out]
-    return out
 
 
 def flat_shape(s: Shape) -> Shape:
