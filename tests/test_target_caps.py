@@ -31,22 +31,25 @@ M_SOFT = dict(fpu=False, bits=32, mcu=True)  # an FPU-less M-profile core: float
 
 CAPS = {
     # pair_madd: pmaddwd's int32 lanes (SSE2's 4 where AVX2's integer instructions are
-    # missing: SSE2 itself, or AVX alone); quad_madd: VNNI (AVX512-VNNI or AVX-VNNI);
+    # missing: SSE2 itself, or AVX alone; AVX512BW's 16, AVX512F alone keeps AVX2's 8);
+    # quad_madd: VNNI (AVX512-VNNI or AVX-VNNI);
     # byte_permute: AVX512-VBMI
     "x86-64": (dict(target="x86_64", mcpu="x86-64"), caps(4, 16, pair_madd=4)),
     "sandybridge": (dict(target="x86_64", mcpu="sandybridge"), caps(8, 16, pair_madd=4)),
     "x86-64-v3": (dict(target="x86_64", mcpu="x86-64-v3"), caps(8, 16, pair_madd=8)),
     "x86-64-v4": (dict(target="x86_64", mcpu="x86-64-v4"),
-                  caps(16, 32, masks=True, pair_madd=8)),
+                  caps(16, 32, masks=True, pair_madd=16)),
+    "x86-64-v4-no-bw": (dict(target="x86_64", mcpu="x86-64-v4", mattr="-avx512bw"),
+                        caps(16, 32, masks=True, pair_madd=8)),
     "haswell": (dict(target="x86_64", mcpu="haswell"), caps(8, 16, pair_madd=8)),
     "skylake-avx512": (dict(target="x86_64", mcpu="skylake-avx512"),
-                       caps(16, 32, masks=True, pair_madd=8)),
+                       caps(16, 32, masks=True, pair_madd=16)),
     "cascadelake": (dict(target="x86_64", mcpu="cascadelake"),
-                    caps(16, 32, masks=True, pair_madd=8, quad_madd=True)),
+                    caps(16, 32, masks=True, pair_madd=16, quad_madd=True)),
     "icelake-server": (dict(target="x86_64", mcpu="icelake-server"),
-                       caps(16, 32, masks=True, pair_madd=8, quad_madd=True, byte_permute=True)),
+                       caps(16, 32, masks=True, pair_madd=16, quad_madd=True, byte_permute=True)),
     "x86-64-v4+vbmi": (dict(target="x86_64", mcpu="x86-64-v4", mattr="+avx512vbmi"),
-                       caps(16, 32, masks=True, pair_madd=8, byte_permute=True)),
+                       caps(16, 32, masks=True, pair_madd=16, byte_permute=True)),
     "x86-64-v3+avxvnni": (dict(target="x86_64", mcpu="x86-64-v3", mattr="+avxvnni"),
                           caps(8, 16, pair_madd=8, quad_madd=True)),
     "haswell-no-avx2": (dict(target="x86_64", mcpu="haswell", mattr="-avx2"),

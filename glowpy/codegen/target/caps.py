@@ -67,9 +67,9 @@ class TargetCaps:
     l2_bytes: int = 0
     # int16 pairs multiplied and added into int32 lanes at twice the float FMA's multiply-adds
     # per instruction (x86's pmaddwd, every level from SSE2): the int32 lanes of the widest
-    # one (4: SSE2, or AVX without AVX2's integer instructions; 8: AVX2 and up), 0 where there
-    # is none: the int8 GEMM kernels (kernels/int8/pairs.py). AArch64's smlal does a float
-    # FMA's four.
+    # one (4: SSE2, or AVX without AVX2's integer instructions; 8: AVX2; 16: AVX512BW), 0
+    # where there is none: the int8 GEMM kernels (kernels/int8/pairs.py). AArch64's smlal
+    # does a float FMA's four.
     pair_madd: int = 0
     # quads of u8 x s8 products added into int32 lanes (x86 VNNI's vpdpbusd: AVX512-VNNI,
     # AVX-VNNI), twice pmaddwd's multiply-adds: the same kernels' quads (kernels/int8/groups.py)
@@ -172,7 +172,9 @@ def caps_of(spec) -> TargetCaps:
 def _x86_int(spec) -> dict:
     """{"pair_madd", "quad_madd", "byte_permute"} from the integer probe's assembly."""
     asm = _compile(spec, PROBE_X86_INT_IR)
-    return {"pair_madd": 8 if re.search(r"vpaddd\s+.*%ymm", asm) else 4,
+    lanes = 16 if re.search(r"vpaddw\s+.*%zmm", asm) else \
+        8 if re.search(r"vpaddd\s+.*%ymm", asm) else 4
+    return {"pair_madd": lanes,
             "quad_madd": "vpdpwssd" in asm, "byte_permute": bool(re.search(r"vperm[it]2b", asm))}
 
 

@@ -44,9 +44,11 @@ define void @probe(ptr noalias %a, ptr noalias %b) {
 """
 
 # x86 integer vectors: an 8 x int32 addition (ymm registers: AVX2's integer instructions; AVX
-# alone splits it into xmm halves), pmaddwd's sums added to an accumulator, which LLVM fuses
-# into one vpdpwssd exactly where the target has VNNI (AVX512-VNNI or AVX-VNNI), and a shuffle
-# of the bytes of two 64-byte vectors: vpermi2b/vpermt2b exactly where it has AVX512-VBMI.
+# alone splits it into xmm halves), a 32 x int16 one (zmm registers: AVX512BW's 512-bit
+# integer instructions, pmaddwd among them; AVX512F alone splits it), pmaddwd's sums added to
+# an accumulator, which LLVM fuses into one vpdpwssd exactly where the target has VNNI
+# (AVX512-VNNI or AVX-VNNI), and a shuffle of the bytes of two 64-byte vectors:
+# vpermi2b/vpermt2b exactly where it has AVX512-VBMI.
 _BYTES = ", ".join(f"i32 {(37 * i + 11) % 128}" for i in range(64))
 PROBE_X86_INT_IR = """
 declare <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16>, <8 x i16>)
@@ -55,6 +57,13 @@ define void @probe_int(ptr noalias %a, ptr noalias %b) {
   %y = load <8 x i32>, ptr %b, align 32
   %z = add <8 x i32> %x, %y
   store <8 x i32> %z, ptr %a, align 32
+  ret void
+}
+define void @probe_bw(ptr noalias %a, ptr noalias %b) {
+  %x = load <32 x i16>, ptr %a, align 64
+  %y = load <32 x i16>, ptr %b, align 64
+  %z = add <32 x i16> %x, %y
+  store <32 x i16> %z, ptr %a, align 64
   ret void
 }
 define <4 x i32> @probe_vnni(<8 x i16> %a, <8 x i16> %b, <4 x i32> %c) {

@@ -14,18 +14,18 @@ instruction multiplies and adds.
   sum (x - zp) w = sum u w - zp_u sum w, the second term a constant of each output channel
   folded into the bias (bias). Padding is stored as zp_u, so it adds nothing, as the
   references' zero does. The weights must be int8 values (a uint8 weight past 127 is not).
-* quads16 (AVX2 without VNNI: TargetCaps.pair_madd == 8): the quads' layout, multiplied by
-  pmaddubsw (u8 x s8 byte pairs added into int16) and pmaddwd by ones (the int16 pairs into
-  int32): 32 multiply-adds per two multiplies and an add, where pmaddwd pairs take two of
-  each. This Zen 3, 256 steps from L1 (hand-written loops): 82 G multiply-adds/s with a 5 x 2
-  tile against 55 for pairs' 6 x 2 (pmaddwd and paddd contend for its pipes: 1.5 pairs a
-  cycle); onnxruntime's AVX2 kernels use the same instructions. pmaddubsw saturates its
-  int16 sum: a pair of weights (w0, w1) is exact for every u8 activation when its positive
-  parts add up to at most 128 and its negative parts too (255 x 128 = 32640). The 0.7-7% of
-  pairs that do not (per-channel weights: a 127 in every channel) keep w0 and the part of w1
-  that fits; the rest of w1 (|c| <= 126, alone in its pair) is a sparse correction added to
-  the channel's accumulators after the dense reduction (corrections; pairs.PairsEmitter), 2-5%
-  of a 3x3 layer's quads per channel, 7-14% of a small 1x1's."""
+* quads16 (AVX2 or AVX512BW without VNNI: TargetCaps.pair_madd >= 8): the quads' layout,
+  multiplied by pmaddubsw (u8 x s8 byte pairs added into int16) and pmaddwd by ones (the int16
+  pairs into int32): 32 multiply-adds per two multiplies and an add, where pmaddwd pairs take
+  two of each. This Zen 3, 256 steps from L1 (hand-written loops): 82 G multiply-adds/s with a
+  5 x 2 tile against 55 for pairs' 6 x 2 (pmaddwd and paddd contend for its pipes: 1.5 pairs a
+  cycle); onnxruntime's AVX2 kernels use the same instructions. pmaddubsw saturates its int16
+  sum: a pair of weights (w0, w1) is exact for every u8 activation when its positive parts add
+  up to at most 128 and its negative parts too (255 x 128 = 32640). The 0.7-7% of pairs that do
+  not (per-channel weights: a 127 in every channel) keep w0 and the part of w1 that fits; the
+  rest of w1 (|c| <= 126, alone in its pair) is a sparse correction added to the channel's
+  accumulators after the dense reduction (corrections; pairs.PairsEmitter), 2-5% of a 3x3
+  layer's quads per channel, 7-14% of a small 1x1's."""
 from __future__ import annotations
 
 import numpy as np
@@ -44,9 +44,11 @@ def byte(v: int) -> int:
 # pmaddwd by vector width (int32 lanes): LLVM's generic form of it (sext, mul, the even and
 # odd lanes added) is rewritten by the IR optimizer before the x86 backend can match it, and
 # became vpmulld and shuffles (2.0x slower than the float kernel on a 64 -> 64 1x1 layer)
-PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd"}
-DPBUSD = {4: "llvm.x86.avx512.vpdpbusd.128", 8: "llvm.x86.avx512.vpdpbusd.256"}
-PMADDUBSW = {8: "llvm.x86.avx2.pmadd.ub.sw"}
+PMADD = {4: "llvm.x86.sse2.pmadd.wd", 8: "llvm.x86.avx2.pmadd.wd",
+         16: "llvm.x86.avx512.pmaddw.d.512"}
+DPBUSD = {4: "llvm.x86.avx512.vpdpbusd.128", 8: "llvm.x86.avx512.vpdpbusd.256",
+          16: "llvm.x86.avx512.vpdpbusd.512"}
+PMADDUBSW = {8: "llvm.x86.avx2.pmadd.ub.sw", 16: "llvm.x86.avx512.pmaddubs.w.512"}
 
 
 class Pairs:

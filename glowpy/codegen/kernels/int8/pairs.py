@@ -24,7 +24,8 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.accumulators import Acc, pack_constant
 from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles
-from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, plan_tiles
+from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, TILE, plan_tiles
+from glowpy.codegen.kernels.tiles import step_cycles
 from glowpy.codegen.kernels.int8.groups import Pairs, Quads, Quads16, fits_quads, grouping
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
@@ -32,6 +33,9 @@ from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen import registry
 from glowpy.ir import qmath
 
+# int32 lanes the kernels use at most (simd_of); 16 where the target has AVX512BW's 512-bit
+# pmaddwd (TargetCaps.pair_madd)
+PAIR_LANES = 16
 GROUP = {c.name: c.g for c in (Pairs, Quads, Quads16)}  # reduction steps per int32 lane
 # the groupings in the order a node takes the first that applies (kind)
 ORDER = ("quads", "quads16", "pairs")
@@ -56,10 +60,13 @@ def _pointwise(node) -> bool:
 def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
     """(MR, NV, ROWS) of the register tile, or None where one tile's packed groups (C x taps /
     g x NR int32) outgrow `limit` bytes even with one vector of positions. ROWS > 1: a window
-    layer whose output rows take one or two vectors (7x7, 14x14 planes) packs ROWS rows per
-    tile, ceil(wo / w) vectors each; one row of a 7x7 plane per tile held one vector, 8
-    accumulators, whose loads outnumber the multiply-adds' pipes (ResNet-50's last 3x3 layers
-    at 143 G multiply-adds/s against 185 on 14x14 planes, quads on a Zen 4)."""
+    layer's tile holds ROWS whole output rows, their positions flat across the rows in NV
+    vectors (flat_rows), where that costs fewer cycles than tiles within a row: rows that
+    are no multiple of a vector leave lanes empty (a 7x7 plane's rows filled 7 of 16 lanes,
+    the ResNet-18 int8 last 3x3 layers at 2.2x onnxruntime's time on 16-lane quads), and a
+    row of one vector held 8 accumulators, whose loads outnumber the multiply-adds' pipes
+    (ResNet-50's last 3x3 layers at 143 G multiply-adds/s against 185 on 14x14 planes, quads
+    on a Zen 4)."""
     simd = simd_of(caps)
     w, y = simd.width, node.outputs[0]
     steps = reduction_steps(node, g)
@@ -67,17 +74,51 @@ def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
     wo, ho = y.shape[-1], math.prod(y.shape[2:-1])
     mr, nv = plan_tiles(y.shape[1], steps, math.prod(y.shape[2:]) if _pointwise(node) else wo,
                         simd)
-    vpr = math.ceil(wo / w)
-    if not _pointwise(node) and vpr <= 2 and ho > 1:
-        rows = -(-plan_tiles(y.shape[1], steps, vpr * w * ho, simd)[1] // vpr)
-        while rows > 1 and not fits(rows * vpr):
-            rows -= 1
-        if rows > 1:
-            nv = rows * vpr
-            return min(8, (simd.registers - 2 - nv) // nv), nv, rows
     while nv > 1 and not fits(nv):
         nv -= 1
-    return (mr, nv, 1) if fits(nv) else None
+    if not fits(nv):
+        return None
+    if not _pointwise(node) and ho > 1:
+        m, nr = y.shape[1], nv * w
+        full, rest = divmod(wo, nr)
+        row = math.ceil(m / mr) * ho * (full * _tile_cycles(steps, mr, nv) + (
+            _tile_cycles(steps, mr, math.ceil(rest / w)) if rest else 0))
+        flat = flat_rows(simd, m, steps, wo, ho, fits)
+        if flat is not None and flat[0] < FLAT_GAIN * row:
+            return flat[1:]
+    return mr, nv, 1
+
+
+# flat rows where the model gives them at least this much less time than tiles within a row:
+# their packing puts most vectors together from two rows, and that code costs compile time
+# (ResNet-18 int8 on 16 lanes, CPU s: 14.7 within rows, 21.3 with every layer the model gave a
+# gain flat, most of it the 56x56 and 28x28 layers' 1-3%)
+FLAT_GAIN = 0.9
+
+
+def _tile_cycles(steps: int, mr: int, nv: int) -> float:
+    return steps * step_cycles(mr, nv) + TILE * mr * nv
+
+
+def flat_rows(simd, m: int, steps: int, wo: int, ho: int, fits):
+    """(cycles, MR, NV, ROWS) of the cheapest tile of ROWS > 1 whole output rows of width wo,
+    their positions flat in NV vectors (plan_tiles's model: a tile's cycles per reduction
+    step, each block of MR output channels over every tile), or None."""
+    w, regs = simd.width, simd.registers
+    best = None
+    for rows in range(2, ho + 1):
+        nv = math.ceil(rows * wo / w)
+        if nv > 8 or not fits(nv):
+            break
+        full, rest = divmod(ho, rows)
+        for mr in range(1, 9):
+            if mr * nv + nv + 1 >= regs:
+                break
+            total = math.ceil(m / mr) * (full * _tile_cycles(steps, mr, nv) + (
+                _tile_cycles(steps, mr, math.ceil(rest * wo / w)) if rest else 0))
+            if best is None or total < best[0]:
+                best = (total, mr, nv, rows)
+    return best
 
 
 def reduction_steps(node, g: int) -> int:
@@ -114,8 +155,8 @@ def takes(caps, node, name: str = "pairs") -> bool:
     if name == "quads" and not ((caps.quad_madd or registry.is_forced(node.op, name)) and
                                 fits_quads(w.const)):
         return False
-    if name == "quads16" and not (caps.pair_madd == 8 and node.op == "QConv" and
-                                  fits_quads(w.const) and  # pmaddubsw on 8 lanes: AVX2
+    if name == "quads16" and not (caps.pair_madd >= 8 and node.op == "QConv" and
+                                  fits_quads(w.const) and  # pmaddubsw: AVX2, AVX512BW
                                   (registry.is_forced(node.op, name) or Quads16.pays(node))):
         return False
     if node.op == "QMatMul":  # at least a vector of output columns
@@ -253,12 +294,14 @@ def finisher(k, vec, oc, bias, q, s, wide: bool, ties: bool):
                                                  wide, ties), k.attrs), yt)
 
 
-def simd_of(caps) -> Simd:
+def simd_of(caps, most: int = PAIR_LANES) -> Simd:
     """The kernel's vectors: the integer instructions' int32 lanes (TargetCaps.pair_madd), at
-    most AVX2's 8 (the 512-bit pmaddwd needs AVX512BW, which caps does not record; a Zen 4 runs
-    two 256-bit ones in the time of one 512-bit), with all the target's registers."""
+    most `most`, with all the target's registers. 16 lanes where the target has AVX512BW's
+    512-bit pmaddwd: on a Zen 5, whose 512-bit pipes are whole, ResNet-18 int8 9.73 -> 6.44 ms
+    as quads (ResNet-50 int8 21.05 -> 12.96); a Zen 4 runs a 512-bit one as two 256-bit
+    halves."""
     simd = Simd.of(caps)
-    return replace(simd, width=min(simd.width, caps.pair_madd or 8))
+    return replace(simd, width=min(simd.width, caps.pair_madd or 8, most))
 
 
 class PairAcc(Acc):

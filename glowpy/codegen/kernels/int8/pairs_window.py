@@ -1,11 +1,13 @@
 """The integer GEMM of pairs.py for QConvs with a window: any kernel, stride, dilation and
-padding, one or two spatial dims. A tile is a run of NR positions of one output row; before
-its GEMM the tile's reduction (C x taps, in the weights' order c * taps + t) is packed as
-int32 lanes of g neighbouring reduction steps (groups.py: pairs or quads): per group of g
-input channels and tap a vector load of the input row (every s-th byte at stride s), as the
-grouping stores it, with the lanes that fall in the padding the grouping's pad. Rows of a
-plane narrower than a tile leave lanes empty (7 of 8 on a 7x7 plane); the packing is done
-once per tile for all output channels."""
+padding, one or two spatial dims. A tile is a run of NR positions of one output row, or ROWS
+whole rows (pairs.tile_shape); before its GEMM the tile's reduction (C x taps, in the weights'
+order c * taps + t) is packed as int32 lanes of g neighbouring reduction steps (groups.py:
+pairs or quads): per group of g input channels and tap a vector load of the input row (every
+s-th byte at stride s), as the grouping stores it, with the lanes that fall in the padding the
+grouping's pad. Narrow rows (pairs.tile_shape) go several to a tile, their positions flat
+across the rows: a vector holding the end of one row and the start of the next is put together
+from both rows' loads by shuffles. The packing is done once per tile for all output
+channels."""
 from __future__ import annotations
 
 import functools
@@ -46,10 +48,18 @@ class WindowPairs(PairsEmitter):
         k, b, w = self.k, self.b, self.w
         rows = self.rows
         with k.for_range(self.n, name="n") as n:
-            if rows > 1:  # ROWS rows a tile, ceil(wo / w) vectors each
+            if rows > 1:  # ROWS whole rows a tile, their positions flat in the vectors
                 def group(oh0, count):
-                    self.run(n, [(b.add(oh0, k.c(r)), v, min(w, self.wo - v))
-                                 for r in range(count) for v in range(0, self.wo, w)])
+                    ohs = [b.add(oh0, k.c(r)) for r in range(count)]
+                    vectors = []
+                    for p0 in range(0, count * self.wo, w):
+                        lanes = min(w, count * self.wo - p0)
+                        segs = [(ohs[p // self.wo], p % self.wo,
+                                 min(self.wo - p % self.wo, p0 + lanes - p), p - p0)
+                                for p in range(p0, p0 + lanes)
+                                if p == p0 or p % self.wo == 0]
+                        vectors.append((segs, b.add(b.mul(oh0, k.c(self.wo)), k.c(p0)), lanes))
+                    self.run(n, vectors)
                 full, rest = divmod(self.ho, rows)
                 if full:
                     with k.for_range(full, name="rg") as rg:
@@ -60,14 +70,18 @@ class WindowPairs(PairsEmitter):
             with k.for_range(self.ho, name="oh") as oh:
                 for ow0 in range(0, self.wo, self.nr):  # a row in tiles of NR positions
                     lanes = min(self.nr, self.wo - ow0)
-                    self.run(n, [(oh, ow0 + j, min(w, lanes - j)) for j in range(0, lanes, w)])
+                    row = b.mul(oh, k.c(self.wo))
+                    self.run(n, [([(oh, ow0 + j, min(w, lanes - j), 0)],
+                                  b.add(row, k.c(ow0 + j)), min(w, lanes - j))
+                                 for j in range(0, lanes, w)])
 
-    def run(self, n, spots):
-        """Packs the tile whose vector j holds output row spots[j][0], columns spots[j][1] ...
-        (spots[j][2] of them), and runs every block of output channels over it."""
+    def run(self, n, vectors):
+        """Packs the tile whose vector j holds the positions of vectors[j][0]: segments (output
+        row, first column, count, first lane), and runs every block of output channels over
+        it, vector j stored at output position vectors[j][1] (vectors[j][2] lanes)."""
         k, b = self.k, self.b
-        self.pack_spots(n, spots)
-        out = [(b.add(b.mul(oh, k.c(self.wo)), k.c(ow0)), lanes) for oh, ow0, lanes in spots]
+        self.pack_spots(n, [segs for segs, _, _ in vectors])
+        out = [(at, lanes) for _, at, lanes in vectors]
         cg.for_runs(b, self.m, self.mr, lambda o0, rows: self.tile(n, k.c(0), o0, rows, out),
                     k.intp, "mb")
 
@@ -120,16 +134,31 @@ class WindowPairs(PairsEmitter):
         return b.select(ok, v, zero) if ok is not None else v
 
     def _taps(self, n, c, spots):
-        """Per tap (kh, kw), the vectors of channel c for the tile's spots."""
+        """Per tap (kh, kw), the vectors of channel c for the tile's spots (each a list of
+        segments: `run`); a vector of several rows' segments is put together by shuffles."""
+        k, b, w = self.k, self.b, self.w
         out = []
         for kh in range(self.kh):
             rows = {}
-            for oh, _, _ in spots:  # one address per output row
-                if id(oh) not in rows:
-                    rows[id(oh)] = self._row(n, c, oh, kh)
+            for segs in spots:  # one address per output row
+                for oh, _, _, _ in segs:
+                    if id(oh) not in rows:
+                        rows[id(oh)] = self._row(n, c, oh, kh)
             for kw in range(self.kw):
-                out.append([self._vector(*rows[id(oh)], kw, ow0, lanes)
-                            for oh, ow0, lanes in spots])
+                vecs = []
+                for segs in spots:
+                    v = None
+                    for oh, first, count, lane in segs:
+                        part = self._vector(*rows[id(oh)], kw, first, count)
+                        if v is None and not lane:
+                            v = part
+                            continue
+                        v = self.grp.pad(w) if v is None else v
+                        v = b.shuffle_vector(part, v, ir.Constant(ir.VectorType(I32, w), [
+                            e - lane if lane <= e < lane + count else w + e
+                            for e in range(w)]))
+                    vecs.append(v)
+                out.append(vecs)
         return out
 
     def pack_spots(self, n, spots):

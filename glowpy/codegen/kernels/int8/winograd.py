@@ -118,7 +118,7 @@ class WinogradPairs:
         self.rows, self.tpad, self.mr, self.nv = p["rows"], p["tpad"], p["mr"], p["nv"]
         self.wide, self.ties = p["wide"], p["ties"]
         self.c2 = -(-self.c // 2)
-        self.vec = Vec(k, simd_of(k.caps))
+        self.vec = Vec(k, simd_of(k.caps, W))
         self.grp = Pairs(k.caps, x.dtype, k.attrs["x_zp"])
         self.vp = k.out(1)  # V [16][C/2][tpad], then M [16][MR][tpad]
         self.vplane = self.c2 * self.tpad

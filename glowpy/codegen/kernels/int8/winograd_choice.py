@@ -57,8 +57,8 @@ def exact(node) -> bool:
 
 def takes(caps, node) -> bool:
     """The kernel can run this QConv (one x86's integer kernels take: pairs.integer): 8-lane
-    pmaddwd (AVX2), the shape, exact."""
-    return caps.pair_madd == 8 and fits(node) and exact(node)
+    pmaddwd (AVX2 and up; the kernel keeps 8 lanes), the shape, exact."""
+    return caps.pair_madd >= 8 and fits(node) and exact(node)
 
 
 def tiles(node) -> tuple[int, int]:
