@@ -10,16 +10,14 @@ every vector level this host runs, and check the outputs against onnxruntime; ea
 rows are checked to have masked tiles, so the path under test is the one that runs."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from onnx import helper, numpy_helper
 
 from glowpy.codegen.kernels.conv.channel_edges import EDGE_CODES, tile_sigs
 from glowpy.codegen.kernels.tiles import Shape
+from test_channel_chunks import _model as chunk_model
 from util import check_against_onnxruntime
 from vector_levels import RUNNABLE
 
-RNG = np.random.default_rng(31)
 NPX = 5  # pixels a tile (5 x 2 vectors: 10 accumulators, within SSE's and AVX2's 16 registers)
 
 # name: (C, M, input spatial dims, kernel, stride, dilation, pad, residual). M = 20 or 24: a
@@ -32,27 +30,10 @@ CASES = {"conv1d_k11_d5": (16, 20, (300,), 11, 1, 5, 25, False),
 
 
 def _model(c, m, spatial, k, s, d, p, residual):
-    """LeakyRelu(Conv(x) [+ r])."""
-    nd = len(spatial)
-    wt = (RNG.standard_normal((m, c) + (k,) * nd) / np.sqrt(c * k ** nd)).astype(np.float32)
-    b = RNG.standard_normal(m).astype(np.float32)
-    out = tuple((q + 2 * p - d * (k - 1) - 1) // s + 1 for q in spatial)
-    conv = dict(kernel_shape=[k] * nd, strides=[s] * nd, dilations=[d] * nd, pads=[p] * 2 * nd)
-    ins = [helper.make_tensor_value_info("x", 1, [1, c, *spatial])]
-    feeds = {"x": RNG.standard_normal((1, c, *spatial)).astype(np.float32)}
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **conv)]
-    last = "c"
-    if residual:
-        ins.append(helper.make_tensor_value_info("r", 1, [1, m, *out]))
-        feeds["r"] = RNG.standard_normal((1, m, *out)).astype(np.float32)
-        nodes.append(helper.make_node("Add", ["c", "r"], ["a"]))
-        last = "a"
-    nodes.append(helper.make_node("LeakyRelu", [last], ["y"], alpha=0.1))
-    g = helper.make_graph(nodes, "edges", ins, [helper.make_empty_tensor_value_info("y")],
-                          [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model, feeds, out
+    """test_channel_chunks' model: LeakyRelu(Conv(x)), or with a residual Relu(Conv(Relu(x)) +
+    Exp(r)) (the Conv accumulating onto the residual's buffer); and the output's dims."""
+    model, feeds = chunk_model(c, m, spatial, k, s, p, d, residual)
+    return model, feeds, tuple((q + 2 * p - d * (k - 1) - 1) // s + 1 for q in spatial)
 
 
 def _shape(c, m, spatial, k, s, d, p, out) -> Shape:
