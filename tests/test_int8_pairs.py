@@ -12,7 +12,11 @@ onto 6x20 from 6x40: vectors within a row loaded whole, and across; 3 on the Con
 and int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
+import re
+import subprocess
+
 import numpy as np
+import onnx
 import pytest
 from onnx import numpy_helper
 
@@ -21,6 +25,7 @@ from glowpy.codegen.kernels.int8.groups import Quads16
 from glowpy.codegen.kernels.int8.pairs import GROUP
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
+from toolchains import require_tool
 from util import make_graph_model, memory_report
 from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI, VNNI_RUNNABLE, params
 
@@ -259,3 +264,27 @@ def test_tile_past_the_region(level, tmp_path):
     info, _ = same_as_references(model, feeds, tmp_path,
                                  [opts, dict(opts, kernel_variants={"QConv": "direct"})])
     assert info.memory["activations"] >= 2304 * 8 * 4  # the tile, past the stack's budget
+
+
+@pytest.mark.parametrize("mcpu,mattr,group,insn,reg", [
+    ("cascadelake", None, "quads", "vpdpbusd", "zmm"),  # AVX512-VNNI: 16 lanes
+    ("x86-64-v4", None, "pairs", "vpmaddwd", "zmm"),  # AVX512BW: 16 lanes
+    ("x86-64-v4", "-avx512bw", "pairs", "vpmaddwd", "ymm"),  # AVX512F alone: AVX2's 8
+    ("x86-64-v3", "+avxvnni", "quads", "vpdpbusd", "ymm")])  # AVX-VNNI: 8
+def test_integer_lanes_follow_the_target(mcpu, mattr, group, insn, reg, tmp_path):
+    """The int8 GEMM's int32 lanes are the target's widest integer multiply-add
+    (TargetCaps.pair_madd, pairs.simd_of): its instruction on zmm registers where the target
+    has AVX512BW, ymm where it has AVX2's width only. Compiled (not run, any host) and the
+    QConv kernels read in the object."""
+    model, _ = window_model(np.uint8, np.random.default_rng(33))
+    onnx_path = tmp_path / "m.onnx"
+    onnx.save(model, str(onnx_path))
+    opts = dict(mcpu=mcpu, **({"mattr": mattr} if mattr else {}))
+    glowpy.compile(str(onnx_path), str(tmp_path / "b"), kernel_variants={"QConv": group},
+                   **opts)
+    objdump = require_tool("objdump", "binutils")
+    obj = next((tmp_path / "b").glob("*.o"))
+    asm = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(obj)],
+                         capture_output=True, text=True, check=True).stdout
+    uses = re.findall(rf"\b{insn}\b[^\n]*%([xyz]mm)", asm)
+    assert uses and set(uses) == {reg}, sorted(set(uses))
