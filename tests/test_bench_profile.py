@@ -64,7 +64,7 @@ def test_benchmark_for_another_cpu(level, tmp_path):
     assert "bundles compiled for `-mcpu=x86-64` (4 float lanes)" in r.stdout
     assert "(4-lane vectors)" in r.stdout and "--mcpu x86-64 --ort-avx2`" in r.stdout
     assert "onnxruntime with its AVX-512 kernels off" in r.stdout
-    assert "(NCHWc blocks of 8 floats)" in r.stderr
+    assert "(NCHWc blocks of 8 floats, u8 x s8 pairs saturating as on AVX2)" in r.stderr
     row, = json.loads(out.read_text())
     assert row["agrees"] and row["bundle_ms"] > 0
     # the timed bundle and the instrumented one the profile ran
@@ -78,21 +78,25 @@ def test_benchmark_for_another_cpu(level, tmp_path):
 
 def test_ort_avx2_loads_the_avx2_kernels():
     """--ort-avx2's copy of onnxruntime runs MLAS's AVX2 kernels on any x86-64 host: 8-float
-    NCHWc blocks where the installed wheel uses 16 on an AVX-512 host (8 on an AVX2 one). On
-    another architecture it refuses with one error line."""
-    def block(patched: bool) -> subprocess.CompletedProcess:
-        code = ("import sys; sys.path.insert(0, %r); import ort_avx2; %s print(ort_avx2.nchwc_block())"
+    NCHWc blocks where the installed wheel uses 16 on an AVX-512 host (8 on an AVX2 one), and
+    u8 x s8 pairs summed into AVX2's saturated int16 where the installed wheel uses VNNI on a
+    host with AVX512-VNNI or AVX-VNNI (exact sums). On another architecture it refuses with
+    one error line."""
+    def probe(patched: bool) -> subprocess.CompletedProcess:
+        code = ("import sys; sys.path.insert(0, %r); import ort_avx2; %s "
+                "print(ort_avx2.nchwc_block(), ort_avx2.u8s8_saturates())"
                 % (BENCH, "sys.path.insert(0, ort_avx2.patched_copy());" if patched else ""))
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=300)
-    patched = block(True)
+    patched = probe(True)
     if os.uname().machine != "x86_64":
         assert patched.returncode == 1 and patched.stderr.startswith("error: --ort-avx2")
         return
     assert patched.returncode == 0, patched.stderr[-2000:]
-    assert int(patched.stdout) == 8
-    avx512 = "avx512f" in open("/proc/cpuinfo").read().split()
-    assert int(block(False).stdout) == (16 if avx512 else 8)
+    assert patched.stdout.split() == ["8", "True"]
+    flags = set(open("/proc/cpuinfo").read().split())
+    vnni = bool(flags & {"avx512_vnni", "avx_vnni"})
+    assert probe(False).stdout.split() == ["16" if "avx512f" in flags else "8", str(not vnni)]
 
 
 @pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.cpu == "x86-64"]))

@@ -6,8 +6,9 @@ tiles with partial vectors); 3x3 stride 2 with TF "same" padding on 6x6 over 40 
 slots of converted planes alternate 40 times; the layer whose legacy-SSE shuffles cost 2.5x on a
 Zen 3); 5x5 on 15x15 with a saturating bias and per-tensor weights; 7x7 on 9x9 (flat tiles
 where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; uint8 and int8
-inputs with zero points; both roundings. Then a plane too large for the stack slots keeps the
-float rewrite (DequantizeLinear, float Conv, QFinish), exact as well."""
+inputs with zero points; both roundings. Then a plane too large for the stack slots takes them
+in the activation region, and one too large for that keeps the float rewrite (DequantizeLinear,
+float Conv, QFinish), exact as well."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,12 +64,20 @@ def test_depthwise_float_qconv_is_exact(dtype, level, rounding, tmp_path):
 
 
 @pytest.mark.parametrize("level", params())
-def test_large_planes_keep_the_float_rewrite(level, tmp_path):
-    """A 100x100 plane (40,000 bytes of floats) does not fit twice in the 32 KiB strip: the layer runs
-    as DequantizeLinear, the float depthwise Conv and QFinish, and is exact all the same."""
-    inputs = {"a": (1, 3, 100, 100)}
-    model, feeds = model_of(np.uint8, np.random.default_rng(44), inputs)
-    plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
-    assert [i["op"] for i in plan] == ["DequantizeLinear", "Conv", "QFinish"], plan
-    same_as_references(model, feeds, tmp_path,
-                       [level.options, dict(level.options, kernel_variants={"QConv": "direct"})])
+def test_large_planes_take_their_strip_in_the_region(level, tmp_path):
+    """A 100x100 plane (40,000 bytes of floats) does not fit twice in the 32 KiB stack strip:
+    its two slots take the activation region (here past its end: the model has no other
+    activations), and the layer stays one QConv; a 200x200 plane, whose two slots pass
+    REGION_FLOATS, runs as DequantizeLinear, the float depthwise Conv and QFinish. Both exact."""
+    from glowpy.codegen.kernels.int8.depthwise_float import REGION_FLOATS
+    for side, ops in ((100, ["QConv"]), (200, ["DequantizeLinear", "Conv", "QFinish"])):
+        model, feeds = model_of(np.uint8, np.random.default_rng(44), {"a": (1, 3, side, side)})
+        report = memory_report(model, tmp_path / f"plan{side}", **level.options)
+        plan = report["instructions"]
+        assert [i["op"] for i in plan] == ops, plan
+        if side == 100:
+            assert plan[0]["variant"]["name"] == "depthwise_float"
+            assert 2 * 4 * side * side < report["regions"]["activation"] <= 4 * REGION_FLOATS
+        (tmp_path / f"run{side}").mkdir()
+        same_as_references(model, feeds, tmp_path / f"run{side}",
+                           [level.options, dict(level.options, kernel_variants={"QConv": "direct"})])

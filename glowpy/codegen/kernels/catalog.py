@@ -115,11 +115,12 @@ PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes,
 def post_planning(target):
     """The backend's step between planning and codegen: scratch in the activation region's
     gaps for the kernels that can use it (int8 convolution columns, x86's integer GEMM's packed
-    tiles of several rows, the strided 1x1's gathered
+    tiles of several rows, int8 depthwise layers' float planes, the strided 1x1's gathered
     input, a first layer's gathered columns, the channel-vectorized rows' channels-last input)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pairs_window.place(prog, target.caps)
+        depthwise_float.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
         im2col.place(prog, target.caps)
         channel_last.place(prog, target.caps, channel.plan, channel.RANK)

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
+from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.conv.depthwise import DepthwiseEmitter, estimate
 from glowpy.codegen.kernels.int8.pairs import epilogue, finisher, store_lanes
 from glowpy.codegen.kernels.int8.taps import channel_params
@@ -31,8 +32,15 @@ from glowpy.codegen.kernels.vectors import Simd
 
 # floats of the stack strip at most, margins included: the stack stays small and bounded
 # (docs/cortex_m7.md; tensors live in the activation region). Two 56x56 planes with their
-# margins take 6,400 (32 KiB holds 8,192); larger planes keep the float rewrite.
+# margins take 6,400 (32 KiB holds 8,192). Larger strips, up to REGION_FLOATS, take a gap of the
+# activation region that no buffer occupies while the layer runs, or a place past its end
+# (place): two 112x112 planes take 25,990 floats (102 KiB), where the float rewrite's tensors
+# were 4x the int8 input and output (MobileNetV2's 112x112 layers: 6.4 and 4.8 MB). Measured
+# on the Zen 4 (AVX2 code, -instrument-profile): MobileNetV2 int8's two 112x112 depthwise layers
+# 203 + 291 us as three kernels (their DequantizeLinear 50 + 108 and QFinish 55 + 42).
 STRIP_FLOATS = 8192
+REGION_FLOATS = 65536  # 256 KiB, as pairs.TILE_MAX: larger planes keep the float rewrite
+SCRATCH = "_strip"
 
 
 def _margin(s, w: int) -> int:
@@ -55,20 +63,27 @@ def _shape(node):
     return s
 
 
-def plan_for(caps, node):
-    """The tiling (conv/depthwise.estimate) where two plane slots fit the strip, or None."""
+def strip_floats(caps, node) -> int | None:
+    """Floats of the two plane slots, or None where the node is not a depthwise window or the
+    target has no float vectors."""
     simd = Simd.of(caps)
     s = _shape(node)
-    if simd.width == 1 or s is None or 2 * _slot(s, simd.width) > STRIP_FLOATS:
+    return None if simd.width == 1 or s is None else 2 * _slot(s, simd.width)
+
+
+def plan_for(caps, node):
+    """The tiling (conv/depthwise.estimate) where two plane slots fit REGION_FLOATS, or None."""
+    need = strip_floats(caps, node)
+    if need is None or need > REGION_FLOATS:
         return None
-    return estimate(s, simd)[1]
+    return estimate(_shape(node), Simd.of(caps))[1]
 
 
 def takes(caps, node) -> bool:
     """A depthwise QConv (one input and one output channel per group, more than one tap, one
     or two spatial dims) with constant weights, bias and requantization, 8-bit input and
     output, whose sums float32 holds exactly, on a float vector target, with a tiling whose
-    strip fits."""
+    strip fits REGION_FLOATS (on the stack, or in the activation region: place)."""
     from glowpy.ir.passes.quant.float_exact import exact_chunks
     if node.op != "QConv" or not registry.allowed(node.op, "depthwise_float"):
         return False
@@ -91,10 +106,32 @@ def mark(caps, node) -> bool:
     return True
 
 
+def place(prog, caps) -> None:
+    """catalog.post_planning: the strip of a marked layer whose slots pass STRIP_FLOATS in a gap
+    of the activation region, or past its end where no gap has room (the region grows by the
+    largest such strip: each lives during its own instruction only)."""
+    def wants(ins):
+        node = ins.node
+        if ins.op != "QConv" or len(ins.outputs) != 1 or node is None or \
+                not node.attrs.get("_depthwise_float"):
+            return None
+        need = strip_floats(caps, node)
+        return None if need is None or need <= STRIP_FLOATS else \
+            (4 * need, SCRATCH, "float32", 64)
+    gaps.place(prog, wants, grow=lambda ins: True)
+
+
+def _scratch(k):
+    outs = k.instr.outputs
+    return outs[1] if len(outs) == 2 and outs[1].name.endswith(SCRATCH) else None
+
+
 def plan(k):
     if not (k.node.attrs.get("_depthwise_float") or
             registry.is_forced("QConv", "depthwise_float")) or not takes(k.caps, k.node):
         return None
+    if strip_floats(k.caps, k.node) > STRIP_FLOATS and _scratch(k) is None:
+        return None  # a strip past the stack's budget that place() did not give
     return {"tiling": plan_for(k.caps, k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
@@ -115,9 +152,12 @@ class QDepthwiseEmitter(DepthwiseEmitter):
         self.bias = None  # (the int32 bias comes after the conversion, in finish)
         self.qbias = k.inp(2)
         self.wsrc = k.add_table(k.const(1).astype(np.float32).reshape(-1), "float weights")
-        strip = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, 2 * self.slot), "strip")
-        strip.align = 32
-        strip.type = cg.PTR
+        if _scratch(k) is not None:
+            strip = k.out(1)
+        else:
+            strip = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, 2 * self.slot), "strip")
+            strip.align = 32
+            strip.type = cg.PTR
         self.x, self.src = strip, k.inp(0)
         # zeros first: the margins are never written, and an edge tap's blended-away lanes
         # then read zeros rather than whatever the stack held

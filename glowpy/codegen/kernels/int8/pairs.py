@@ -283,15 +283,24 @@ def store_lanes(k, v, off, lanes: int):
 
 def finisher(k, vec, oc, bias, q, s, wide: bool, ties: bool):
     """v (an int32 vector of output channel oc's sums) -> the output's vector: the bias (table
-    `bias`), the QConv's requantization (q and s: Python ints where every channel shares them,
+    `bias`; None: the sums started from it), the QConv's requantization (q and s: Python ints where every channel shares them,
     else None: loaded from its tables) and clamp, truncated to the output type."""
     b = k.b
-    bias = vec.isplat(k.load(bias, oc, np.int32))
+    bias = None if bias is None else vec.isplat(k.load(bias, oc, np.int32))
     q = q if q is not None else vec.isplat(k.load(k.inp(3), oc, np.int32))
     s = s if s is not None else vec.isplat(k.load(k.inp(4), oc, np.int32))
-    yt = ir.VectorType(cg.llvm_type(k.out_buf().dtype), vec.w)
-    return lambda v: b.trunc(clamp(b, requantize(b, b.add(v, bias), q, s, k.attrs["mode"],
-                                                 wide, ties), k.attrs), yt)
+    et = cg.llvm_type(k.out_buf().dtype)
+
+    def finish(*vs):
+        """One vector of the outputs of the accumulators vs, their lanes in order: two
+        neighbouring vectors of a channel leave through one pair of packs and one store
+        (AVX2: 4 instructions for 16 outputs where each vector took 4 for 8)."""
+        cs = [clamp(b, requantize(b, v if bias is None else b.add(v, bias), q, s,
+                                  k.attrs["mode"], wide, ties), k.attrs) for v in vs]
+        both = cs[0] if len(cs) == 1 else b.shuffle_vector(cs[0], cs[1], ir.Constant(
+            ir.VectorType(I32, 2 * vec.w), list(range(2 * vec.w))))
+        return b.trunc(both, ir.VectorType(et, len(cs) * vec.w))
+    return finish
 
 
 def simd_of(caps, most: int = PAIR_LANES) -> Simd:
@@ -299,7 +308,8 @@ def simd_of(caps, most: int = PAIR_LANES) -> Simd:
     most `most`, with all the target's registers. 16 lanes where the target has AVX512BW's
     512-bit pmaddwd: on a Zen 5, whose 512-bit pipes are whole, ResNet-18 int8 9.73 -> 6.44 ms
     as quads (ResNet-50 int8 21.05 -> 12.96); a Zen 4 runs a 512-bit one as two 256-bit
-    halves."""
+    halves and keeps 8 (TargetCaps.pair_madd, caps.HALF_512: as fast there, compiled in 60% of
+    the time)."""
     simd = Simd.of(caps)
     return replace(simd, width=min(simd.width, caps.pair_madd or 8, most))
 
@@ -500,10 +510,15 @@ class PairsEmitter:
 
     def tile(self, n, t, o0, rows, spots):
         """Output channels o0 .. o0 + rows x the packed tile t, whose vector j holds the
-        positions from spots[j] = (offset in the plane, valid lanes)."""
+        positions from spots[j] = (offset in the plane, valid lanes); consecutive spots are
+        consecutive positions (a panel's, a row's, or whole rows' flat), every one but the last
+        whole."""
         k, b, w = self.k, self.b, self.w
         tnv = len(spots)
         acc = PairAcc(self.vec, self.grp, rows, tnv)
+        # the sums start from the bias: one vpaddd less per output vector in the epilogue
+        acc.vals = [[self.vec.isplat(k.load(self.bias, b.add(o0, k.c(i)), np.int32))] * tnv
+                    for i in range(rows)]
         xblk = b.mul(t, k.c(self.c2 * self.nr))
         wblk = b.mul(o0, k.c(self.c2))
         vt = ir.VectorType(I32, w)
@@ -521,7 +536,15 @@ class PairsEmitter:
                                  xblk, b.mul(q, k.c(self.nr))), k.c(j * w)), I32), typ=vt, align=4))
         for i in range(rows):
             oc = b.add(o0, k.c(i))
-            finish = finisher(k, self.vec, oc, self.bias, self.q, self.s, self.wide, self.ties)
+            finish = finisher(k, self.vec, oc, None, self.q, self.s, self.wide, self.ties)
             plane = b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos))
-            for j, (at, lanes) in enumerate(spots):
+            j = 0
+            while j < tnv:  # spots are consecutive: two whole vectors leave as one
+                at, lanes = spots[j]
+                if j + 1 < tnv and lanes == spots[j + 1][1] == w:
+                    store_lanes(k, finish(acc.value(i, j), acc.value(i, j + 1)),
+                                b.add(plane, at), 2 * w)
+                    j += 2
+                    continue
                 store_lanes(k, finish(acc.value(i, j)), b.add(plane, at), lanes)
+                j += 1
