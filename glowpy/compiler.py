@@ -319,6 +319,13 @@ def _qconv_in_float(opts, target) -> str | None:
     return "float" if opts.quantized_convolutions == "float" else None
 
 
+def _scratch_may_grow(opts, target) -> bool:
+    """Whether a kernel's scratch that pays in time may grow the activation region where no
+    gap has room (catalog.post_planning): time comes first and no budget was set."""
+    return not _memory_first(opts, target) and opts.max_activations is None and \
+        not opts.patch_overhead
+
+
 def _memory_first(opts, target) -> bool:
     """Whether the plan saves activation bytes at the cost of time (planner.build)."""
     if opts.activation_memory not in ACTIVATION_MEMORY:
@@ -360,7 +367,7 @@ def _patch(graph, opts, target):
 
     def plan(g):  # with the kernels' scratch (post_planning), which may grow the region
         p = estimate(g, reuse=True, memory_first=_memory_first(opts, target))
-        post_planning(target)(p)
+        post_planning(target, _scratch_may_grow(opts, target))(p)
         return p
     return choose(graph, plan, None if over is None else over / 100, opts.max_activations)
 
@@ -404,7 +411,7 @@ def _compile(models, output_dir, opts, name, entry, target, limit, counter, prog
                                  transform=post_lowering(target, opts.winograd,
                                                          _memory_first(opts, target)))
             check_regions(prog.sizes, limit)
-            post_planning(target)(prog)
+            post_planning(target, _scratch_may_grow(opts, target))(prog)
             if patched is not None:
                 prog.plan_info["patch"] = patched | {"after": prog.sizes["activation"]}
                 if opts.max_activations and prog.sizes["activation"] > opts.max_activations:

@@ -23,10 +23,11 @@ RNG = np.random.default_rng(12)
 
 # name: (C, M, input spatial dims, kernel, stride, pad). 3x3_s2_56: 28-wide rows, a segment
 # per row; 3x3_s2_28: 14-wide rows, several rows a segment, 40 channels (a partial block);
-# conv1d_k3_s2: one 599-wide row cut into segments, the interior ones in a loop;
+# conv1d_k3_s2: one 499-wide row cut into segments, the interior ones in a loop (an input of
+# 2.05 MB: past 4 L2 sizes of 512 KiB, channel_last.GROW_L2, it would be read channels-last);
 # 3x3_200ch: a last chunk of fewer channels
 CASES = {"3x3_s2_56": (128, 32, (56, 56), 3, 2, 1), "3x3_s2_28": (256, 40, (28, 28), 3, 2, 1),
-         "conv1d_k3_s2": (512, 24, (1200,), 3, 2, 0), "3x3_200ch": (200, 16, (40, 40), 3, 2, 1)}
+         "conv1d_k3_s2": (512, 24, (1000,), 3, 2, 0), "3x3_200ch": (200, 16, (40, 40), 3, 2, 1)}
 # where chunking pays: past L1 on a 32 KiB L1 (the family's figure for a named x86-64 level),
 # at least MIN_STEPS per chunk (AVX-512's 32- and 48-channel blocks of a 3x3/2 would get 90 and
 # 63); and where the planes collide in L1 (collision_chunk): 56x56 planes (12,544 bytes) put

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from glowpy.codegen.kernels.conv.channel_last import pitches
+from glowpy.codegen.kernels.conv.channel_last import GROW_L2, pitches, scratch_bytes
 from test_kernels_fast import check_guarded, f32
 from util import GraphBuilder
 from vector_levels import params
@@ -30,6 +30,35 @@ def test_channels_last_copy(level, tmp_path):
     rows = json.loads(report.read_text())["instructions"]
     nhwc = [i["name"] for i in rows if (i["variant"]["params"] or {}).get("nhwc")]
     assert len(nhwc) == 2, [(i["name"], i["variant"]) for i in rows]
+
+
+def _copies(report):
+    rows = json.loads(report.read_text())
+    return rows["regions"]["activation"], [i["name"] for i in rows["instructions"]
+                                           if (i["variant"]["params"] or {}).get("nhwc")]
+
+
+@pytest.mark.parametrize("level", params())
+def test_1d_copy_grows_the_region_where_time_comes_first(level, tmp_path):
+    """A Conv1d k3/2 over 264 channels (a tail at every width) of 2,101 frames: its 2.2 MB
+    input is past GROW_L2 times a named CPU's L2 (the family's 512 KiB) and no gap of the
+    region can hold a copy (the input is the graph's), so where time comes first the region
+    grows by the copy and the tiles read it; with -activation-memory=min it does not grow and
+    the tiles read the planes. Both against onnxruntime under guard pages."""
+    g = GraphBuilder(x=f32(1, 264, 2101))
+    g.node("Relu", [g.node("Conv", ["x", f32(40, 264, 3, scale=0.05), f32(40)], output=False,
+                           strides=[2], pads=[1, 1])])
+    assert 264 * 2101 * 4 > GROW_L2 * (512 << 10)
+    fast, small = tmp_path / "fast", tmp_path / "small"
+    fast.mkdir()
+    small.mkdir()
+    check_guarded(g.model(opset=13), g.feeds, fast, level, dump_memory_report=str(fast / "m.json"))
+    region, nhwc = _copies(fast / "m.json")
+    assert len(nhwc) == 1 and region >= scratch_bytes(264, 1, 2101), (region, nhwc)
+    check_guarded(g.model(opset=13), g.feeds, small, level, activation_memory="min",
+                  dump_memory_report=str(small / "m.json"))
+    region, nhwc = _copies(small / "m.json")
+    assert nhwc == [] and region < scratch_bytes(264, 1, 2101), (region, nhwc)
 
 
 def test_pitches_are_odd_lines():

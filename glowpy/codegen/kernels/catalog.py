@@ -112,18 +112,20 @@ MIN_PHASE_PLANE = 144  # positions of a phase image from which a dilated Conv go
 PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes, at most
 
 
-def post_planning(target):
+def post_planning(target, grow: bool = False):
     """The backend's step between planning and codegen: scratch in the activation region's
     gaps for the kernels that can use it (int8 convolution columns, x86's integer GEMM's packed
     tiles of several rows, int8 depthwise layers' float planes, the strided 1x1's gathered
-    input, a first layer's gathered columns, the channel-vectorized rows' channels-last input)."""
+    input, a first layer's gathered columns, the channel-vectorized rows' channels-last input).
+    grow: time comes first and no activation budget was set, so the channels-last copy of a
+    large input may grow the region where no gap has room (channel_last.place)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pairs_window.place(prog, target.caps)
         depthwise_float.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
         im2col.place(prog, target.caps)
-        channel_last.place(prog, target.caps, channel.plan, channel.RANK)
+        channel_last.place(prog, target.caps, channel.plan, channel.RANK, grow)
     return step
 
 

@@ -7,7 +7,8 @@ lines (and pages) than L1 holds, and its kernel columns read them again. In a ch
 copy ([H][W][C], one image) the steps read consecutive floats: sixteen channels per line. The
 copy is made once per image into a scratch output in a gap of the activation region
 (kernels/gaps.py, after planning), by in-register transposes of width x width blocks
-(turn.transpose); where no gap is free the kernel reads the planes as before."""
+(turn.transpose). Where no gap is free the kernel reads the planes as before, unless the input
+is past a few L2 sizes and time comes first: then the region grows by the copy (`place`)."""
 from __future__ import annotations
 
 from glowpy.codegen.kernels import gaps
@@ -97,11 +98,23 @@ class _Planned:
         return self.instr.outputs[i]
 
 
-def place(prog, caps, plan, rank: int) -> None:
+def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
     """catalog.post_planning: a channels-last copy of the input in a gap for each Conv whose
     row tiles conv/channel.py would run (`plan` and `rank`: its plan and rank; one group, at
-    least a vector of channels; strided 1x1 windows too: ResNeXt's 1024 -> 2048 at 10x10 -> 5x5
-    0.88 of the cycles reading the planes) when their sweep over the channels passes L1."""
+    least a vector of channels; 2D and 1D windows; strided 1x1 windows too: ResNeXt's 1024 ->
+    2048 at 10x10 -> 5x5 0.88 of the cycles reading the planes) when their sweep over the
+    channels passes L1.
+
+    grow (time first, no activation budget): where no gap has room and the input is past
+    GROW_L2 times the L2, past the region's end. On the planes each block of output channels
+    sweeps the input from L3, a line per plane and tile, as many pages as channels in a chunk:
+    with 4 KiB pages such a layer passes the L2 TLB's reach and its time went with where the
+    pages fell. wav2vec2's first Conv1d k3/2 512 -> 512 over 3,199 frames (6.5 MB in; real Zen
+    3, AVX2, one layer, best of 4 alternating rounds): 39.8 to 143 ms chunked on the planes
+    from one compile to the next (onnxruntime 33.6-34.9), 30.7-31.4 ms on the copy (87% of the
+    peak); on 2 MiB pages the planes took 36.7-50 ms. In the model (-instrument-profile, min
+    of 6 rounds) the encoder's six Conv1d went 222 -> 79 ms; conformer's 256-channel 3x3/2 on
+    199x39 (8 MB in) 61 -> 43-48 ms as one layer."""
     def wants(ins):
         if ins.op != "Conv" or len(ins.outputs) != 1 or ins.node is None:
             return None
@@ -110,11 +123,23 @@ def place(prog, caps, plan, rank: int) -> None:
         if f is None:
             return None
         s = f[0]
-        if s.g != 1 or s.rank != 2 or s.c < f[1].width or not sweep_past_l1(s.cg, s.kh, caps):
+        one_d = s.rank == 1 and len(ins.inputs[0].shape) == 3  # (not a flattened 1x1)
+        if s.g != 1 or not (s.rank == 2 or one_d) or s.c < f[1].width or \
+                not sweep_past_l1(s.cg, s.kh, caps):
             return None
         p = plan(k)
         if p is None or p.get("flat") or any(v.rank > rank and v.params_for(k) is not None
                                              for v in variants("Conv")):
             return None  # (a variant ranked above the channel-vectorized one takes it)
         return scratch_bytes(s.c, s.hin, s.win), SCRATCH, "float32", 64
-    gaps.place(prog, wants)
+    gaps.place(prog, wants, grow=(lambda ins: _past_l2(ins, caps)) if grow else None)
+
+
+# L2 sizes of input from which the copy may grow the region: smaller inputs gained little for
+# the bytes (ResNet-50's 56x56 128-channel 3x3, Inception's 35x35 3x3s: activations +35-43%,
+# the layers level to 4% faster, Zen 3, -instrument-profile, min of 6 alternating rounds)
+GROW_L2 = 4
+
+
+def _past_l2(ins, caps) -> bool:
+    return bool(caps.l2_bytes) and ins.inputs[0].nbytes > GROW_L2 * caps.l2_bytes
