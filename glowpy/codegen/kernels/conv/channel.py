@@ -194,7 +194,8 @@ class ChanEmitter:
         w_bytes, x_bytes = s.mg * s.ktot * 4, s.cg * s.hin * s.win * 4
         plane = s.ho * s.wo
         ntile = math.ceil(plane / self.npx) if self.flat else s.ho * math.ceil(s.wo / self.npx)
-        outer = s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, full + (tail > 0))
+        outer = s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, full + (tail > 0)) \
+            or self.copy_outweighs(w_bytes, x_bytes)
         if not outer and full > 1 and ntile > 1:
             self.next_block = self.ob * s.ktot  # (see below)
         if self.flat:  # every tile its own code: the taps each pixel reads are constants
@@ -226,6 +227,21 @@ class ChanEmitter:
             # 7x7 1x1 and 3x3 layers 6-19% (conv_397 5.27 -> 4.44 M cycles)
             blocks(lambda o0, nch: rows(lambda oh: tiles(
                 oh, lambda oh_, ow0, sig: kernel(o0, nch, oh_, ow0, sig))))
+
+    def copy_outweighs(self, w_bytes: int, x_bytes: int) -> bool:
+        """Tiles outermost for unchunked tiles on a channels-last copy over twice the weights,
+        the weights past the L2: each block would sweep the whole copy again from L3, while in
+        the tiles' order the packed weights, one contiguous run, stream once per tile. Zen 3,
+        AVX2, one layer, best of 4 alternating rounds, blocks -> tiles outermost: FCN-ResNet50's
+        128-channel 3x3/2 on 130x130 (8.7 MB copy, 0.6 MB of weights) 26.8-32.7 -> 19.6-20.0
+        ms; conformer's 256-channel 3x3/2 on 199x39 (8 MB, 2.4 MB) 41.6-46.0 -> 30.7 (in the
+        model, -instrument-profile, min of 6 rounds: 44.7 -> 32.1, onnxruntime 29.9-31.4);
+        wav2vec2's Conv1d 512 k3/2 over 3,199 frames (6.5 MB, 3.1 MB) and Whisper's 384 k3/2 over
+        3,000 (4.6 MB, 1.8 MB) level. Copies under twice the weights, or weights that fit the
+        L2, kept the blocks outermost: R(2+1)D's 2D layers (0.35-1.4 MB of weights) -4% to +7%
+        with the tiles outermost, a 256-channel 3x3/2 on 57x57 (3.3 MB, 2.4 MB) level."""
+        l2 = self.k.caps.l2_bytes
+        return self.nhwc and not self.kc and bool(l2) and w_bytes > l2 and x_bytes > 2 * w_bytes
 
     def kh_range(self, oh):
         return kh_range(self.k, self.s, oh)
