@@ -27,12 +27,12 @@ def test_channels_last_copy(level, tmp_path):
     g.node("Relu", [g.node("Add", [y, r], output=False)])
     report = tmp_path / "m.json"
     check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
-    rows = json.loads(report.read_text())["instructions"]
-    nhwc = [i["name"] for i in rows if (i["variant"]["params"] or {}).get("nhwc")]
-    assert len(nhwc) == 2, [(i["name"], i["variant"]) for i in rows]
+    _, nhwc = _copies(report)
+    assert len(nhwc) == 2, nhwc
 
 
 def _copies(report):
+    """(activation region bytes, the instructions reading a channels-last copy) of a report."""
     rows = json.loads(report.read_text())
     return rows["regions"]["activation"], [i["name"] for i in rows["instructions"]
                                            if (i["variant"]["params"] or {}).get("nhwc")]

@@ -132,7 +132,7 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
                                              for v in variants("Conv")):
             return None  # (a variant ranked above the channel-vectorized one takes it)
         return scratch_bytes(s.c, s.hin, s.win), SCRATCH, "float32", 64
-    gaps.place(prog, wants, grow=(lambda ins: _past_l2(ins, caps)) if grow else None)
+    gaps.place(prog, wants, grow=(lambda ins: _grows(ins, caps)) if grow else None)
 
 
 # L2 sizes of input from which the copy may grow the region: smaller inputs gained little for
@@ -141,5 +141,6 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
 GROW_L2 = 4
 
 
-def _past_l2(ins, caps) -> bool:
+def _grows(ins, caps) -> bool:
+    """The input is past GROW_L2 times the L2: its copy may grow the region."""
     return bool(caps.l2_bytes) and ins.inputs[0].nbytes > GROW_L2 * caps.l2_bytes
