@@ -21,7 +21,7 @@ from glowpy.ir.evaluate import evaluate
 from glowpy.ir import qmath
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
-from int8_check import byte_feeds, same_as_references
+from int8_check import byte_feeds, plan, same_as_references
 from test_int8 import QDQ, lsb
 from util import make_graph_model, memory_report, run_onnxruntime
 from vector_levels import VBMI_RUNNABLE, params
@@ -56,18 +56,17 @@ def binary_model(dtype, rng):
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
     model, feeds = binary_model(dtype, np.random.default_rng(21))
-    plan = memory_report(model, tmp_path / "plan", quantization_rounding=rounding,
-                         **level.options)["instructions"]
-    kinds = [(i["op"], i["variant"]["name"]) for i in plan if i["op"] in ("QAdd", "QMul")]
-    # every output is a run of a full vector or more except the scalar-only ones (none here)
-    assert len(kinds) == 12 and all(v == "vector" for _, v in kinds), kinds
-    forms = [i["variant"]["params"]["linear"] for i in plan if i["op"] == "QAdd"]
-    assert all(f is not None for f in forms[:-1]) and forms[-1] is None, forms
     scalar = {"QAdd": ("default", {}), "QMul": ("default", {})}
     opts = dict(quantization_rounding=rounding, **level.options)
     info, got = same_as_references(model, feeds, tmp_path,
                                    [opts, dict(opts, kernel_variants=scalar)],
                                    ort_lsb=1 if rounding == "even" else None)
+    instrs = plan(tmp_path)
+    kinds = [(i["op"], i["variant"]["name"]) for i in instrs if i["op"] in ("QAdd", "QMul")]
+    # every output is a run of a full vector or more except the scalar-only ones (none here)
+    assert len(kinds) == 12 and all(v == "vector" for _, v in kinds), kinds
+    forms = [i["variant"]["params"]["linear"] for i in instrs if i["op"] == "QAdd"]
+    assert all(f is not None for f in forms[:-1]) and forms[-1] is None, forms
     assert len(info.outputs) == 12
     last = got[info.outputs[-1]["name"]]
     info8 = np.iinfo(dtype)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from int8_check import byte_feeds, exact_against_direct, same_as_references
+from int8_check import byte_feeds, exact_against_direct, plan, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import params
@@ -56,11 +56,10 @@ def model_of(dtype, rng, inputs=INPUTS):
 def test_depthwise_float_qconv_is_exact(dtype, level, rounding, tmp_path):
     model, feeds = model_of(dtype, np.random.default_rng(43))
     opts = dict(level.options, quantization_rounding=rounding)
-    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
-    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"] or
+    exact_against_direct(model, feeds, tmp_path, opts, dtype, saturated=2)
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan(tmp_path) if "Conv" in i["op"] or
              i["op"] in ("DequantizeLinear", "QFinish")]
     assert kinds == [("QConv", "depthwise_float")] * 5, kinds
-    exact_against_direct(model, feeds, tmp_path, opts, dtype, saturated=2)
 
 
 @pytest.mark.parametrize("level", params())

@@ -22,7 +22,7 @@ from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
-from int8_check import same_as_references
+from int8_check import plan, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import params
@@ -74,16 +74,14 @@ def conv_model(dtype, rng):
 def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path):
     rng = np.random.default_rng(11)
     model, feeds = conv_model(dtype, rng)
-    plan = memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
-                         **level.options)["instructions"]
-    ops = [i["op"] for i in plan]
+    fast, got = same_as_references(model, feeds, tmp_path, [
+        dict(kernel_variants=NO_PAIRS, **level.options),
+        dict(quantized_convolutions="integer", **level.options)])
+    ops = [i["op"] for i in plan(tmp_path)]
     assert ops.count("QFinish") == 7 and "QConv" not in ops, ops
     # the 2048-channel layer in chunks: its zero point folded into the bias (1x1, no padding),
     # a uint8 input reaches 255 x 127 per channel (4 chunks of 512), an int8 one 128 x 127 (2)
     assert ops.count("Conv") == 6 + (4 if dtype == np.uint8 else 2), ops
-    fast, got = same_as_references(model, feeds, tmp_path, [
-        dict(kernel_variants=NO_PAIRS, **level.options),
-        dict(quantized_convolutions="integer", **level.options)])
     assert len(np.unique(got[fast.outputs[5]["name"]][0, 0])) == 1  # the 2**30 bias saturates
 
 
@@ -160,12 +158,11 @@ def test_qmatmul_on_float_kernels_equals_the_integer_kernel(level, tmp_path):
     outs.append(m.op("MatMulInteger", ["a", m.c(wq), m.c(np.array(131, np.uint8))]))
     feeds = {"a": rng.integers(0, 256, (2, 5, 40)).astype(np.uint8)}
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    plan = memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
-                         **level.options)["instructions"]
-    assert [i["op"] for i in plan].count("QFinish") == 2, [i["op"] for i in plan]
     same_as_references(model, feeds, tmp_path, [
         dict(kernel_variants=NO_PAIRS, **level.options),
         dict(quantized_convolutions="integer", **level.options)])
+    ops = [i["op"] for i in plan(tmp_path)]
+    assert ops.count("QFinish") == 2, ops
 
 
 @pytest.mark.parametrize("level", params())
@@ -208,12 +205,11 @@ def test_sums_past_2_24_in_chunks(level, tmp_path):
              "d": rng.integers(0, 256, (1, 3, 26, 25)).astype(np.uint8)}
     feeds["a"][0, 0] = np.where(wq[:, 0] > 0, 255, 0)  # one sum near its bound: about 9.7e6
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
-    ops = [i["op"] for i in memory_report(model, tmp_path / "plan", kernel_variants=NO_PAIRS,
-                                          **level.options)["instructions"]]
-    assert ops.count("MatMul") == 2 and ops.count("QFinish") == 1 and \
-        ops.count("QConv") == 1, ops
     fast, got = same_as_references(model, feeds, tmp_path, [
         dict(kernel_variants=NO_PAIRS, **level.options),
         dict(quantized_convolutions="integer", **level.options)], ort_lsb=None)
+    ops = [i["op"] for i in plan(tmp_path)]
+    assert ops.count("MatMul") == 2 and ops.count("QFinish") == 1 and \
+        ops.count("QConv") == 1, ops
     big = np.abs(got[fast.outputs[0]["name"]].astype(np.int64))
     assert big.max() > 1 << 23  # sums of the size that needed the chunks

@@ -17,7 +17,7 @@ import pytest
 
 from glowpy.errors import ModelError
 
-from int8_check import byte_feeds, exact_against_direct, same_as_references
+from int8_check import byte_feeds, exact_against_direct, plan, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import LEVELS, params
@@ -59,10 +59,9 @@ def model_of(dtype, rng):
 def test_winograd_qconv_is_exact(dtype, level, rounding, tmp_path):
     model, feeds = model_of(dtype, np.random.default_rng(41))
     opts = dict(level.options, quantization_rounding=rounding, kernel_variants=FORCED)
-    plan = memory_report(model, tmp_path / "plan", **opts)["instructions"]
-    kinds = [(i["op"], i["variant"]["name"]) for i in plan if "Conv" in i["op"]]
-    assert kinds == [("QConv", "winograd")] * 6, kinds
     exact_against_direct(model, feeds, tmp_path, opts, dtype, saturated=4)
+    kinds = [(i["op"], i["variant"]["name"]) for i in plan(tmp_path) if "Conv" in i["op"]]
+    assert kinds == [("QConv", "winograd")] * 6, kinds
 
 
 def layer(c, m, hw, rng, wmax=127, stride=1, full=False):

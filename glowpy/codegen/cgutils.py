@@ -33,9 +33,10 @@ def is_signed(dtype) -> bool:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i", interleave=0):
+def for_range(b: ir.IRBuilder, stop, start=0, step=1, intp=I64, name="i", interleave=0,
+              unroll=None):
     """`for (i = start; i < stop; i += step)`; yields i. Bounds may be ints or values."""
-    with for_range_carry(b, stop, (), start, step, intp, name, interleave=interleave) as c:
+    with for_range_carry(b, stop, (), start, step, intp, name, unroll, interleave) as c:
         yield c.index
 
 
@@ -136,21 +137,22 @@ def for_range_carry(b: ir.IRBuilder, stop, init, start=0, step=1, intp=I64, name
 
 
 @contextmanager
-def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d", interleave=0):
+def loop_nest(b: ir.IRBuilder, shape, intp=I64, name="d", interleave=0, unroll=None):
     """Nested loops over a static shape; yields the list of indices (outermost first).
-    `interleave`: for the innermost loop (for_range_carry)."""
-    with _nest(b, list(shape), intp, name, [], interleave) as idx:
+    `interleave`, `unroll`: for the innermost loop (for_range_carry)."""
+    with _nest(b, list(shape), intp, name, [], interleave, unroll) as idx:
         yield idx
 
 
 @contextmanager
-def _nest(b, shape, intp, name, acc, interleave=0):
+def _nest(b, shape, intp, name, acc, interleave=0, unroll=None):
     if not shape:
         yield acc
         return
+    last = len(shape) == 1
     with for_range(b, shape[0], intp=intp, name=f"{name}{len(acc)}",
-                   interleave=interleave if len(shape) == 1 else 0) as i:
-        with _nest(b, shape[1:], intp, name, acc + [i], interleave) as idx:
+                   interleave=interleave if last else 0, unroll=unroll if last else None) as i:
+        with _nest(b, shape[1:], intp, name, acc + [i], interleave, unroll) as idx:
             yield idx
 
 
@@ -171,13 +173,13 @@ def collapse(shape, strides_list):
 
 @contextmanager
 def strided_loop(b: ir.IRBuilder, shape, strides_list, offsets=None, intp=I64, name="e",
-                 interleave=0):
+                 interleave=0, unroll=None):
     """Loops over `shape`; yields, per operand, its element offset (intp value)
     `offsets[k] + sum(idx[d] * strides_list[k][d])`. Strides are in elements, 0 to broadcast.
-    `interleave`: for the innermost loop (for_range_carry)."""
+    `interleave`, `unroll`: for the innermost loop (for_range_carry)."""
     shape, strides_list = collapse(shape, strides_list)
     offsets = offsets or [0] * len(strides_list)
-    with loop_nest(b, shape, intp, name, interleave) as idx:
+    with loop_nest(b, shape, intp, name, interleave, unroll) as idx:
         yield [linear(b, idx, st, off, intp) for st, off in zip(strides_list, offsets)]
 
 

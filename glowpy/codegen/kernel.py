@@ -146,8 +146,10 @@ class Kernel:
     def for_range(self, stop, start=0, step=1, name="i"):
         return cg.for_range(self.b, stop, start, step, self.intp, name)
 
-    def strided_loop(self, shape, strides_list, offsets=None, name="e", interleave=0):
-        return cg.strided_loop(self.b, shape, strides_list, offsets, self.intp, name, interleave)
+    def strided_loop(self, shape, strides_list, offsets=None, name="e", interleave=0,
+                     unroll=None):
+        return cg.strided_loop(self.b, shape, strides_list, offsets, self.intp, name, interleave,
+                               unroll)
 
     def loop_nest(self, shape, name="d"):
         return cg.loop_nest(self.b, shape, self.intp, name)

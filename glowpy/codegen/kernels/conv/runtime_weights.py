@@ -86,7 +86,7 @@ def pack(k, s, mr: int, axes) -> object:
                 for i0 in range(0, r, w):
                     rows = [vec.load(src, b.add(first, b.add(k.c((i0 + c) * s.ktot), q0)))
                             for c in range(w)]
-                    for a, col in enumerate(transposed(vec, rows)):
+                    for a, col in enumerate(transposed(b, rows)):
                         out = b.add(first, b.add(b.mul(position(b.add(q0, k.c(a))), k.c(r)), k.c(i0)))
                         vec.store(col, dst, out)
             return

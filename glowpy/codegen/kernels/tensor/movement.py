@@ -12,7 +12,14 @@ from glowpy.codegen.registry import emits
 
 
 def strided_copy(k, src, src_off, src_st, dst, dst_off, dst_st, shape, dtype):
-    with k.strided_loop(shape, [src_st, dst_st], [src_off, dst_off]) as (i, o):
+    """dst[dst_off + idx . dst_st] = src[src_off + idx . src_st] over `shape`. An innermost
+    loop that gathers (source stride past 1) is kept rolled: LLVM unrolled a short one in
+    full, vectorized the loop around it along the source's contiguous dim and spent the
+    compile on the thousands of scalar stores that made (an int8 (2,3,33,70) transpose to
+    (3,70,2,33): 56 s of optimization in AVX2 code, 0.3 s rolled)."""
+    _, (sst, _) = cg.collapse(shape, [src_st, dst_st])
+    with k.strided_loop(shape, [src_st, dst_st], [src_off, dst_off],
+                        unroll=False if abs(sst[-1]) > 1 else None) as (i, o):
         k.store(k.load(src, i, dtype), dst, o)
 
 
@@ -28,7 +35,12 @@ def tiled_copy(k, src, src_st, dst, dst_st, shape, dtype):
     0.40 -> 0.26, (1,14,14,384) -> NCHW 0.23 -> 0.06, back 0.05 -> 0.06. Float tiles on vector
     targets are as wide as a vector and transposed in registers (register_tile): SegFormer-B0's
     largest, (1, 16384, 256) -> (1, 256, 16384), 32.3 -> 4.7 Mcycles in AVX-512 code and
-    9.6 -> 6.3 in AVX2 code (-instrument-profile, min of 3 rounds)."""
+    9.6 -> 6.3 in AVX2 code (-instrument-profile, min of 3 rounds). One-byte tiles on vector
+    targets are 16 x 16, one 128-bit register a row (every vector ISA here has one), the same
+    rounds of shuffles. Element tiles of 64 bytes ran int8 transposes at 3-3.6x onnxruntime's
+    time; in AVX2 code on the Zen 3 (op_probe-style, best of 5 alternating rounds):
+    (1,56,56,96) -> NCHW 158 -> 36 us (onnxruntime 39-44), (1,85,8400) -> (1,8400,85)
+    270 -> 122 us (88-90: its last 5 columns still go element by element)."""
     shape, (sst, dstt) = cg.collapse(shape, [src_st, dst_st])
     t = LINE // np.dtype(dtype).itemsize
     dl = len(shape) - 1  # dst stride 1 (collapse keeps the last dim contiguous)
@@ -40,14 +52,19 @@ def tiled_copy(k, src, src_st, dst, dst_st, shape, dtype):
     registers = np.dtype(dtype) == np.float32 and simd.width > 1
     if registers:  # a tile is as many vectors as a vector has lanes (see register_tile)
         t = simd.width
+    elif np.dtype(dtype).itemsize == 1 and simd.width > 1:
+        registers, t = True, BYTE_TILE
     nd, nl = shape[d] // t * t, shape[dl] // t * t
     rest = [i for i in range(dl) if i != d]
     if nd and nl and registers:
         tshape = [shape[i] for i in rest] + [nd // t, nl // t]
         tst = [[st[i] for i in rest] + [t * st[d], t * st[dl]] for st in (sst, dstt)]
-        vec = Vec(k, simd)
+        vec = Vec(k, simd) if t == simd.width else None
         with k.strided_loop(tshape, tst) as (i, o):
-            register_tile(vec, src, i, sst[dl], dst, o, dstt[d])
+            if vec is not None:
+                register_tile(vec, src, i, sst[dl], dst, o, dstt[d])
+            else:
+                byte_tile(k, src, i, sst[dl], dst, o, dstt[d])
     elif nd and nl:  # [rest..., d / T, last / T, T, T]
         tshape = [shape[i] for i in rest] + [nd // t, nl // t, t, t]
         tst = [[st[i] for i in rest] + [t * st[d], t * st[dl], st[d], st[dl]] for st in (sst, dstt)]
@@ -70,14 +87,28 @@ def register_tile(vec, src, src_off, src_row, dst, dst_off, dst_row):
     slow on a Zen 4): SegFormer-B0's transposes of tokens to maps and back took 144 Mcycles
     against 39 in AVX2 code; the model was 1.03x onnxruntime's time there, 0.81 in AVX2 code."""
     b, w = vec.b, vec.w
-    rows = transposed(vec, [vec.load(src, b.add(src_off, vec.k.c(c * src_row))) for c in range(w)])
+    rows = transposed(b, [vec.load(src, b.add(src_off, vec.k.c(c * src_row))) for c in range(w)])
     for a in range(w):
         vec.store(rows[a], dst, b.add(dst_off, vec.k.c(a * dst_row)))
 
 
-def transposed(vec, rows: list) -> list:
-    """The W x W tile of W row vectors as its W column vectors (register_tile's rounds)."""
-    b, w = vec.b, vec.w
+BYTE_TILE = 16  # one-byte elements a row of a register tile: 128 bits
+
+
+def byte_tile(k, src, src_off, src_row, dst, dst_off, dst_row):
+    """register_tile of one-byte elements, BYTE_TILE x BYTE_TILE."""
+    b, w, et = k.b, BYTE_TILE, cg.I8
+    ty = ir.VectorType(et, w)
+    rows = transposed(b, [b.load(cg.gep(b, src, b.add(src_off, k.c(c * src_row)), et), typ=ty,
+                                 align=1) for c in range(w)])
+    for a in range(w):
+        b.store(rows[a], cg.gep(b, dst, b.add(dst_off, k.c(a * dst_row)), et), align=1)
+
+
+def transposed(b, rows: list) -> list:
+    """The W x W tile of W row vectors (W lanes each) as its W column vectors (register_tile's
+    rounds)."""
+    w = len(rows)
     mask = ir.VectorType(ir.IntType(32), w)
     h = w // 2
     while h:
