@@ -118,13 +118,14 @@ def post_planning(target, grow: bool = False):
     tiles of several rows, int8 depthwise layers' float planes, the strided 1x1's gathered
     input, a first layer's gathered columns, the channel-vectorized rows' channels-last input).
     grow: time comes first and no activation budget was set, so the channels-last copy of a
-    large input may grow the region where no gap has room (channel_last.place)."""
+    large input, and a first layer's columns that the stack cannot hold, may grow the region
+    where no gap has room (channel_last.place, im2col.place)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pairs_window.place(prog, target.caps)
         depthwise_float.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
-        im2col.place(prog, target.caps)
+        im2col.place(prog, target.caps, grow)
         channel_last.place(prog, target.caps, channel.plan, channel.RANK, grow)
     return step
 

@@ -19,7 +19,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
-from glowpy.codegen.kernels.tiles import PREFETCH, Shape, shape_of, step_cycles
+from glowpy.codegen.kernels.tiles import PREFETCH, shape_of, step_cycles, window_shape
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.registry import variant
@@ -145,13 +145,11 @@ def scratch_need(node, caps, applies=None) -> int | None:
     that test stands for: conv/im2col.py) serves when its chunks are sized by cache_budget and
     exceed the stack's SCRATCH_MAX (gaps.place puts it in the activation region), else None."""
     x, w = node.inputs[0], node.inputs[1]
-    if len(x.shape) != 4 or any(
-            np.dtype(v.dtype) != np.float32 for v in (x, w, node.outputs[0])):
+    if any(np.dtype(v.dtype) != np.float32 for v in (x, w, node.outputs[0])):
         return None
-    win = node.opdef.window(node)
-    s = Shape(x.shape[0], x.shape[1], w.shape[0], node.attrs["group"], *win.in_size,
-              *win.out_size, *win.kernel, *win.strides, *win.dilations, win.pads_begin[0],
-              win.pads_begin[1], 2)
+    s = window_shape(node, x.shape, w.shape)  # as the kernels' plans see it (shape_of)
+    if s is None:
+        return None
     simd = Simd.of(caps)
     budget = cache_budget(caps, s, simd.width)
     if budget <= SCRATCH_MAX or not (applies or _applies)(s, simd, w.const is not None):
@@ -357,12 +355,19 @@ def emit(k, p):
     PointwiseStridedEmitter(k, p).emit()
 
 
-def place(prog, caps, applies=None) -> None:
+def place(prog, caps, applies=None, grow: bool = False) -> None:
     """catalog.post_planning: the gathered buffers sized by cache_budget, in gaps (`applies`:
-    of the layers that test names, scratch_need's)."""
+    of the layers that test names, scratch_need's). grow: where no gap has room and the stack
+    holds no chunk at all (one output row's columns past SCRATCH_MAX), past the region's end
+    (gaps.place): the layer takes the kernel instead of falling back to a direct tiling."""
     def wants(ins):
         if ins.op != "Conv" or len(ins.outputs) != 1:
             return None
         need = scratch_need(ins.node, caps, applies)
         return None if need is None else (need, SCRATCH, "float32", 64)
-    gaps.place(prog, wants)
+
+    def stack_holds_none(ins):
+        x, w = ins.node.inputs[0], ins.node.inputs[1]
+        s = window_shape(ins.node, x.shape, w.shape)
+        return s is not None and chunk_rows(s, Simd.of(caps).width, SCRATCH_MAX) == 0
+    gaps.place(prog, wants, grow=stack_holds_none if grow else None)
