@@ -120,12 +120,12 @@ class Im2colEmitter(PointwiseStridedEmitter):
                             x = vec.load_strided(k.inp(0), b.add(row, first), s.sw, mask)
                             vec.store(b.select(inside, x, zero), self.buf,
                                       b.add(dst, b.mul(v, k.c(w)) if mask is None else k.c(v * w)))
-                        for v in [*range(lo), *range(hi, math.ceil(s.wo / w))]:
-                            q0 = v * w * s.sw + j * s.dw - s.pl
-                            one(v, tuple(0 <= q0 + e < s.win for e in range(w * s.sw)))
-                        if hi - lo == 1:
-                            one(lo, (True,) * (w * s.sw))
-                        elif hi > lo:
+                        looped = range(lo, hi) if hi - lo > 1 else range(0)
+                        for v in range(math.ceil(s.wo / w)):
+                            if v not in looped:
+                                q0 = v * w * s.sw + j * s.dw - s.pl
+                                one(v, tuple(0 <= q0 + e < s.win for e in range(w * s.sw)))
+                        if looped:
                             with k.for_range(hi, start=lo, name="v") as v:
                                 one(v)
 

@@ -16,7 +16,7 @@ def strided_copy(k, src, src_off, src_st, dst, dst_off, dst_st, shape, dtype):
     loop that gathers (source stride past 1) is kept rolled: LLVM unrolled a short one in
     full, vectorized the loop around it along the source's contiguous dim and spent the
     compile on the thousands of scalar stores that made (an int8 (2,3,33,70) transpose to
-    (3,70,2,33): 56 s of optimization in AVX2 code, 0.3 s rolled)."""
+    (3,70,2,33): 56 s of optimization in AVX2 code, 0.4 s rolled)."""
     _, (sst, _) = cg.collapse(shape, [src_st, dst_st])
     with k.strided_loop(shape, [src_st, dst_st], [src_off, dst_off],
                         unroll=False if abs(sst[-1]) > 1 else None) as (i, o):
@@ -49,19 +49,21 @@ def tiled_copy(k, src, src_st, dst, dst_st, shape, dtype):
         return strided_copy(k, src, 0, sst, dst, 0, dstt, shape, dtype)
     d = ds[0]
     simd = Simd.of(k.caps)
-    registers = np.dtype(dtype) == np.float32 and simd.width > 1
-    if registers:  # a tile is as many vectors as a vector has lanes (see register_tile)
+    floats = np.dtype(dtype) == np.float32 and simd.width > 1
+    byte = np.dtype(dtype).itemsize == 1 and simd.width > 1
+    if floats:  # a tile is as many vectors as a vector has lanes (see register_tile)
         t = simd.width
-    elif np.dtype(dtype).itemsize == 1 and simd.width > 1:
-        registers, t = True, BYTE_TILE
+    elif byte:
+        t = BYTE_TILE
+    registers = floats or byte
     nd, nl = shape[d] // t * t, shape[dl] // t * t
     rest = [i for i in range(dl) if i != d]
     if nd and nl and registers:
         tshape = [shape[i] for i in rest] + [nd // t, nl // t]
         tst = [[st[i] for i in rest] + [t * st[d], t * st[dl]] for st in (sst, dstt)]
-        vec = Vec(k, simd) if t == simd.width else None
+        vec = Vec(k, simd) if floats else None  # (16 float lanes are BYTE_TILE wide too)
         with k.strided_loop(tshape, tst) as (i, o):
-            if vec is not None:
+            if floats:
                 register_tile(vec, src, i, sst[dl], dst, o, dstt[d])
             else:
                 byte_tile(k, src, i, sst[dl], dst, o, dstt[d])
