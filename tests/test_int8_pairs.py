@@ -287,3 +287,67 @@ def test_integer_lanes_follow_the_target(mcpu, mattr, group, insn, reg, tmp_path
                          capture_output=True, text=True, check=True).stdout
     uses = re.findall(rf"\b{insn}\b[^\n]*%([xyz]mm)", asm)
     assert uses and set(uses) == {reg}, sorted(set(uses))
+
+
+QUADS = [g for g in GROUPINGS if g.values[1] == "quads"]
+
+
+def lanes_model(dtype, rng):
+    """A 3x3 128 -> 64 on 7x7 (a batch of two, a fused Relu), a 3x3 at stride 2 from 14x14
+    onto 7x7 with 80 output channels (on AVX-512 a block of 64 channels and one of 16) and
+    per-tensor weights, a 1x1 1024 -> 64 on 7x7 (49 positions: blocks of P and a rest), and
+    a 3x3 16 -> 16 on 20x20."""
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+
+    def conv(x, c, mo, kernel, relu=False, per_channel=True, **attrs):
+        w, sw = m.weight((mo, c) + kernel, 0, rng, per_channel)
+        bias = m.dq(m.c(rng.integers(-3000, 3000, mo).astype(np.int32)),
+                    (0.05 * np.asarray(sw) * np.ones(mo)).astype(np.float32),
+                    np.zeros(mo, np.int32), 0)
+        y = m.op("Conv", [m.dq(x, 0.05, m.zp(lo + 120)), w, bias], **attrs)
+        return m.q(m.op("Relu", [y]) if relu else y, 0.2, lo if relu else lo + 100)
+    outs = [conv("a", 128, 64, (3, 3), relu=True, pads=[1, 1, 1, 1]),
+            conv("b", 256, 80, (3, 3), per_channel=False, pads=[1, 1, 1, 1], strides=[2, 2]),
+            conv("c", 1024, 64, (1, 1)),
+            conv("d", 16, 16, (3, 3), pads=[1, 1, 1, 1])]
+    feeds = byte_feeds({"a": (2, 128, 7, 7), "b": (2, 256, 14, 14), "c": (2, 1024, 7, 7),
+                        "d": (1, 16, 20, 20)}, dtype, rng)
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+def lanes_of(convs) -> list:
+    return sorted(v["params"]["lanes"] for v in convs)  # (the plan's order is its own)
+
+
+@pytest.mark.parametrize("level,group", QUADS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_output_channels_on_the_lanes(dtype, level, group, tmp_path):
+    """lanes_model's QConvs as quads on every level (forced but on VNNI's): with 32 vector
+    registers (AVX-512) the first three put the output channels on the lanes
+    (pairs_lanes.py), the 20x20 plane keeps the positions there, as every layer does with 16
+    registers; uint8 and int8 inputs; equal to the scalar kernel and the references, within 1
+    LSB of onnxruntime."""
+    from glowpy.codegen.kernels.int8.pairs import simd_of
+    from glowpy.codegen.target.resolve import resolve_target
+    model, feeds = lanes_model(dtype, np.random.default_rng(37))
+    opts = grouped(level, group)
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [opts, dict(opts, kernel_variants={"QConv": "direct"})])
+    convs = [i["variant"] for i in plan(tmp_path) if i["op"] == "QConv"]
+    simd = simd_of(resolve_target(mcpu=level.cpu).caps)
+    assert [v["name"] for v in convs] == ["quads"] * 4, convs
+    assert lanes_of(convs) == [0] + [64 if simd.registers >= 32 else 0] * 3, convs
+    for p in info.outputs:
+        assert len(np.unique(got[p["name"]])) > 20, p["name"]  # a spread, not a clamp
+
+
+def test_channels_on_the_lanes_for_avx512_vnni(tmp_path):
+    """The plan lanes_model's QConvs get for an AVX-512 VNNI target on any host (compiled, not
+    run: test_output_channels_on_the_lanes runs them where the host can): blocks of 64 output
+    channels on the lanes for the three small planes, the positions for the 20x20 one."""
+    model, _ = lanes_model(np.uint8, np.random.default_rng(37))
+    convs = [i["variant"] for i in memory_report(model, tmp_path / "b", mcpu="cascadelake")[
+        "instructions"] if i["op"] == "QConv"]
+    assert [v["name"] for v in convs] == ["quads"] * 4, convs
+    assert lanes_of(convs) == [0, 64, 64, 64], convs

@@ -27,6 +27,7 @@ from glowpy.codegen.kernels.conv.pointwise_packed import panel_tiles
 from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX, TILE, plan_tiles
 from glowpy.codegen.kernels.tiles import step_cycles
 from glowpy.codegen.kernels.int8.groups import Pairs, Quads, Quads16, fits_quads, grouping
+from glowpy.codegen.kernels.int8.pairs_lanes import LanesTile, lanes_width
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Simd, Vec
@@ -67,26 +68,32 @@ def tile_shape(caps, node, g: int = 2, limit: int = SCRATCH_MAX):
     row of one vector held 8 accumulators, whose loads outnumber the multiply-adds' pipes
     (ResNet-50's last 3x3 layers at 143 G multiply-adds/s against 185 on 14x14 planes, quads
     on a Zen 4)."""
+    best = _tiles(caps, node, g, limit)
+    return None if best is None else best[1:]
+
+
+def _tiles(caps, node, g: int, limit: int):
+    """(model cycles, MR, NV, ROWS) of tile_shape's tile, or None."""
     simd = simd_of(caps)
     w, y = simd.width, node.outputs[0]
     steps = reduction_steps(node, g)
     fits = (lambda nv: 4 * steps * nv * w <= limit)  # noqa: E731
-    wo, ho = y.shape[-1], math.prod(y.shape[2:-1])
-    mr, nv = plan_tiles(y.shape[1], steps, math.prod(y.shape[2:]) if _pointwise(node) else wo,
-                        simd)
+    point = _pointwise(node)
+    wo, ho = (math.prod(y.shape[2:]), 1) if point else (y.shape[-1], math.prod(y.shape[2:-1]))
+    mr, nv = plan_tiles(y.shape[1], steps, wo, simd)
     while nv > 1 and not fits(nv):
         nv -= 1
     if not fits(nv):
         return None
-    if not _pointwise(node) and ho > 1:
-        m, nr = y.shape[1], nv * w
-        full, rest = divmod(wo, nr)
-        row = math.ceil(m / mr) * ho * (full * _tile_cycles(steps, mr, nv) + (
-            _tile_cycles(steps, mr, math.ceil(rest / w)) if rest else 0))
+    m, nr = y.shape[1], nv * w
+    full, rest = divmod(wo, nr)
+    row = math.ceil(m / mr) * ho * (full * _tile_cycles(steps, mr, nv) + (
+        _tile_cycles(steps, mr, math.ceil(rest / w)) if rest else 0))
+    if not point and ho > 1:
         flat = flat_rows(simd, m, steps, wo, ho, fits)
         if flat is not None and flat[0] < FLAT_GAIN * row:
-            return flat[1:]
-    return mr, nv, 1
+            return flat
+    return row, mr, nv, 1
 
 
 # flat rows where the model gives them at least this much less time than tiles within a row:
@@ -249,7 +256,10 @@ def plan(k, name: str = "pairs"):
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1
-    return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles,
+    cycles = _tiles(k.caps, k.node, GROUP[name],
+                    scratch.nbytes if scratch is not None else SCRATCH_MAX)[0]
+    lanes = lanes_width(simd_of(k.caps), name, y.shape[1], steps, math.prod(y.shape[2:]), cycles)
+    return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles, "lanes": lanes,
             "window": not _pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
@@ -334,7 +344,7 @@ class PairAcc(Acc):
                 self.vals[i][j] = self.grp.madd(b, self.vals[i][j], act, wt)
 
 
-class PairsEmitter:
+class PairsEmitter(LanesTile):
     def __init__(self, k, p):
         self.k, self.b = k, k.b
         self.vec = Vec(k, simd_of(k.caps))
@@ -356,7 +366,8 @@ class PairsEmitter:
         self.wo, self.wi = y.shape[-1], x.shape[-1]
         self.sh, self.sw = ((1,) + tuple(win.strides))[-2:]
         self.nr = self.nv * self.w
-        self.wp = weights(k, self.grp, self.mr)
+        self.lanes = p.get("lanes", 0)  # output channels a block with them on the lanes
+        self.wp = weights(k, self.grp, self.lanes or self.mr)
         self.bias = bias_of(k, self.grp)
         self.fixes = self.grp.tables(k) if isinstance(self.grp, Quads16) else None
         if scratch_of(k) is not None:
@@ -400,9 +411,21 @@ class PairsEmitter:
             return [(b.add(q0, k.c(j * w)), w if last is None else min(w, last - j * w))
                     for j in range(self.nv if last is None else math.ceil(last / w))]
 
-        def block(o0, rows):
-            self.tiles(count, lambda t: self.tile(n, t, o0, rows, spots(t)))
-        cg.for_runs(self.b, self.m, self.mr, block, self.k.intp, "mb")
+        self.blocks(lambda o0, rows: self.tiles(count, lambda t: self.tile(n, t, o0, rows,
+                                                                           spots(t))),
+                    lambda o0, chans: self.tiles(count, lambda t: self.lanes_block(
+                        n, t, o0, chans, spots(t))))
+
+    def blocks(self, tile, lanes_block):
+        """Every block of output channels over the packed tile(s): MR channels a tile, or the
+        channels on the lanes (pairs_lanes.py), `lanes` a block."""
+        if self.lanes:
+            cg.for_runs(self.b, self.m, self.lanes, lanes_block, self.k.intp, "mb")
+        else:
+            cg.for_runs(self.b, self.m, self.mr, tile, self.k.intp, "mb")
+
+    def acc_of(self, rows: int, cols: int):
+        return PairAcc(self.vec, self.grp, rows, cols)
 
     def _offsets(self, base, count):
         """A strided 1x1's input offsets (within a plane) of the output positions base ...

@@ -82,8 +82,8 @@ class WindowPairs(PairsEmitter):
         k, b = self.k, self.b
         self.pack_spots(n, [segs for segs, _, _ in vectors])
         out = [(at, lanes) for _, at, lanes in vectors]
-        cg.for_runs(b, self.m, self.mr, lambda o0, rows: self.tile(n, k.c(0), o0, rows, out),
-                    k.intp, "mb")
+        self.blocks(lambda o0, rows: self.tile(n, k.c(0), o0, rows, out),
+                    lambda o0, chans: self.lanes_block(n, k.c(0), o0, chans, out))
 
     def _row(self, n, c, oh, kh):
         """(offset of input row ih = oh * sh + kh * dh - ph of channel c, an i1 that it lies
