@@ -246,18 +246,16 @@ def plan(k, name: str = "pairs"):
     if not chosen(k, name):
         return None
     scratch = scratch_of(k)
-    shape = tile_shape(k.caps, k.node, GROUP[name],
-                       scratch.nbytes if scratch is not None else SCRATCH_MAX)
-    if shape is None:  # no scratch for a tile past the stack's budget (not placed)
+    best = _tiles(k.caps, k.node, GROUP[name],
+                  scratch.nbytes if scratch is not None else SCRATCH_MAX)
+    if best is None:  # no scratch for a tile past the stack's budget (not placed)
         return None
-    mr, nv, rows = shape
+    cycles, mr, nv, rows = best
     y = k.out_buf()
     steps = reduction_steps(k.node, GROUP[name])
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if _pointwise(k.node) else 1
-    cycles = _tiles(k.caps, k.node, GROUP[name],
-                    scratch.nbytes if scratch is not None else SCRATCH_MAX)[0]
     lanes = lanes_width(simd_of(k.caps), name, y.shape[1], steps, math.prod(y.shape[2:]), cycles)
     return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles, "lanes": lanes,
             "window": not _pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
@@ -368,6 +366,7 @@ class PairsEmitter(LanesTile):
         self.nr = self.nv * self.w
         self.lanes = p.get("lanes", 0)  # output channels a block with them on the lanes
         self.wp = weights(k, self.grp, self.lanes or self.mr)
+        self.stage = self.lanes_stage() if self.lanes else None
         self.bias = bias_of(k, self.grp)
         self.fixes = self.grp.tables(k) if isinstance(self.grp, Quads16) else None
         if scratch_of(k) is not None:

@@ -9,8 +9,6 @@ read one group at a time, and the outputs leave through a small stack block, a c
 positions at a time (their cost is counted in `lanes_cycles`)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from llvmlite import ir
 
@@ -19,11 +17,13 @@ from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
 from glowpy.codegen.kernels.tiles import step_cycles
 
 
+NVC = 4  # channel vectors of the register tile (lanes_width asks for 32 registers)
+
+
 def lanes_tile(simd) -> tuple[int, int]:
     """(positions P, channel vectors NVC) of the register tile: P x NVC accumulators, NVC
-    weight vectors and a broadcast position within the target's registers."""
-    nvc = 4 if simd.registers >= 32 else 2
-    return (simd.registers - nvc - 1) // nvc, nvc
+    weight vectors and a broadcast position within the target's registers (6 x 4 in 32)."""
+    return (simd.registers - NVC - 1) // NVC, NVC
 
 
 # cycles an output byte costs when the outputs leave through the stack block (a vector store,
@@ -60,7 +60,9 @@ def lanes_width(simd, name: str, m: int, steps: int, npos: int, positions: float
     151 -> 135 (153); 3x3 64 on 56x56 (0.96 when forced) and 1x1 1024 -> 256 on 14x14 (1.01)
     keep the positions. Only with 32 vector registers (AVX-512): with 16 (AVX-VNNI on ymm
     registers, 6 x 2 tiles of 8 lanes, the same Zen 5) 3x3 512 on 7x7 ran 4% and 64 on 56x56
-    7% slower than with the positions on the lanes, whose rows of 8 leave fewer lanes empty."""
+    7% slower than with the positions on the lanes, whose rows of 8 leave fewer lanes empty;
+    Zen 4 code (-mcpu=znver4: 8 lanes, 32 registers, 6 x 4 tiles) on the Zen 5 ran 3x3 512 on
+    7x7, 256 on 14x14 and 128 on 28x28 in 0.87, 0.93 and 0.91 of the positions' time."""
     if name != "quads" or m % simd.width or simd.registers < 32:
         return 0
     if lanes_cycles(simd, m, steps, npos) >= GAIN * positions:
@@ -71,6 +73,15 @@ def lanes_width(simd, name: str, m: int, steps: int, npos: int, positions: float
 class LanesTile:
     """Mixin of PairsEmitter: `lanes_block` runs output channels o0 .. o0 + chans (a multiple
     of w) over the packed tile t, as `tile` does with the positions on the lanes."""
+
+    def lanes_stage(self):
+        """The stack block [P][NVC w] the outputs leave through (_store_channels)."""
+        p, nvc = lanes_tile(self.vec.simd)
+        stage = cg.alloca_in_entry(self.b, ir.ArrayType(cg.llvm_type(self.k.out_buf().dtype),
+                                                        p * nvc * self.w), "lanes")
+        stage.align = 64
+        stage.type = cg.PTR
+        return stage
 
     def lanes_block(self, n, t, o0, chans, spots):
         """Output channels o0 .. o0 + chans over the packed tile t, whose lanes hold the
@@ -121,11 +132,6 @@ class LanesTile:
         k, b, w = self.k, self.b, self.w
         et = cg.llvm_type(k.out_buf().dtype)
         chans = len(q) * w
-        if getattr(self, "stage", None) is None:
-            p, nvc = lanes_tile(self.vec.simd)
-            self.stage = cg.alloca_in_entry(b, ir.ArrayType(et, p * nvc * w), "lanes")
-            self.stage.align = 64
-            self.stage.type = cg.PTR
         for i in range(acc.mr):
             for j in range(len(q)):
                 v = clamp(b, requantize(b, acc.value(i, j), q[j], s[j], k.attrs["mode"],
