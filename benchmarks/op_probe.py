@@ -47,9 +47,9 @@ def _rand(*shape):
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
-def softmax(axis, op="Softmax"):
+def softmax(axis, op="Softmax", shape=(1, 4, 128, 128)):
     def build():
-        x = _rand(1, 4, 128, 128)
+        x = _rand(*shape)
         return _model([helper.make_node(op, ["x"], ["y"], axis=axis)], x), x
     return build
 
@@ -133,6 +133,25 @@ def gemv(k, n):
         inits = {"w": (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32),
                  "b": rng.standard_normal(n).astype(np.float32)}
         return _model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], x, inits), x
+    return build
+
+
+def bottleneck_1x1(c, mid, hw, blocks=2):
+    """ResNet-50's 1x1 layers without the 3x3 between them: c -> mid -> c (+ Relu) `blocks`
+    times on an hw x hw plane (256 -> 64 -> 256 at 56x56, 1024 -> 256 -> 1024 at 14x14)."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(1)
+        nodes, inits, cur = [], {}, "x"
+        chans = [c] + [mid, c] * blocks
+        for i, (ci, co) in enumerate(zip(chans, chans[1:])):
+            inits[f"w{i}"] = (rng.standard_normal((co, ci, 1, 1)) / np.sqrt(ci)).astype(np.float32)
+            inits[f"b{i}"] = rng.standard_normal(co).astype(np.float32) * 0.1
+            out = "y" if i == len(chans) - 2 else f"r{i}"
+            nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"]),
+                      helper.make_node("Relu", [f"c{i}"], [out])]
+            cur = out
+        return _model(nodes, x, inits), x
     return build
 
 
@@ -225,6 +244,8 @@ def attention(heads, tokens, d=64, part="all"):
 
 
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
+          # DETR's encoder self-attention: 8 heads over a 25x34 map
+          "softmax_850": softmax(-1, shape=(1, 8, 850, 850)),
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
           "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp"),
@@ -242,6 +263,8 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "pw4_128x6x6": pointwise_chain(128, 6, 6), "pw4_256x3x3": pointwise_chain(256, 3, 3),
           "pw4_512x14x14": pointwise_chain(512, 14, 14), "pw4_1024x7x7": pointwise_chain(1024, 7, 7),
           "pw4_64x25x5": pointwise_chain(64, 25, 5),
+          "bneck_256x56": bottleneck_1x1(256, 64, 56), "bneck_512x28": bottleneck_1x1(512, 128, 28),
+          "bneck_1024x14": bottleneck_1x1(1024, 256, 14), "bneck_2048x7": bottleneck_1x1(2048, 512, 7),
           "gemv_9216x4096": gemv(9216, 4096), "gemv_4096x4096": gemv(4096, 4096),
           "gemv_1024x1000": gemv(1024, 1000),
           "convT2s2_128x32": conv_transpose(128, 64, 32, 2, 2),
@@ -255,6 +278,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "fcn_head_2048x65": dilated(2048, 65, 1, 1, 512),
           "attention_qk_1500": attention(6, 1500, part="qk"),
           "attention_qk_softmax_1500": attention(6, 1500, part="qk_softmax"),
+          "attention_qk_softmax_850": attention(8, 850, d=32, part="qk_softmax"),
           "attention_1500": attention(6, 1500), "attention_577": attention(6, 577),
           "attention_197": attention(3, 197)}
 

@@ -7,6 +7,8 @@ tile cap of tiles.choose_tile.
 - channel.py's row tiles prefetch each output channel's run (and residual) the same way, and
   with the channel blocks outermost every reduction step also prefetches the next block's
   weights into L2 (locality 2);
+- channel.py's row tiles over a few input channels (a first layer) also prefetch the input
+  lines the next output row adds;
 - gemm/vector.py's tiles over a packed B with more than one row block prefetch each step's
   row of the next column panel into L2, a line per 16 columns (none with one row block).
 
@@ -85,6 +87,28 @@ def test_channel_tiles_prefetch_rows_and_next_block(level, tmp_path):
     writes = counts.get((1, 3), 0)
     assert writes > 0 and counts.get((0, 3), 0) >= writes  # the residual's, the weights'
     assert counts.get((0, 2), 0) > 0
+
+
+@pytest.mark.parametrize("level", params())
+def test_channel_row_tiles_prefetch_the_next_rows_input(level, tmp_path, monkeypatch):
+    """A 3 -> 32 7x7/2 stem on 40x40 + residual in channel-vectorized row tiles of 8 pixels:
+    each tile copy prefetches, for the next output row, its two new kernel rows of each of
+    the 3 input channels (16 strided columns: one line), so 6 more L1 read prefetches a copy
+    than with channel.INPUT_PREFETCH at 0, including the last row's, past the plane (under
+    guard pages); the outputs match onnxruntime either way."""
+    from glowpy.codegen.kernels.conv import channel
+    nodes = (["x", f32(32, 3, 7, 7, scale=0.1), f32(32)], dict(strides=[2, 2], pads=[3] * 4))
+    variant = ("channel_vectorized", {"npx": 8, "nvo": 1})
+    reads, on = {}, channel.INPUT_PREFETCH
+    for limit in (on, 0):
+        monkeypatch.setattr(channel, "INPUT_PREFETCH", limit)
+        d = tmp_path / str(limit)
+        d.mkdir()
+        v, counts = _compile(d, level, nodes, f32(1, 3, 40, 40), f32(1, 32, 20, 20), variant)
+        assert v["name"] == "channel_vectorized" and v["params"]["npx"] == 8
+        reads[limit] = counts.get((0, 3), 0)
+    extra = reads[on] - reads[0]
+    assert extra > 0 and extra % 6 == 0, reads
 
 
 @pytest.mark.parametrize("level", params())

@@ -55,6 +55,7 @@ SCATTER_CYCLES = 12  # writing one channel vector of a tile out (turned around),
 # YOLO 0.99, DeepLabV3 1.02, Inception 0.91, wav2vec2 1.01; whole-model timings of HiFi-GAN
 # 0.99, DeepLabV3 0.88). A column loop runs kc to cg channel steps per iteration.
 LOOP_COLUMNS = 2
+INPUT_PREFETCH = 16  # input lines a row tile prefetches for the next row at most (prefetch_input)
 FLAT_TILES = 16  # flat tiles per plane at most (each is its own code)
 # the flat tiles' straight-line code must score this much better than the rows' loops: ResNet-8's
 # 8x8 layers (+16% by score) ran 8% slower flat on Zen 3; 7-wide rows score +29%
@@ -273,6 +274,7 @@ class ChanEmitter:
         nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
         acc = Acc(self.vec, npx, nvo)
         self.prefetch_rows(n, gi, o0, nch, oh, ow0)
+        self.prefetch_input(xb, oh, ow0, npx)
         self.reduce(acc, xb, wb, nch, chmask, oh, ow0, valid)
         self.finish(acc, n, gi, o0, oh, ow0, npx, nvo, chmask)
 
@@ -341,6 +343,28 @@ class ChanEmitter:
         for c in range(nch):
             oc = b.add(oc0, k.c(c))
             tfin.prefetch([n, oc, oh], ow0, row_start(k, self.so, n, oc, oh, ow0))
+
+    def prefetch_input(self, xb, oh, ow0, npx: int):
+        """The input lines the next output row adds to the window, at this tile's columns (the
+        last min(sh, kh) kernel rows of row oh + 1, every input channel), prefetched into L1
+        during this tile, for planes read directly with at most INPUT_PREFETCH such lines a
+        tile. A first layer reads the network's input, which the previous call's weights and
+        activations have pushed out of every cache, across more rows at once (3 channels x 7
+        kernel rows) than the hardware prefetchers follow: ResNet-18's 3 -> 64 7x7/2 stem on
+        224x224, in the model (-instrument-profile, min of 3 rounds, 4 runs alternating, Zen 5)
+        1,159-1,183 -> 1,017-1,057 us, onnxruntime 981-1,010. Deeper layers' inputs come
+        from the layer before, mostly from L2: ResNet-18's 64 -> 128 and 128 -> 256 3x3/2
+        (128 and 256 lines a tile) were level with the same prefetch, so they go without."""
+        k, b, s = self.k, self.b, self.s
+        new = min(s.sh, s.kh)
+        if self.nhwc or self.flat or s.dh != 1 or s.cg * new > INPUT_PREFETCH:
+            return
+        col = b.add(b.mul(ow0, k.c(s.sw)), k.c((s.kw - 1) * s.dw - s.pl))
+        for a in range(s.kh - new, s.kh):
+            ih = b.add(b.mul(b.add(oh, k.c(1)), k.c(s.sh)), k.c(a - s.pt))
+            row = b.add(b.add(xb, b.mul(ih, k.c(s.win))), col)
+            for c in range(s.cg):  # (a prefetch past the plane's end is harmless)
+                self.vec.prefetch_run(k.inp(0), b.add(row, k.c(c * s.hin * s.win)), npx * s.sw)
 
     def bases(self, n, gi, o0, nch):
         """(channel vectors, their lane masks, input base, packed weight base) of a block."""
