@@ -23,7 +23,7 @@ CASES = {"3x3_7x7": (128, 64, 7, 7, 3, 1, 1), "3x3_s2_14x14": (128, 40, 14, 14, 
          "1x1_s2_14x14": (1024, 64, 14, 14, 1, 2, 0), "3x3_7x7_short": (64, 64, 7, 7, 3, 1, 1),
          "3x3_7x7_deep": (512, 100, 7, 7, 3, 1, 1)}
 # where the flat plane scores FLAT_GAIN above the rows; a reduction of 576 takes the same 12
-# accumulators on 4 and 8 lanes as a long one (channel.MAX_CHAN_ACC), so it tiles flat too
+# accumulators on 4 and 8 lanes as a long one (channel_plan.MAX_CHAN_ACC), so it tiles flat too
 FLAT = {4: {"3x3_7x7", "3x3_s2_14x14", "1x1_s2_14x14", "3x3_7x7_short", "3x3_7x7_deep"},
         8: {"3x3_7x7", "1x1_s2_14x14", "3x3_7x7_short", "3x3_7x7_deep"}, 16: set()}
 # 7-wide rows fill 4-lane vectors: the strided 1x1 is pointwise_strided's there (SSE2, 1024 ->

@@ -147,7 +147,7 @@ def test_window_qconv_on_pairs(dtype, level, group, tmp_path):
     convs = [i for i in plan(tmp_path) if "Conv" in i["op"]]
     kinds = [(i["op"], i["variant"]["name"], i["variant"]["params"]["window"]) for i in convs]
     assert kinds == [("QConv", group, True)] * 6, kinds
-    # narrow rows flat across a tile (pairs.tile_shape), vectors put together from two rows
+    # narrow rows flat across a tile (pairs_tiles.tile_shape), vectors put together from two rows
     assert any(i["variant"]["params"]["rows"] > 1 for i in convs)
     for p in info.outputs:
         y = got[p["name"]]
@@ -202,7 +202,7 @@ def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
 
 @pytest.mark.parametrize("level,group", GROUPINGS)
 def test_rows_per_tile_in_a_gap(level, group, tmp_path):
-    """Window layers on small planes pack several output rows per tile (pairs.tile_shape): a
+    """Window layers on small planes pack several output rows per tile (pairs_tiles.tile_shape): a
     3x3 over 512 channels on 4x4 after an 8x8 max pool of a 32x32 layer, whose dead 512 KiB
     leave its packed tile a gap of the activation region (pairs_window.place: 2 rows of 1,152
     quads on 8 lanes are 72 KiB, past the stack's SCRATCH_MAX, and so is one vector of 2,304
@@ -272,7 +272,7 @@ def test_tile_past_the_region(level, tmp_path):
     ("x86-64-v3", "+avxvnni", "quads", "vpdpbusd", "ymm")])  # AVX-VNNI: 8
 def test_integer_lanes_follow_the_target(mcpu, mattr, group, insn, reg, tmp_path):
     """The int8 GEMM's int32 lanes are the target's widest integer multiply-add
-    (TargetCaps.pair_madd, pairs.simd_of): its instruction on zmm registers where the target
+    (TargetCaps.pair_madd, pairs_tiles.simd_of): its instruction on zmm registers where the target
     has AVX512BW, ymm where it has AVX2's width only. Compiled (not run, any host) and the
     QConv kernels read in the object."""
     model, _ = window_model(np.uint8, np.random.default_rng(33), stem=False)

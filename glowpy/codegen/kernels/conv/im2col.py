@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from glowpy.codegen.kernels.accumulators import const_input
-from glowpy.codegen.kernels.conv.channel import CHAN_TAPS
+from glowpy.codegen.kernels.conv.channel_plan import CHAN_TAPS
 from glowpy.codegen.kernels.conv import pointwise_strided
 from glowpy.codegen.kernels.conv.pointwise_strided import (SCRATCH_MAX, PointwiseStridedEmitter, chunk_rows,
                                                            plan_tiles, reduction, scratch_of)
@@ -32,7 +32,7 @@ MAX_CHANNELS = 4
 # went 17.2 -> 25.4 us (Zen 3, one layer + Relu, direct tiling -> im2col, same run)
 MIN_OUTPUTS = 16
 # and a reduction shorter than the one from which the channel-vectorized tiles win
-# (channel.CHAN_TAPS): ResNet's 3 -> 64 7x7/2 stem (147 products) ran level in one layer (2.83
+# (channel_plan.CHAN_TAPS): ResNet's 3 -> 64 7x7/2 stem (147 products) ran level in one layer (2.83
 # ms either way) and 1.64 -> 2.03 ms inside a ResNeXt-style model as 3 -> 32. Short ones, same
 # measure: keyword spotting's 1 -> 64 10x4/2 on 49x10 16.8-21.1 -> 7.9 us, on 98x40 (40 mel
 # bins) 114-124 -> 57 us, 1 -> 64 3x3 on 49x10 9.3 -> 7.6, 3 -> 32 3x3/2 on 32x32 6.7 -> 5.4,

@@ -58,7 +58,7 @@ def emit_vector(k, params):
         # a scratch-sized tile is a vector or two of positions: broadcast the positions and
         # run the channels in vectors instead (conv_chan's orientation), turned around into
         # the scratch rows
-        from glowpy.codegen.kernels.conv.channel import choose
+        from glowpy.codegen.kernels.conv.channel_plan import choose
         chan = choose(simd, Shape(1, c, mt, 1, 1, tile, 1, tile, 1, 1, 1, 1, 1, 1, 0, 0, 1), False)
         if chan is not None:
             mr = chan[2] * vec.w

@@ -53,7 +53,7 @@ def lanes_width(simd, name: str, m: int, steps: int, npos: int, positions: float
     """Output channels a block with them on the lanes (NVC vectors), or 0 where the positions
     stay on the lanes: the grouping is VNNI's quads (the one measured), every lane holds a
     channel (M a multiple of w), and the model gives the channels on the lanes less than GAIN
-    of the positions' `positions` cycles (pairs._tiles). Zen 5, 16-lane quads, one layer with
+    of the positions' `positions` cycles (pairs_tiles.tile_model). Zen 5, 16-lane quads, one layer with
     its quantize and dequantize, positions -> channels on the lanes (onnxruntime): 3x3 512 on
     7x7 323 -> 252 us (269), 3x3 256 on 14x14 347 -> 280 (251-256), 3x3/2 256 -> 512 onto 7x7
     203 -> 159 (146-153), 3x3 128 on 28x28 324 -> 306 (268-273), 1x1 512 -> 2048 on 7x7

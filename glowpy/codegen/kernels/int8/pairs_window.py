@@ -1,10 +1,10 @@
 """The integer GEMM of pairs.py for QConvs with a window: any kernel, stride, dilation and
 padding, one or two spatial dims. A tile is a run of NR positions of one output row, or ROWS
-whole rows (pairs.tile_shape); before its GEMM the tile's reduction (C x taps, in the weights'
+whole rows (pairs_tiles.tile_shape); before its GEMM the tile's reduction (C x taps, in the weights'
 order c * taps + t) is packed as int32 lanes of g neighbouring reduction steps (groups.py:
 pairs or quads): per group of g input channels and tap a vector load of the input row (every
 s-th byte at stride s), as the grouping stores it, with the lanes that fall in the padding the
-grouping's pad. Narrow rows (pairs.tile_shape) go several to a tile, their positions flat
+grouping's pad. Narrow rows (pairs_tiles.tile_shape) go several to a tile, their positions flat
 across the rows: a vector holding the end of one row and the start of the next is put together
 from both rows' loads by shuffles. The packing is done once per tile for all output
 channels."""
@@ -18,8 +18,8 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
 from glowpy.codegen.kernels.int8.pairs import (GROUP, SCRATCH, TILE_MAX, PairsEmitter,
-                                               _pointwise, chosen_kind, plan, reduction_steps,
-                                               simd_of, tile_shape)
+                                               chosen_kind, plan)
+from glowpy.codegen.kernels.int8.pairs_tiles import pointwise, reduction_steps, simd_of, tile_shape
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
@@ -198,7 +198,7 @@ def place(prog, caps) -> None:
         if ins.op != "QConv" or len(ins.outputs) != 1 or node is None:
             return None
         name = chosen_kind(caps, node)
-        if name not in GROUP or _pointwise(node):
+        if name not in GROUP or pointwise(node):
             return None
         best = tile_shape(caps, node, GROUP[name], TILE_MAX)
         stack = tile_shape(caps, node, GROUP[name])
