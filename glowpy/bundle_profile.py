@@ -53,7 +53,7 @@ def bundle_profile(
     directory: str = typer.Argument(..., help="The bundle directory."),
     network_name: Optional[str] = typer.Option(None, "--network-name", help="The bundle's name when the directory holds several."),
     input: Optional[List[str]] = typer.Option(None, "--input", help="name=file.npy (repeatable); other inputs are random."),
-    repeat: int = typer.Option(1, "--repeat", help="Runs to accumulate."),
+    repeat: int = typer.Option(1, "--repeat", help="Runs to accumulate (on the host after one uncounted warm-up call)."),
     counts: Optional[str] = typer.Option(None, "--counts", help="A run's counters instead of running: 'profile <i> <count>' lines (and 'cycles <n>'), or a JSON list."),
     unit: str = typer.Option("cycles", "--unit", help="With -counts: what the counts are, after -scale (cycles, instructions, ns...)."),
     scale: int = typer.Option(1, "--scale", help="With -counts: units per counter tick (the Cortex-M7 runner under QEMU -icount shift=2: -unit=instructions -scale=10)."),
