@@ -211,7 +211,7 @@ def test_rows_per_tile_in_a_gap(level, group, tmp_path):
     scalar kernel and the references, within 1 LSB of onnxruntime. A model whose region has no
     such gap grows it by the tile (test_tile_past_the_region)."""
     from glowpy.codegen.kernels.conv.pointwise_strided import SCRATCH_MAX
-    from glowpy.codegen.kernels.int8.pairs import simd_of
+    from glowpy.codegen.kernels.int8.pairs_tiles import simd_of
     from glowpy.codegen.target.resolve import resolve_target
     rng = np.random.default_rng(35)
     m = QDQ(np.uint8)
@@ -328,7 +328,7 @@ def test_output_channels_on_the_lanes(dtype, level, group, tmp_path):
     (pairs_lanes.py), the 20x20 plane keeps the positions there, as every layer does with 16
     registers; uint8 and int8 inputs; equal to the scalar kernel and the references, within 1
     LSB of onnxruntime."""
-    from glowpy.codegen.kernels.int8.pairs import simd_of
+    from glowpy.codegen.kernels.int8.pairs_tiles import simd_of
     from glowpy.codegen.target.resolve import resolve_target
     model, feeds = lanes_model(dtype, np.random.default_rng(37))
     opts = grouped(level, group)

@@ -45,6 +45,7 @@ from glowpy.codegen.registry import variant
 LOOP_COLUMNS = 2
 INPUT_PREFETCH = 16  # input lines a row tile prefetches for the next row at most (prefetch_input)
 
+
 class ChanEmitter:
     def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False, nhwc: bool = False,
                  kc: int = 0):

@@ -127,4 +127,3 @@ def _pixel_fill(s, simd) -> float:
 def flat_shape(s: Shape) -> Shape:
     """The output plane as one row (what the flat tiles' stores and scores see)."""
     return replace(s, ho=1, wo=s.ho * s.wo, rank=1)
-

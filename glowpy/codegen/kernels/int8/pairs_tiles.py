@@ -13,6 +13,8 @@ from glowpy.codegen.kernels.vectors import Simd
 # int32 lanes the kernels use at most (simd_of); 16 where the target has AVX512BW's 512-bit
 # pmaddwd (TargetCaps.pair_madd)
 PAIR_LANES = 16
+
+
 def simd_of(caps, most: int = PAIR_LANES) -> Simd:
     """The kernel's vectors: the integer instructions' int32 lanes (TargetCaps.pair_madd), at
     most `most`, with all the target's registers. 16 lanes where the target has AVX512BW's
