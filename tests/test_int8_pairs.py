@@ -89,7 +89,11 @@ def test_pointwise_qconv_on_pairs(dtype, level, group, rounding, tmp_path):
         ints = glowpy.compile(path, str(tmp_path / "i"), quantized_convolutions="integer",
                               **level.options)
         weights = [i for i in model.graph.initializer if i.data_type == 3 and len(i.dims) > 1]
-        extra = info.memory["constant"] - ints.memory["constant"]
+        # and each nonzero output zero point (Kernel.runtime_int: 4 bytes, 64 aligned)
+        inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        zps = sum(1 for n in model.graph.node if n.op_type == "QuantizeLinear"
+                  and int(inits[n.input[2]].reshape(-1)[0]) != 0)
+        extra = info.memory["constant"] - ints.memory["constant"] - 64 * zps
         if group == "pairs":  # int16: 1 byte more each
             least = sum(int(np.prod(w.dims)) for w in weights)
             assert least <= extra <= least + 16 * 64, (extra, least)
@@ -383,3 +387,32 @@ def test_window_packing_stores_each_group_after_its_loads(mcpu, group, tmp_path)
         assert 0 < longest <= g * (p["nv"] + p["rows"] - 1), (conv["variant"], longest, loads)
         counts.append(loads)
     assert max(counts) > 500, counts  # the stem's: 3 x 49 taps x its tile's segments
+
+
+@pytest.mark.parametrize("level,group", GROUPINGS)
+def test_layers_of_one_shape_share_their_kernel(level, group, tmp_path):
+    """Two 3x3 QConvs of one shape (a repeated block's), each with its own output zero point,
+    and zero biases (equal small tables): the zero point is read at run time
+    (quant.runtime_zp) and vector targets keep small tables per instruction
+    (Kernel.add_table), so the two compile as one function (module._share); equal to the
+    scalar kernel and the references, within 1 LSB of onnxruntime. A third layer of another
+    shape keeps its own."""
+    rng = np.random.default_rng(37)
+    m = QDQ(np.uint8)
+
+    def conv(x, c, mo, zp):
+        w, sw = m.weight((mo, c, 3, 3), 0, rng)
+        bias = m.dq(m.c(np.zeros(mo, np.int32)), (0.05 * np.asarray(sw)).astype(np.float32),
+                    np.zeros(mo, np.int32), 0)
+        return m.q(m.op("Conv", [m.dq(x, 0.05, m.zp(0)), w, bias], pads=[1, 1, 1, 1]), 0.2, zp)
+    outs = [conv("x", 32, 16, 126), conv("x", 32, 16, 140), conv("y", 32, 24, 133)]
+    feeds = byte_feeds({"x": (1, 32, 9, 9), "y": (1, 32, 9, 9)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    opts = grouped(level, group)
+    same_as_references(model, feeds, tmp_path, [dict(opts, dump_llvm_ir=str(tmp_path / "m.ll")),
+                                                dict(opts, kernel_variants={"QConv": "direct"})])
+    assert [i["variant"]["name"] for i in plan(tmp_path) if i["op"] == "QConv"] == [group] * 3
+    text = (tmp_path / "m.ll").read_text()
+    kernels = re.findall(r'call void @"(k\d+_QConv)"', text)
+    # (the 24-channel layer's code cannot be the others': the pair shares)
+    assert sorted(kernels.count(f) for f in set(kernels)) == [1, 2], kernels

@@ -14,6 +14,9 @@ from glowpy.codegen.target import TargetCaps, TargetSpec
 from glowpy.ir.program import Buffer, Instr, Program, align
 
 
+SHARED_TABLE = 1024  # bytes from which vector targets store an equal table once
+
+
 @dataclass
 class Kernel:
     """What an emitter sees: the builder, the instruction, and one typed pointer per operand."""
@@ -34,6 +37,7 @@ class Kernel:
     target: TargetSpec = None  # what the code is for
     # {"base": region offset of the first table}, shared with the kernel's helper kernels
     tables: dict = field(default_factory=lambda: {"base": None})
+    scalars: dict = field(default_factory=dict)  # runtime_int's tables: name -> region offset
 
     @property
     def caps(self) -> TargetCaps:
@@ -114,16 +118,22 @@ class Kernel:
         buf = self.in_buf(i)
         return None if buf is None else buf.value.const
 
-    def add_table(self, array: np.ndarray, name: str):
+    def add_table(self, array: np.ndarray, name: str, shared: bool = True):
         """A read-only table computed at compile time (per-position divisors, resize taps...).
         It is appended to the constant region, so the object keeps no data and needs no
-        relocations; returns a pointer to it."""
+        relocations; returns a pointer to it. shared=False: this instruction's own, even
+        where an equal table is already there (runtime_int)."""
         array = np.ascontiguousarray(array)
         # the same table for several instructions (the bands of one layer under patch-based
         # execution pack the same weights) is stored once: VWW int8 on the Cortex-M7 in 12
         # bands kept its constant region instead of growing it by 23 KB
         key = (array.dtype.str, array.shape, hashlib.sha1(array.tobytes()).digest())
-        offset = self.prog.tables.get(key)
+        # ... but where bytes are cheap (vector targets), a small table stays the instruction's
+        # own: an equal one elsewhere moved its offset from the instruction's other tables,
+        # and equal kernels then differed in the code (DenseNet-121 int8's 3x3 layers, with
+        # zero biases, did not share; Kernel.runtime_int)
+        shared = shared and (self.caps.float_lanes == 1 or array.nbytes >= SHARED_TABLE)
+        offset = self.prog.tables.get(key) if shared else None
         if offset is not None:
             if self.tables["base"] is None:
                 self.tables["base"] = offset
@@ -134,11 +144,27 @@ class Kernel:
         buf.offset = align(self.prog.sizes["constant"])
         self.prog.sizes["constant"] = align(buf.offset + buf.nbytes)
         self.prog.constants.append(buf)
-        self.prog.tables[key] = buf.offset
+        if shared:
+            self.prog.tables[key] = buf.offset
         if self.tables["base"] is None:
             self.tables["base"] = buf.offset
         return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset - self.tables["base"])],
                           inbounds=True, source_etype=cg.I8)
+
+    def runtime_int(self, value: int, name: str):
+        """An i32 read from the constant region instead of an immediate in the code: kernels
+        that differ only in such values (the int8 layers of one shape in a repeated block,
+        each with its output zero point) are then byte-identical and compile once
+        (module._share). The instruction's own 4 bytes, one table per name, at the same place
+        among its tables in every equal kernel; the load is emitted where it is asked for
+        (LLVM hoists it out of the loops: the constant region is read-only)."""
+        at = self.scalars.get(name)
+        if at is None:
+            self.add_table(np.array([value], np.int32), name, shared=False)
+            at = self.scalars[name] = self.prog.constants[-1].offset
+        ptr = self.b.gep(self.cbase, [ir.Constant(self.intp, at - self.tables["base"])],
+                         inbounds=True, source_etype=cg.I8)
+        return self.b.load(ptr, typ=cg.I32, align=4)
 
     def c(self, value, ty=None):
         return cg.const(ty or self.intp, value)

@@ -28,7 +28,7 @@ from glowpy.codegen.kernels.int8.groups import Pairs, Quads, Quads16, fits_quads
 from glowpy.codegen.kernels.int8.pairs_lanes import LanesTile, lanes_width
 from glowpy.codegen.kernels.int8.pairs_tiles import (pointwise, reduction_steps, simd_of,
                                                      tile_model, tile_shape)
-from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
+from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize, runtime_zp
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.codegen import registry
@@ -200,23 +200,24 @@ def store_lanes(k, v, off, lanes: int):
                 cg.gep(b, k.out(), b.add(off, k.c(e)), et))
 
 
-def finisher(k, vec, oc, bias, q, s, wide: bool, ties: bool):
+def finisher(k, vec, oc, bias, q, s, wide: bool, ties: bool, attrs=None):
     """v (an int32 vector of output channel oc's sums) -> the output's vector: the bias (table
     `bias`; None: the sums started from it), the QConv's requantization (q and s: Python ints
     where every channel shares them, else None: loaded from its tables) and clamp, truncated to
-    the output type."""
+    the output type. attrs: runtime_zp's, where the caller asked for them first."""
     b = k.b
     bias = None if bias is None else vec.isplat(k.load(bias, oc, np.int32))
     q = q if q is not None else vec.isplat(k.load(k.inp(3), oc, np.int32))
     s = s if s is not None else vec.isplat(k.load(k.inp(4), oc, np.int32))
     et = cg.llvm_type(k.out_buf().dtype)
+    attrs = attrs or runtime_zp(k, vec.isplat)
 
     def finish(*vs):
         """One vector of the outputs of the accumulators vs, their lanes in order: two
         neighbouring vectors of a channel leave through one pair of packs and one store
         (AVX2: 5 instructions for 16 outputs where each vector of 8 took 4)."""
         cs = [clamp(b, requantize(b, v if bias is None else b.add(v, bias), q, s,
-                                  k.attrs["mode"], wide, ties), k.attrs) for v in vs]
+                                  k.attrs["mode"], wide, ties), attrs) for v in vs]
         both = cs[0] if len(cs) == 1 else b.shuffle_vector(cs[0], cs[1], ir.Constant(
             ir.VectorType(I32, 2 * vec.w), list(range(2 * vec.w))))
         return b.trunc(both, ir.VectorType(et, len(cs) * vec.w))
@@ -246,6 +247,9 @@ class PairsEmitter(LanesTile):
     def __init__(self, k, p):
         self.k, self.b = k, k.b
         self.vec = Vec(k, simd_of(k.caps))
+        # the output zero point's table ahead of the others, whose sizes may depend on the
+        # weights (Quads16's corrections): at one offset in every kernel of this shape
+        self.attrs = runtime_zp(k, self.vec.isplat)
         self.w = self.vec.w
         self.mr, self.nv, self.nt = p["mr"], p["nv"], p["tiles"]
         self.wide, self.ties = p["wide"], p["ties"]
@@ -459,7 +463,8 @@ class PairsEmitter(LanesTile):
                                  xblk, b.mul(q, k.c(self.nr))), k.c(j * w)), I32), typ=vt, align=4))
         for i in range(rows):
             oc = b.add(o0, k.c(i))
-            finish = finisher(k, self.vec, oc, None, self.q, self.s, self.wide, self.ties)
+            finish = finisher(k, self.vec, oc, None, self.q, self.s, self.wide, self.ties,
+                              self.attrs)
             plane = b.mul(b.add(b.mul(n, k.c(self.m)), oc), k.c(self.npos))
             j = 0
             while j < tnv:  # spots are consecutive: two whole vectors leave as one

@@ -135,7 +135,7 @@ class LanesTile:
         for i in range(acc.mr):
             for j in range(len(q)):
                 v = clamp(b, requantize(b, acc.value(i, j), q[j], s[j], k.attrs["mode"],
-                                        self.wide, self.ties), k.attrs)
+                                        self.wide, self.ties), self.attrs)
                 b.store(b.trunc(v, ir.VectorType(et, w)),
                         cg.gep(b, self.stage, k.c(i * chans + j * w), et), align=1)
         base = b.add(b.mul(b.add(b.mul(n, k.c(self.m)), o0), k.c(self.npos)), at)

@@ -21,7 +21,7 @@ from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
 from glowpy.codegen.kernels.int8.groups import grouping
 from glowpy.codegen.kernels.int8.pairs import (GROUP, PairAcc, bias_of, chosen, epilogue,
                                                simd_of, store_lanes, weights)
-from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize
+from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize, runtime_zp
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.codegen.registry import variant
@@ -44,6 +44,7 @@ def plan(k, name: str = "pairs"):
 def emit(k, p):
     b, t = k.b, k.attrs
     vec = Vec(k, simd_of(k.caps))
+    zt = t if t["out_dtype"] == "int32" else runtime_zp(k, vec.isplat)  # its table first
     w = vec.w
     a, y = k.in_buf(0), k.out_buf()
     grp = grouping(p["group"], k.caps, a.dtype, t["a_zp"])
@@ -105,7 +106,7 @@ def emit(k, p):
                     r = b.add(acc.value(i, j), bias)
                     if not out32:
                         r = requantize(b, r, q, s, t["mode"], p["wide"], p["ties"])
-                        r = b.trunc(clamp(b, r, t), ir.VectorType(yt, w))
+                        r = b.trunc(clamp(b, r, zt), ir.VectorType(yt, w))
                     store_lanes(k, r, b.add(b.mul(b.add(r0, k.c(i)), k.c(n)), n0), lanes)
         cg.for_runs(b, rows, mr, rowblock, k.intp, "rb")
     cg.for_runs(b, n, nr, column, k.intp, "cb")

@@ -136,10 +136,26 @@ def requantize(b, acc, q, shift, mode: str, wide: bool = False, ties: bool = Tru
 
 
 def clamp(b, v, attrs):
-    """v + y_zp clamped to [lo, hi] (a scalar or a vector)."""
-    v = b.add(v, cg.const(v.type, attrs["y_zp"])) if attrs["y_zp"] else v
+    """v + y_zp clamped to [lo, hi] (a scalar or a vector); y_zp an int or an IR value
+    (runtime_zp)."""
+    zp = attrs["y_zp"]
+    if isinstance(zp, ir.Value):
+        v = b.add(v, zp if zp.type == v.type else b.sext(zp, v.type))
+    elif zp:
+        v = b.add(v, cg.const(v.type, zp))
     v = smax(b, v, cg.const(v.type, attrs["lo"]))
     return smin(b, v, cg.const(v.type, attrs["hi"]))
+
+
+def runtime_zp(k, splat) -> dict:
+    """k.attrs with a nonzero output zero point read at run time (Kernel.runtime_int), made a
+    vector of the sums by `splat`: the vector kernels of the int8 layers of one shape, which
+    differ in little but their output zero points, then compile once (module._share).
+    DenseNet-121 int8: 58 3x3 QConv kernels in 4 shapes; the clamp's bounds stay immediates
+    (a fused Relu's lower bound is the zero point: those layers still differ), which keeps
+    LLVM's saturating truncations where they are the type's own."""
+    zp = k.attrs["y_zp"]
+    return k.attrs if not zp else dict(k.attrs, y_zp=splat(k.runtime_int(zp, "y_zp")))
 
 
 def clamp_store(k, v64, attrs, ptr, off, dtype):
