@@ -390,7 +390,7 @@ def test_window_packing_stores_each_group_after_its_loads(mcpu, group, tmp_path)
 
 
 @pytest.mark.parametrize("level,group", GROUPINGS)
-def test_layers_of_one_shape_share_their_kernel(level, group, tmp_path):
+def test_layers_of_one_shape_share_their_kernel(level, group, tmp_path, monkeypatch):
     """Two 3x3 QConvs of one shape (a repeated block's), each with its own output zero point,
     and zero biases (equal small tables): the zero point is read at run time
     (quant.runtime_zp) and vector targets keep small tables per instruction
@@ -416,3 +416,14 @@ def test_layers_of_one_shape_share_their_kernel(level, group, tmp_path):
     kernels = re.findall(r'call void @"(k\d+_QConv)"', text)
     # (the 24-channel layer's code cannot be the others': the pair shares)
     assert sorted(kernels.count(f) for f in set(kernels)) == [1, 2], kernels
+    # ... and the second of the pair is not even emitted: its tables are written, then it
+    # takes over the first's function (Kernel.taken_over, reuse.TABLED); but for quads16,
+    # whose correction tables are as long as the weights need (another layout: emitted, and
+    # the equal text shared by module._share)
+    from glowpy.codegen.kernels.int8 import pairs_window
+    emitted = []
+    run = pairs_window.WindowPairs.emit
+    monkeypatch.setattr(pairs_window.WindowPairs, "emit",
+                        lambda self: emitted.append(self.k.instr.name) or run(self))
+    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "again"), **opts)
+    assert len(emitted) == (3 if group == "quads16" else 2), emitted

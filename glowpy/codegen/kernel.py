@@ -38,6 +38,11 @@ class Kernel:
     # {"base": region offset of the first table}, shared with the kernel's helper kernels
     tables: dict = field(default_factory=lambda: {"base": None})
     scalars: dict = field(default_factory=dict)  # runtime_int's tables: name -> region offset
+    layout: list = field(default_factory=list)  # the tables added: (offset from base, bytes)
+    # reuse.Reuse.take for this instruction (module.build_module), or None; what it found
+    reuse_take: object = None
+    reuse_key: tuple = None
+    taken: object = None
 
     @property
     def caps(self) -> TargetCaps:
@@ -137,6 +142,7 @@ class Kernel:
         if offset is not None:
             if self.tables["base"] is None:
                 self.tables["base"] = offset
+            self.layout.append((offset - self.tables["base"], array.nbytes))
             return self.b.gep(self.cbase, [ir.Constant(self.intp, offset - self.tables["base"])],
                               inbounds=True, source_etype=cg.I8)
         buf = Buffer(f"{self.instr.name}_{name}", array.dtype, array.shape, "constant", data=array,
@@ -148,8 +154,16 @@ class Kernel:
             self.prog.tables[key] = buf.offset
         if self.tables["base"] is None:
             self.tables["base"] = buf.offset
+        self.layout.append((buf.offset - self.tables["base"], array.nbytes))
         return self.b.gep(self.cbase, [ir.Constant(self.intp, buf.offset - self.tables["base"])],
                           inbounds=True, source_etype=cg.I8)
+
+    def taken_over(self, params) -> bool:
+        """Asked by an emitter of a reuse.TABLED op once it has written its tables and before
+        it emits code: True when an equal kernel laid out its tables the same way, whose
+        function this instruction then calls (the emitter stops; module.build_module)."""
+        self.taken = self.reuse_take(self, params) if self.reuse_take else None
+        return self.taken is not None
 
     def runtime_int(self, value: int, name: str):
         """An i32 read from the constant region instead of an immediate in the code: kernels

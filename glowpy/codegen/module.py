@@ -151,31 +151,40 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
         kern = Kernel(kb, ins, [fn.args[i] for i in index], intp, mod, prog, cbase,
                       target=target)
         rkey = reuse.key(ins, index, slots, overlapping)
-        kept = rkey and reused.find(kern, rkey)
+        kept = rkey and ins.op in reuse.PURE and reused.find(kern, rkey)
         if kept:  # an equal kernel, not emitted again (reuse.py)
             del mod.globals[fn.name]
             fn, noted = kept
             ins.attrs.update(noted)  # what its emission noted on the instruction (the variant)
         else:
             trace = reused.tracing(kern) if rkey else []
+            if rkey and ins.op in reuse.TABLED:  # its emitter may ask (Kernel.taken_over)
+                kern.reuse_take = lambda kk, p, rk=rkey: reused.take(kk, rk, p)
             before = (len(prog.constants), prog.sizes.get("constant"))
             attrs = dict(ins.attrs)
             known = len(mod.globals)
             registry.emit(kern)
-            if ins.node is not None and ins.node.attrs.get("_epilogue") and \
-                    not kern.epilogue_done:
-                epilogue_sweep(kern)  # a host kernel without its own epilogue hook
-            kb.ret_void()
-            # what the kernel added to the module comes last in its (ordered) globals
-            added = list(itertools.islice(reversed(mod.globals.items()),
-                                          len(mod.globals) - known))
-            helpers = [g for n, g in reversed(added)
-                       if n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
-            fn = _share(mod, fn, helpers, shared)
-            wrote = bool(helpers) or kern.tables["base"] is not None or \
-                before != (len(prog.constants), prog.sizes.get("constant"))
-            noted = {a: v for a, v in ins.attrs.items() if attrs.get(a) is not v}
-            reused.add(rkey, trace, fn, noted, wrote)
+            if kern.taken is not None:  # its tables written, its code an earlier kernel's
+                del mod.globals[fn.name]
+                fn = kern.taken
+            else:
+                if ins.node is not None and ins.node.attrs.get("_epilogue") and \
+                        not kern.epilogue_done:
+                    epilogue_sweep(kern)  # a host kernel without its own epilogue hook
+                kb.ret_void()
+                # what the kernel added to the module comes last in its (ordered) globals
+                added = list(itertools.islice(reversed(mod.globals.items()),
+                                              len(mod.globals) - known))
+                helpers = [g for n, g in reversed(added)
+                           if n.startswith(fn.name + "_") and isinstance(g, ir.Function)]
+                fn = _share(mod, fn, helpers, shared)
+                wrote = bool(helpers) or kern.tables["base"] is not None or \
+                    before != (len(prog.constants), prog.sizes.get("constant"))
+                noted = {a: v for a, v in ins.attrs.items() if attrs.get(a) is not v}
+                if kern.reuse_key is not None:  # (its tables are part of the key)
+                    reused.add(kern.reuse_key, trace, fn, noted, bool(helpers))
+                else:
+                    reused.add(rkey if ins.op in reuse.PURE else None, trace, fn, noted, wrote)
         prog.kernels.append(fn.name)
         ptrs = [eb.gep(entry.args[REGION_ARG[region]], [ir.Constant(intp, off)], inbounds=True,
                        source_etype=cg.I8) for region, off, _, _ in slots]

@@ -217,4 +217,7 @@ def place(prog, caps) -> None:
 @variant("QConv", "quads16", rank=32, plan=functools.partial(plan, name="quads16"))
 @variant("QConv", "pairs", rank=30, plan=plan)
 def emit(k, p):
-    (WindowPairs if p["window"] else PairsEmitter)(k, p).emit()
+    e = (WindowPairs if p["window"] else PairsEmitter)(k, p)  # (its tables written)
+    # the requantization's immediates (q and s where every channel shares them) with the plan
+    if not k.taken_over((p, e.q, e.s)):
+        e.emit()
