@@ -39,10 +39,11 @@ class Kernel:
     tables: dict = field(default_factory=lambda: {"base": None})
     scalars: dict = field(default_factory=dict)  # runtime_int's tables: name -> region offset
     layout: list = field(default_factory=list)  # the tables added: (offset from base, bytes)
-    # reuse.Reuse.take for this instruction (module.build_module), or None; what it found
+    # reuse.Reuse.take for this instruction (module.build_module), or None; the key it filed
+    # the instruction under; what it found: (function, attributes noted), or None
     reuse_take: object = None
     reuse_key: tuple = None
-    taken: object = None
+    taken: tuple = None
 
     @property
     def caps(self) -> TargetCaps:

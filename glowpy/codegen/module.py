@@ -166,7 +166,8 @@ def build_module(prog: Program, target: TargetSpec, entry_name: str, instrument=
             registry.emit(kern)
             if kern.taken is not None:  # its tables written, its code an earlier kernel's
                 del mod.globals[fn.name]
-                fn = kern.taken
+                fn, noted = kern.taken
+                ins.attrs.update(noted)
             else:
                 if ins.node is not None and ins.node.attrs.get("_epilogue") and \
                         not kern.epilogue_done:

@@ -30,7 +30,7 @@ SMALL = 1  # constant operands this small go into the key by value (epilogues ma
 
 
 def key(ins, index: list, slots: list, overlapping: list):
-    """What an emitter of `ins` can read, or None when `ins` is not of a PURE op."""
+    """What an emitter of `ins` can read, or None when `ins` is not of a PURE or TABLED op."""
     n = ins.node
     if ins.op not in PURE | TABLED or (n is not None and n.attrs.get("_band_of")):
         return None  # patch-based bands: Kernel.inp marks what each reads for the others
@@ -81,10 +81,10 @@ class Reuse:
         """For an instruction of a TABLED op whose emitter has written its tables (and asked
         its placement questions so far): an earlier function with key kk, the same variant
         params and the same table layout (offsets from the first table, sizes), or None;
-        Kernel.taken_over. Remembers the layout key for add()."""
+        Kernel.taken_over: (function, attributes its emission noted). Remembers the layout
+        key for add()."""
         k.reuse_key = (kk, repr(params), tuple(k.layout))
-        kept = self.find(k, k.reuse_key)
-        return None if kept is None else kept[0]
+        return self.find(k, k.reuse_key)
 
     def add(self, kk, trace: list, fn, noted: dict, wrote: bool):
         """Keeps `fn` for key kk with the attributes its emission noted on the instruction,

@@ -186,6 +186,7 @@ class WindowPairs(PairsEmitter):
             store([k.c(self.c - self.c % g + s) for s in range(self.c % g)],
                   k.c(self.c // g * taps))
 
+
 def place(prog, caps) -> None:
     """catalog.post_planning: the packed tile in a gap of the activation region where the
     stack's SCRATCH_MAX holds only single-row tiles (3x3 over 512 channels at 7x7: 36 KiB a
