@@ -57,6 +57,19 @@ def same_as_references(model, feeds, tmp_path, options: list[dict], ort_lsb: int
     return info, got
 
 
+def aarch64_equals_references(model, feeds, tmp_path):
+    """Compiles `model` for AArch64, runs it under qemu-aarch64 (test_cross.run_on_aarch64) and
+    checks every output against the integer ops' numpy references bit for bit."""
+    from test_cross import run_on_aarch64
+    info, outs = run_on_aarch64(model, feeds, str(tmp_path / "run"))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    refs = evaluate(optimize(load_onnx(path)), feeds)
+    assert len(outs) == len(info.outputs) == len(refs)
+    for p, y, r in zip(info.outputs, outs, refs):
+        np.testing.assert_array_equal(y.reshape(r.shape), r, err_msg=p["name"])
+
+
 def plan(tmp_path) -> list:
     """The instructions of the memory report of same_as_references' first option set (its
     kernels, variants and parameters) compiled into tmp_path."""

@@ -22,7 +22,7 @@ from glowpy.frontend.onnx import load_onnx
 from glowpy.ir.evaluate import evaluate
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
-from int8_check import plan, same_as_references
+from int8_check import aarch64_equals_references, plan, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import params
@@ -88,20 +88,13 @@ def test_qconv_on_float_kernels_equals_the_integer_kernel(dtype, level, tmp_path
 def test_qconv_on_float_kernels_under_qemu_aarch64(tmp_path):
     """The same model on NEON (4 lanes), run under qemu-aarch64, equals the references; its
     two depthwise layers by default on depthwise_float (int8 in and out, float tiles)."""
-    from test_cross import run_on_aarch64
     rng = np.random.default_rng(12)
     model, feeds = conv_model(np.uint8, rng)
     plan = memory_report(model, tmp_path / "plan", target="aarch64")["instructions"]
     kinds = [(i["op"], i["variant"]["name"]) for i in plan]
     assert [op for op, _ in kinds].count("QFinish") == 5
     assert kinds.count(("QConv", "depthwise_float")) == 2, kinds
-    info, outs = run_on_aarch64(model, feeds, str(tmp_path / "run"))
-    path = str(tmp_path / "m.onnx")
-    onnx.save(model, path)
-    refs = evaluate(optimize(load_onnx(path)), feeds)
-    assert len(outs) == len(info.outputs) == len(refs)
-    for p, y, r in zip(info.outputs, outs, refs):
-        np.testing.assert_array_equal(y.reshape(r.shape), r, err_msg=p["name"])
+    aarch64_equals_references(model, feeds, tmp_path)
 
 
 def test_winograd_leaves_the_exact_sums_direct(tmp_path):

@@ -132,6 +132,10 @@ def test_overlapping_int8_window_ops_are_exact_on_the_host(case, level, variant,
                                                 activation_memory="min", kernel_variants=forced,
                                                 **level.options)
     assert {k for k, v in overlap.items() if v > 0} >= case[3], overlap
+    pools = {i["kernel"]: i["variant"]["name"] for i in
+             json.loads((tmp_path / "m.json").read_text())["instructions"]
+             if i["kernel"] in ("MaxPool", "QAvgPool")}
+    assert pools == {"MaxPool": "int8_vector", "QAvgPool": "vector"}, pools
     res = Bundle(str(tmp_path / "b"), info.name).run(feeds)
     got = [res[p["name"]] for p in info.outputs]
     assert_outputs(got, exact, ort)
@@ -176,8 +180,9 @@ def test_every_integer_streaming_variant_is_in_the_contract(tmp_path):
     """The overlap relies on the loop order of each variant that can run these instructions
     (docs/CONTRIBUTING.md, kernel contracts): a new variant fails here until its order is
     checked and written down. quads, winograd, quads16, pairs, im2col and pointwise_dsp refuse
-    grouped convolutions, depthwise_float (vector targets only) streams plane by plane,
-    MaxPool's vector variant integer input."""
+    grouped convolutions, depthwise_float (vector targets only) streams plane by plane, as do
+    the int8 pools' vector variants (int8/pool.py, vector targets only); MaxPool's float
+    vector variant refuses integer input."""
     from glowpy.codegen import registry
     from glowpy.codegen.kernels import catalog  # noqa: F401 - registers the variants
     from glowpy.errors import ModelError
@@ -185,13 +190,14 @@ def test_every_integer_streaming_variant_is_in_the_contract(tmp_path):
     names = {op: [v.name for v in registry.variants(op)] for op in ("QConv", "MaxPool", "QAvgPool")}
     assert names == {"QConv": ["quads", "winograd", "quads16", "pairs", "depthwise_float",
                                "depthwise_dsp", "im2col", "pointwise_dsp", "direct"],
-                     "MaxPool": ["vector", "direct"], "QAvgPool": ["default"]}, names
+                     "MaxPool": ["int8_vector", "vector", "direct"],
+                     "QAvgPool": ["vector", "default"]}, names
     model, _ = chain_model(*CASES[0][:3], np.random.default_rng(14))
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     for op, name in (("QConv", "quads"), ("QConv", "winograd"), ("QConv", "quads16"),
                      ("QConv", "pairs"), ("QConv", "im2col"), ("QConv", "pointwise_dsp"),
-                     ("MaxPool", "vector")):
+                     ("MaxPool", "vector"), ("MaxPool", "int8_vector"), ("QAvgPool", "vector")):
         with pytest.raises(ModelError, match="does not apply"):
             glowpy.compile(path, str(tmp_path / name), target="arm",
                            mcpu=BOARDS["mps2-an500"][0], float_abi="hard",

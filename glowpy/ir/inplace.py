@@ -25,7 +25,8 @@ INPLACE_OPS = epilogue.ELEMENTWISE | {"Cast", "FusedElementwise"}
 # kernels that write their output plane after plane (docs/CONTRIBUTING.md, kernel contracts)
 STREAMING_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}
 # the integer-output ones whose every variant streams so (grouped QConv: depthwise_dsp and
-# direct, the only QConv variants that take group > 1; MaxPool: pool/direct; QAvgPool). Their
+# direct, the only QConv variants that take group > 1; MaxPool: pool/direct and int8/pool;
+# QAvgPool: quant and int8/pool). Their
 # overlaps are slow in-place forms (lower's slow_in_place; planner._relax keeps one only where
 # the region would grow without it): input and output lose noalias, so loads cannot move above
 # the previous stores. Measured on the M7 with every overlap kept, VWW int8's depthwise_dsp

@@ -10,7 +10,7 @@ from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise, depthwise_float  # noqa: F401
 from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs  # noqa: F401
-from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window  # noqa: F401
+from glowpy.codegen.kernels.int8 import pairs_matmul, pairs_window, pool as int8_pool  # noqa: F401
 from glowpy.codegen.kernels.int8 import winograd as int8_winograd
 from glowpy.codegen.kernels.int8 import qadd_table, qbinary, qfinish, qtable, quant  # noqa: F401
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401

@@ -312,21 +312,7 @@ class Vec:
         AVX's vmaskmovps is microcode on AMD cores: on an EPYC (LLVM CPU znver1) a masked
         store took 6.0 ns against 1.3 for a plain one, and a 3x3 depthwise layer on 960
         channels of 7x7, whose every row ends in a 7-lane store, went 135 -> 106 us."""
-        b, lane = self.b, 0
-        while lane < self.w:
-            if not mask[lane]:
-                lane += 1
-                continue
-            end = lane
-            while end < self.w and mask[end]:
-                end += 1
-            while lane < end:
-                n = 1 << ((end - lane).bit_length() - 1)
-                piece = b.shuffle_vector(val, ir.Constant(self.ty, ir.Undefined), ir.Constant(
-                    ir.VectorType(cg.I32, n), list(range(lane, lane + n)))) if n > 1 else \
-                    b.extract_element(val, ir.Constant(cg.I32, lane))
-                b.store(piece, cg.gep(b, self._ptr(ptr, off), lane, F32), align=4)
-                lane += n
+        store_runs(self.b, val, self._ptr(ptr, off), mask)
 
     def _lanes(self, ptr, off, lane_offsets):
         """<w x ptr>: ptr + off + lane_offsets[l] (elements)."""
@@ -401,12 +387,12 @@ class Vec:
         return self.b.select(self._const_mask(mask), v, self.zero())
 
     def reduce(self, v, op):
-        """op over the lanes of v as a scalar: halving shuffles, log2(width) steps (op is
-        associative and commutative: fadd, fmax)."""
+        """op over the lanes of v (width lanes of any type) as a scalar: halving shuffles,
+        log2(width) steps (op is associative and commutative: fadd, fmax, integer add)."""
         b, h = self.b, self.w // 2
         while h:
             idx = ir.Constant(ir.VectorType(cg.I32, self.w), [l + h if l < h else l for l in range(self.w)])
-            v = op(v, b.shuffle_vector(v, ir.Constant(self.ty, ir.Undefined), idx))
+            v = op(v, b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), idx))
             h //= 2
         return b.extract_element(v, ir.Constant(cg.I32, 0)) if self.w > 1 else v
 
@@ -429,3 +415,23 @@ class Vec:
 
     def and_(self, a, c):
         return c if a is None else a if c is None else self.b.and_(a, c)
+
+
+def store_runs(b, val, at, mask: tuple):
+    """The lanes of vector val that mask keeps (a tuple), stored at `at` (lane 0's address) as
+    plain stores of their runs in power-of-two pieces (Vec._store_runs; any element type)."""
+    et, lane, n_all = val.type.element, 0, val.type.count
+    while lane < n_all:
+        if not mask[lane]:
+            lane += 1
+            continue
+        end = lane
+        while end < n_all and mask[end]:
+            end += 1
+        while lane < end:
+            n = 1 << ((end - lane).bit_length() - 1)
+            piece = b.shuffle_vector(val, ir.Constant(val.type, ir.Undefined), ir.Constant(
+                ir.VectorType(cg.I32, n), list(range(lane, lane + n)))) if n > 1 else \
+                b.extract_element(val, ir.Constant(cg.I32, lane))
+            b.store(piece, cg.gep(b, at, lane, et), align=et.width // 8 if hasattr(et, "width") else 4)
+            lane += n

@@ -332,18 +332,24 @@ def emit_qavgpool(k):
             else:
                 zp_sum = ir.Constant(I32, int(taps[0]))
             s = b.sub(b.load(acc_p), zp_sum)
-            yi = b.add(b.mul(p, k.c(plane_out)), o_lin)
-            if not t["same_scale"]:
-                finish(k, s, t["q"], t["s"], k.out(), yi, y.dtype)
-            elif t["mode"] == "away":
-                acc = b.add(s, b.mul(cnt, ir.Constant(I32, t["y_zp"])))
-                half = b.sdiv(cnt, ir.Constant(I32, 2))
-                num = b.select(b.icmp_signed(">", acc, ir.Constant(I32, 0)), b.add(acc, half),
-                               b.sub(acc, half))
-                clamp_store(k, b.sext(b.sdiv(num, cnt), I64), dict(t, y_zp=0), k.out(), yi,
-                            y.dtype)
-            else:
-                clamp_store(k, b.sext(div_even(b, s, cnt), I64), t, k.out(), yi, y.dtype)
+            qavg_store(k, s, cnt, b.add(b.mul(p, k.c(plane_out)), o_lin))
+
+
+def qavg_store(k, s, cnt, yi):
+    """QAvgPool's output yi from s, a window's sum less its taps' zero points, and cnt, its
+    count (i32 values): the same-scale division with the mode's rounding, or the
+    requantization (ops/qops.QAvgPool)."""
+    b, t, dtype = k.b, k.attrs, k.out_buf().dtype
+    if not t["same_scale"]:
+        finish(k, s, t["q"], t["s"], k.out(), yi, dtype)
+    elif t["mode"] == "away":
+        acc = b.add(s, b.mul(cnt, ir.Constant(I32, t["y_zp"])))
+        half = b.sdiv(cnt, ir.Constant(I32, 2))
+        num = b.select(b.icmp_signed(">", acc, ir.Constant(I32, 0)), b.add(acc, half),
+                       b.sub(acc, half))
+        clamp_store(k, b.sext(b.sdiv(num, cnt), I64), dict(t, y_zp=0), k.out(), yi, dtype)
+    else:
+        clamp_store(k, b.sext(div_even(b, s, cnt), I64), t, k.out(), yi, dtype)
 
 
 def div_even(b, acc, cnt):

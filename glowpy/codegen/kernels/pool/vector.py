@@ -30,12 +30,13 @@ def plan(k):
 
 @variant("MaxPool", "vector", rank=10, plan=plan)
 def emit_maxpool(k, params):
-    emit_pool(k, True)
+    emit_pool(k, lambda vec, s: FloatFold(k, vec, True, None))
 
 
 @variant("AveragePool", "vector", rank=10, plan=plan)
 def emit_avgpool(k, params):
-    emit_pool(k, False)
+    emit_pool(k, lambda vec, s: FloatFold(k, vec, False,
+                                          k.node.opdef.divisors(k.node).reshape(s.ho, s.wo)))
 
 
 def plan_global(k):
@@ -49,19 +50,73 @@ def emit_global(k, params):
     x = k.in_buf(0)
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
-    whole_plane(k, planes, plane, is_max, None if is_max else float(plane))
+    vec = Vec(k, Simd.of(k.caps))
+    whole_plane(k, planes, plane, FloatFold(k, vec, is_max, None if is_max else np.full((1, 1), plane)))
 
 
-def emit_pool(k, is_max: bool):
+class FloatFold:
+    """What a float pool folds its taps into, on float vectors: the running maximum, or the
+    sum divided by the op's per-position divisors (div, an (ho, wo) array) at the store. The
+    window loops below ask a fold for its identity, its operation, its loads of the input and
+    its stores; int8/pool.py has the integer folds (int8 MaxPool, QAvgPool)."""
+
+    def __init__(self, k, vec: Vec, is_max: bool, div):
+        self.k, self.b, self.vec, self.div = k, k.b, vec, div
+        self.fill = float("-inf") if is_max else 0.0
+        self.identity = cg.const(vec.ty, self.fill)
+        self.op = (lambda x, y: fmax(k.b, x, y)) if is_max else k.b.fadd
+        # averages multiply by the divisors' reciprocals (within an ulp of dividing): a vector
+        # division per output vector cost 10% of a 3x3 stride-1 window (288x35x35, AVX2: 112 -> 101 us)
+        self.recip = None if div is None else (np.float32(1) / div.astype(np.float32)).astype(np.float32)
+        self.table = k.add_table(self.recip.reshape(-1), "avgpool_recip") \
+            if div is not None and len(set(div.flat)) > 1 else None
+
+    def load(self, off, mask):
+        return self.vec.load(self.k.inp(0), off, mask, fill=self.fill)
+
+    def load_strided(self, off, stride: int, mask):
+        return self.vec.load_strided(self.k.inp(0), off, stride, mask, fill=self.fill)
+
+    def store(self, pos, base, vals, store):
+        """Output vectors vals of the positions pos + j*w of a plane (at base + j*w of the
+        output); store[j]: the lanes inside the row."""
+        b, k, vec = self.b, self.k, self.vec
+        for j, val in enumerate(vals):
+            if self.div is not None:
+                r = vec.load(self.table, b.add(pos, k.c(j * vec.w)), store[j], fill=1.0) \
+                    if self.table is not None else cg.const(vec.ty, float(self.recip.flat[0]))
+                val = b.fmul(val, r)
+            vec.store(val, k.out(), b.add(base, k.c(j * vec.w)), store[j])
+
+    def store_plane(self, p, val):
+        """The fold of a whole plane (a scalar) as output p."""
+        if self.div is not None:
+            val = self.b.fdiv(val, cg.const(cg.F32, float(self.div.flat[0])))
+        self.b.store(val, cg.gep(self.b, self.k.out(), p, cg.F32), align=4)
+
+
+def pool_shape(win) -> Shape:
+    """The Shape of a 1-D or 2-D pool's window (one channel: planes are the outer loop)."""
+    if len(win.in_size) == 1:
+        return Shape(1, 1, 1, 1, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
+                     win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
+    return Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
+                 *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
+
+
+def covers_plane(win) -> bool:
+    """The window is the whole unpadded plane (one output a plane: whole_plane)."""
+    s = pool_shape(win)
+    return s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
+        s.dh == s.dw == 1 and not any(win.pads_end)
+
+
+def emit_pool(k, make_fold):
+    """The window loops of a 1-D or 2-D pool over the fold make_fold(vec, shape) gives."""
     node = k.node
     x = k.in_buf(0)
     win = node.opdef.window(node)
-    if len(win.in_size) == 1:
-        s = Shape(1, 1, 1, 1, 1, win.in_size[0], 1, win.out_size[0], 1, win.kernel[0], 1,
-                  win.strides[0], 1, win.dilations[0], 0, win.pads_begin[0], 1)
-    elif len(win.in_size) == 2:
-        s = Shape(1, 1, 1, 1, *win.in_size, *win.out_size, *win.kernel, *win.strides,
-                  *win.dilations, win.pads_begin[0], win.pads_begin[1], 2)
+    s = pool_shape(win)
     b = k.b
     vec = Vec(k, Simd.of(k.caps))
     w = vec.w
@@ -69,28 +124,15 @@ def emit_pool(k, is_max: bool):
     runs = row_runs(s, w, nv)
     planes = int(np.prod(x.shape[:2]))
     pin, pout = s.hin * s.win, s.ho * s.wo
-    ninf = float("-inf") if is_max else 0.0
-    op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
-    div = None if is_max else node.opdef.divisors(node).astype(np.float32).reshape(s.ho, s.wo)
-    # averages multiply by the divisors' reciprocals (within an ulp of dividing): a vector
-    # division per output vector cost 10% of a 3x3 stride-1 window (288x35x35, AVX2: 112 -> 101 us)
-    recip = None if div is None else (np.float32(1) / div).astype(np.float32)
-    table = k.add_table(recip.reshape(-1), "avgpool_recip") if div is not None and len(set(div.flat)) > 1 \
-        else None
-    if s.ho * s.wo == 1 and (s.kh, s.kw) == (s.hin, s.win) and s.pt == s.pl == 0 and \
-            s.dh == s.dw == 1 and not any(win.pads_end):
-        whole_plane(k, planes, pin, is_max, None if div is None else float(div.flat[0]))
+    fold = make_fold(vec, s)
+    op = fold.op
+    if covers_plane(win):
+        whole_plane(k, planes, pin, fold)
         return
 
     def finish(p, oh, ow0, store, vals):
         pos = b.add(b.mul(oh, k.c(s.wo)), ow0)
-        base = b.add(b.mul(p, k.c(pout)), pos)
-        for j, val in enumerate(vals):
-            if div is not None:
-                r = vec.load(table, b.add(pos, k.c(j * w)), store[j], fill=1.0) if table is not None \
-                    else cg.const(vec.ty, float(recip.flat[0]))
-                val = b.fmul(val, r)
-            vec.store(val, k.out(), b.add(base, k.c(j * w)), store[j])
+        fold.store(pos, b.add(b.mul(p, k.c(pout)), pos), vals, store)
 
     def window_rows(p, oh, ow0, init, body):
         """body(row offset of the window row's input at ow0, carried values) over the valid
@@ -111,11 +153,10 @@ def emit_pool(k, is_max: bool):
                 for j in range(nv):
                     m = masks[c][j]
                     if any(m):
-                        v = vec.load_strided(k.inp(0), b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl)),
-                                             s.sw, m, fill=ninf)
+                        v = fold.load_strided(b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl)), s.sw, m)
                         acc[j] = op(v, acc[j])
             return acc
-        finish(p, oh, ow0, store, window_rows(p, oh, ow0, [cg.const(vec.ty, ninf)] * nv, body))
+        finish(p, oh, ow0, store, window_rows(p, oh, ow0, [fold.identity] * nv, body))
 
     # Vector targets, vertical first: per window row the span of input columns that a vector's
     # kernel columns read is loaded as whole vectors ("pieces", shared by neighbouring vectors of
@@ -141,17 +182,18 @@ def emit_pool(k, is_max: bool):
         pieces = sorted(need)
 
         def body(row, acc):
-            return [op(vec.load(k.inp(0), b.add(row, k.c(g * w - s.pl)), tuple(need[g]), fill=ninf), a)
+            return [op(fold.load(b.add(row, k.c(g * w - s.pl)), tuple(need[g])), a)
                     for a, g in zip(acc, pieces)]
-        res = dict(zip(pieces, window_rows(p, oh, ow0, [cg.const(vec.ty, ninf)] * len(pieces), body)))
+        res = dict(zip(pieces, window_rows(p, oh, ow0, [fold.identity] * len(pieces), body)))
         vals = []
         for j in range(nv):
             out = None
             for c in range(s.kw):
                 if any(masks[c][j]):
-                    v = pick(b, vec, res, [j * w * s.sw + c * s.dw + l * s.sw for l in range(w)], ninf)
+                    v = pick(b, w, res, [j * w * s.sw + c * s.dw + l * s.sw for l in range(w)],
+                             fold.identity)
                     out = v if out is None else op(v, out)
-            vals.append(cg.const(vec.ty, ninf) if out is None else out)
+            vals.append(fold.identity if out is None else out)
         finish(p, oh, ow0, store, vals)
 
     tile = tile_taps if w == 1 or span > vec.cap else tile_span  # past the cap: lane loads
@@ -172,22 +214,21 @@ def emit_pool(k, is_max: bool):
                 row(p, oh)
 
 
-def pick(b, vec, pieces: dict, elements: list, fill: float):
-    """The vector of `elements` (indices into the concatenated pieces {g: vector of lanes
-    g*w...}; a missing piece reads as `fill`) by a chain of two-vector shuffles, one per piece
-    after the first."""
-    w = vec.w
+def pick(b, w: int, pieces: dict, elements: list, fill):
+    """The vector of `elements` (indices into the concatenated pieces {g: vector of w lanes
+    g*w...}; a missing piece reads as `fill`, a vector constant) by a chain of two-vector
+    shuffles, one per piece after the first."""
     by = {}
     for lane, e in enumerate(elements):
         by.setdefault(e // w, []).append((lane, e % w))
-    src = lambda g: pieces.get(g, cg.const(vec.ty, fill))  # noqa: E731
+    src = lambda g: pieces.get(g, fill)  # noqa: E731
     ity = ir.VectorType(cg.I32, w)
     out, idx = None, [0] * w
     for g in sorted(by):
         if out is None:
             for lane, at in by[g]:
                 idx[lane] = at
-            out = b.shuffle_vector(src(g), ir.Constant(vec.ty, ir.Undefined), ir.Constant(ity, idx))
+            out = b.shuffle_vector(src(g), ir.Constant(fill.type, ir.Undefined), ir.Constant(ity, idx))
         else:
             idx = list(range(w))
             for lane, at in by[g]:
@@ -196,33 +237,27 @@ def pick(b, vec, pieces: dict, elements: list, fill: float):
     return out
 
 
-def whole_plane(k, planes: int, pin: int, is_max: bool, div):
-    """Float max or sum (divided by `div`) of each contiguous plane of the input (global pools,
-    windows as large as the input): per plane, up to four vector accumulators
-    over its vectors (independent chains: a single running sum would wait on every add's
-    latency), the last vector masked, then one horizontal reduction."""
-    b, vec = k.b, Vec(k, Simd.of(k.caps))
-    w = vec.w
+def whole_plane(k, planes: int, pin: int, fold):
+    """The fold of each contiguous plane of the input (global pools, windows as large as the
+    input): per plane, up to four vector accumulators over its vectors (independent chains: a
+    single running sum would wait on every add's latency), the last vector masked, then one
+    horizontal reduction (fold.store_plane)."""
+    b, w = k.b, fold.vec.w
     full, rem = divmod(pin, w)
     nacc = max(1, min(4, full))
-    fill = float("-inf") if is_max else 0.0
-    op = (lambda x, y: fmax(b, x, y)) if is_max else b.fadd
+    op = fold.op
     steps, extra = divmod(full, nacc)
     with k.for_range(planes, name="p") as p:
         base = b.mul(p, k.c(pin))
-        init = [cg.const(vec.ty, fill)] * nacc
+        init = [fold.identity] * nacc
         with cg.for_range_carry(b, steps, init, intp=k.intp, name="v", unroll=steps <= 4) as lp:
             at = b.add(base, b.mul(lp.index, k.c(nacc * w)))
-            lp.carry([op(a, vec.load(k.inp(0), b.add(at, k.c(i * w)))) for i, a in enumerate(lp.values)])
+            lp.carry([op(a, fold.load(b.add(at, k.c(i * w)), None)) for i, a in enumerate(lp.values)])
         acc = list(lp.results)
         for i in range(extra):
-            acc[i] = op(acc[i], vec.load(k.inp(0), b.add(base, k.c((steps * nacc + i) * w))))
+            acc[i] = op(acc[i], fold.load(b.add(base, k.c((steps * nacc + i) * w)), None))
         if rem:
-            acc[0] = op(acc[0], vec.load(k.inp(0), b.add(base, k.c(full * w)),
-                                         tuple(l < rem for l in range(w)), fill=fill))
+            acc[0] = op(acc[0], fold.load(b.add(base, k.c(full * w)), tuple(l < rem for l in range(w))))
         while len(acc) > 1:
             acc = [op(acc[i], acc[i + 1]) if i + 1 < len(acc) else acc[i] for i in range(0, len(acc), 2)]
-        val = vec.reduce(acc[0], op)
-        if div is not None:
-            val = b.fdiv(val, cg.const(cg.F32, div))
-        b.store(val, cg.gep(b, k.out(), p, cg.F32), align=4)
+        fold.store_plane(p, fold.vec.reduce(acc[0], op))
