@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -93,8 +94,9 @@ def compare(a, work: str) -> None:
         theirs[n] = min(theirs.get(n, float("inf")), dur)
         op_of[n] = op
     hz = ticks_per_second(bundle, feeds)
-    us = {n: c / hz * 1e6 for n, c in mine.items()}
-    op_mine = {n: info.get(n, {}).get("op", "").split("+")[0] for n in us}
+    us, first = merge_chunks({n: c / hz * 1e6 for n, c in mine.items()}, theirs)
+    info = {n: info.get(first[n], {}) for n in us}
+    op_mine = {n: info[n].get("op", "").split("+")[0] for n in us}
     ml = [n for n in us if family(op_mine[n]) in HEAVY]
     tl = [n for n in theirs if family(op_of[n]) in HEAVY]
     print(f"{os.path.basename(a.model)}: bundle {sum(us.values()):.0f} us, onnxruntime "
@@ -117,6 +119,21 @@ def compare(a, work: str) -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"layers": rows, "other_bundle_us": rest_m, "other_ort_us": rest_t}, f, indent=1)
+
+
+def merge_chunks(us: dict, theirs: dict) -> tuple[dict, dict]:
+    """The bundle's layers with the chunks of one ONNX node summed under its name: a layer
+    split over input-channel chunks (split_reduction.py: `conv_232_c0` .. `_c3`, each adding
+    onto the last) is one node on onnxruntime's side, and matching chunk by chunk paired every
+    later layer with the wrong one. Returns ({name: us}, {name: its first instruction})."""
+    out: dict = {}
+    first: dict = {}
+    for n, v in us.items():
+        m = re.fullmatch(r"(.+)_c\d+", n)
+        name = m.group(1) if m and n not in theirs and m.group(1) in theirs else n
+        out[name] = out.get(name, 0.0) + v
+        first.setdefault(name, n)
+    return out, first
 
 
 def ticks_per_second(bundle, feeds) -> float:

@@ -140,3 +140,17 @@ def test_layer_profile_without_winograd(level, tmp_path):
     assert len(default) == len(direct) == 4  # the 1x1 and three 3x3 layers
     assert default[1:] == ["winograd"] * 3
     assert direct[0] == default[0] and all(v and v != "winograd" for v in direct)
+
+
+def test_layer_profile_sums_the_chunks_of_one_node():
+    """A layer split over input-channel chunks (split_reduction.py: `conv_232_c0` .. `_c3`) is
+    one node of onnxruntime's: its chunks are summed under the node's name and the layers after
+    it keep their own partners; a name that only looks like a chunk stays as it is."""
+    import layer_profile
+    us = {"conv_1": 5.0, "conv_232_c0": 1.0, "conv_232_c1": 2.0, "conv_232_c2": 4.0,
+          "conv_233": 7.0, "head_c1": 3.0}
+    theirs = {"conv_1": 1, "conv_232": 1, "conv_233": 1, "head_c1": 1}
+    merged, first = layer_profile.merge_chunks(us, theirs)
+    assert merged == {"conv_1": 5.0, "conv_232": 7.0, "conv_233": 7.0, "head_c1": 3.0}
+    assert list(merged) == ["conv_1", "conv_232", "conv_233", "head_c1"]
+    assert first["conv_232"] == "conv_232_c0" and first["conv_233"] == "conv_233"
