@@ -68,6 +68,23 @@ def test_resize_nearest_integer_factors(level, tmp_path):
         check_op(g.model(19), g.feeds, tmp_path / str(w), **EXACT, **level.options)
 
 
+@pytest.mark.parametrize("level", vector_levels.params())
+def test_resize_blends_rows_at_every_level(level, tmp_path):
+    """Linear and cubic 2-D resizes (kernels/tensor/resize.row_pass: the input rows blended
+    into a row on the stack, then each output from its taps in it) at each x86 vector level:
+    rows of whole vectors, with a tail, shorter than a vector, 1 wide, and past ROW_FLOATS
+    (the per-element path)."""
+    for w in (16, 21, 3, 1, 4100):
+        x = RNG.standard_normal((1, 2, 5 if w < 4100 else 2, w)).astype(np.float32)
+        g = GraphBuilder(x=x)
+        for s, cm, mode in (([1, 1, 2, 2], "align_corners", "linear"),
+                            ([1, 1, 2, 2], "half_pixel", "linear"),
+                            ([1, 1, 0.6, 1.5], "pytorch_half_pixel", "linear"),
+                            ([1, 1, 1.7, 2], "half_pixel", "cubic")):
+            resize(g, "x", cm, scales=s, mode=mode)
+        check_op(g.model(19), g.feeds, tmp_path / str(w), **CLOSE, **level.options)
+
+
 def test_resize_nearest_opset11_tf_half_pixel_for_nn(tmp_path):
     g = GraphBuilder(x=X4)
     for nm in ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]:
