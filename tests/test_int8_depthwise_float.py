@@ -8,13 +8,15 @@ Zen 3); 5x5 on 15x15 with a saturating bias and per-tensor weights; 7x7 on 9x9 (
 where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; uint8 and int8
 inputs with zero points; both roundings. Then a plane too large for the stack slots takes them
 in the activation region, and one too large for that keeps the float rewrite (DequantizeLinear,
-float Conv, QFinish), exact as well."""
+float Conv, QFinish), exact as well. Strided layers on large planes copy phase-split rows,
+converting as they copy (QPhaseEmitter), on every level and on NEON under qemu."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from int8_check import byte_feeds, exact_against_direct, plan, same_as_references
+from int8_check import (aarch64_equals_references, byte_feeds, exact_against_direct, plan,
+                        same_as_references)
 from test_int8 import QDQ
 from util import make_graph_model, memory_report
 from vector_levels import params
@@ -23,7 +25,14 @@ INPUTS = {"a": (1, 5, 13, 11), "b": (1, 40, 6, 6), "c": (1, 7, 15, 15), "d": (2,
           "e": (1, 6, 50)}
 
 
-def model_of(dtype, rng, inputs=INPUTS):
+LAYERS = [("a", 3, [1, 1, 1, 1], dict(relu=True)),
+          ("b", 3, [0, 0, 1, 1], dict(stride=2)),
+          ("c", 5, [2, 2, 2, 2], dict(per_channel=False, big_bias=True)),
+          ("d", 7, [3, 3, 3, 3], {}),
+          ("e", 5, [4, 4], dict(dil=2))]
+
+
+def model_of(dtype, rng, inputs=INPUTS, layers=LAYERS):
     m = QDQ(dtype)
     lo = -128 if np.dtype(dtype) == np.int8 else 0
 
@@ -40,11 +49,6 @@ def model_of(dtype, rng, inputs=INPUTS):
         y = m.op("Conv", [m.dq(name, 0.05, m.zp(lo + 120)), w, bias], group=c, pads=pads,
                  strides=[stride] * nd, dilations=[dil] * nd, kernel_shape=[k] * nd)
         return m.q(m.op("Relu", [y]) if relu else y, 0.2, lo if relu else lo + 100)
-    layers = [("a", 3, [1, 1, 1, 1], dict(relu=True)),
-              ("b", 3, [0, 0, 1, 1], dict(stride=2)),
-              ("c", 5, [2, 2, 2, 2], dict(per_channel=False, big_bias=True)),
-              ("d", 7, [3, 3, 3, 3], {}),
-              ("e", 5, [4, 4], dict(dil=2))]
     outs = [dw(name, k, pads, **kw) for name, k, pads, kw in layers if name in inputs]
     feeds = byte_feeds(inputs, dtype, rng)
     return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
@@ -80,3 +84,34 @@ def test_large_planes_take_their_strip_in_the_region(level, tmp_path):
         (tmp_path / f"run{side}").mkdir()
         same_as_references(model, feeds, tmp_path / f"run{side}",
                            [level.options, dict(level.options, kernel_variants={"QConv": "direct"})])
+
+
+# strided layers: 3x3/2 on 64x64 with a Relu, 5x5/2 on 57x45 with uneven padding and a
+# saturating bias, 3x3/2 on 240x240 (two strip slots would pass REGION_FLOATS: before the phase
+# tiles it ran as the float rewrite), 3x3/2 on 14x14 (the plain tiles: the copy costs more)
+PHASE_INPUTS = {"p": (1, 6, 64, 64), "q": (1, 5, 57, 45), "r": (1, 3, 240, 240), "s": (1, 8, 14, 14)}
+PHASE_LAYERS = [("p", 3, [1, 1, 1, 1], dict(stride=2, relu=True)),
+                ("q", 5, [1, 2, 2, 1], dict(stride=2, big_bias=True)),
+                ("r", 3, [0, 0, 1, 1], dict(stride=2)), ("s", 3, [1, 1, 1, 1], dict(stride=2))]
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_strided_layers_convert_as_they_copy_phases(dtype, level, tmp_path):
+    model, feeds = model_of(dtype, np.random.default_rng(45), PHASE_INPUTS, PHASE_LAYERS)
+    exact_against_direct(model, feeds, tmp_path, dict(level.options), dtype, saturated=1)
+    tilings = [(i["op"], i["variant"]["name"], i["variant"]["params"]["tiling"][0])
+               for i in plan(tmp_path)]
+    assert [t[:2] for t in tilings] == [("QConv", "depthwise_float")] * 4, tilings
+    assert tilings[2][2] == "phase" and tilings[3][2] != "phase", tilings
+    if level.lanes in (4, 8):  # the copy pays on the larger planes with 4 and 8 lanes
+        assert tilings[0][2] == tilings[1][2] == "phase", tilings
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_strided_phases_on_neon_under_qemu_aarch64(dtype, tmp_path):
+    model, feeds = model_of(dtype, np.random.default_rng(46), PHASE_INPUTS, PHASE_LAYERS)
+    tilings = [i["variant"]["params"]["tiling"][0] for i in
+               memory_report(model, tmp_path / "plan", target="aarch64")["instructions"]]
+    assert tilings.count("phase") >= 1, tilings
+    aarch64_equals_references(model, feeds, tmp_path)

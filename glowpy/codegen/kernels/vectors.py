@@ -435,3 +435,30 @@ def store_runs(b, val, at, mask: tuple):
                 b.extract_element(val, ir.Constant(cg.I32, lane))
             b.store(piece, cg.gep(b, at, lane, et), align=et.width // 8 if hasattr(et, "width") else 4)
             lane += n
+
+
+def load_bytes(k, ptr, off, n: int, mask, fill: int, room: bool):
+    """n bytes from ptr[off...] as <n x i8>, masked-off lanes (mask: a tuple, or None for all)
+    read as `fill`: a plain load where every lane may be read (room: Kernel.room_around) and a
+    blend, a masked load where masks are cheap (AVX-512BW's byte masks), else lane by lane."""
+    b = k.b
+    i8 = ir.IntType(8)
+    ty = ir.VectorType(i8, n)
+    at = cg.gep(b, ptr, off, i8)
+    if mask is None or all(mask):
+        return b.load(at, typ=ty, align=1)
+    if not any(mask):
+        return cg.const(ty, fill)
+    m = ir.Constant(ir.VectorType(cg.I1, n), [int(bool(x)) for x in mask])
+    if room:
+        return b.select(m, b.load(at, typ=ty, align=1), cg.const(ty, fill))
+    if k.caps.cheap_masks:
+        fn = declare(b.module, f"llvm.masked.load.v{n}i8.p0",
+                     ir.FunctionType(ty, [cg.PTR, cg.I32, m.type, ty]))
+        return b.call(fn, [at, ir.Constant(cg.I32, 1), m, cg.const(ty, fill)])
+    v = cg.const(ty, fill)
+    for lane, keep in enumerate(mask):
+        if keep:
+            x = b.load(cg.gep(b, at, lane, i8), typ=i8, align=1)
+            v = b.insert_element(v, x, ir.Constant(cg.I32, lane))
+    return v

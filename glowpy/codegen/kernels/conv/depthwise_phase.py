@@ -174,13 +174,21 @@ class PhaseEmitter(DepthwiseEmitter):
                 mask = tuple(0 <= q0 + e < s.win for e in range(w * s.sw + s.sw - 1))
                 if not any(mask):
                     phases = [vec.splat(ir.Constant(cg.F32, 0.0))] * s.sw
-                elif s.sw == 2 and vec.pairs_in_lanes():  # both phases from one window
-                    phases = vec.load_pairs(k.inp(0), b.add(src, k.c(q0)), mask[:2 * w])
                 else:
-                    phases = [vec.load_strided(k.inp(0), b.add(src, k.c(q0 + p)), s.sw,
-                                               mask[p:p + w * s.sw]) for p in range(s.sw)]
+                    phases = self.phase_loads(b.add(src, k.c(q0)), mask)
                 for p, v in enumerate(phases):
                     vec.store(v, self.buf, b.add(dst, k.c(p * L + j * w)), self.tail(L, j))
+
+    def phase_loads(self, at, mask):
+        """The stride's phases of the input at `at` (an element offset), phase p's lane l at
+        at + l*stride + p, as float vectors; mask: per element of the window from `at`
+        (elements outside the row read as 0)."""
+        s, vec = self.s, self.vec
+        w, inp = vec.w, self.k.inp(0)
+        if s.sw == 2 and vec.pairs_in_lanes():  # both phases from one window
+            return vec.load_pairs(inp, at, mask[:2 * w])
+        return [vec.load_strided(inp, self.b.add(at, self.k.c(p)), s.sw, mask[p:p + w * s.sw])
+                for p in range(s.sw)]
 
     def tail(self, n, j):
         """The store mask of vector j of an n-float run (None: the whole vector)."""

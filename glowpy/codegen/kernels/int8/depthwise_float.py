@@ -18,17 +18,21 @@ Planes are processed one (batch, channel) at a time, each written within its own
 and no input plane read before its own (the streaming contract of CONTRIBUTING.md)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import registry
 from glowpy.codegen.kernels import gaps
+from glowpy.codegen.kernels.conv import depthwise_phase
 from glowpy.codegen.kernels.conv.depthwise import DepthwiseEmitter, estimate
+from glowpy.codegen.kernels.int8.groups import byte
 from glowpy.codegen.kernels.int8.pairs import epilogue, finisher, store_lanes
 from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.tiles import window_shape
-from glowpy.codegen.kernels.vectors import Simd
+from glowpy.codegen.kernels.vectors import Simd, load_bytes
 
 # floats of the stack strip at most, margins included: the stack stays small and bounded
 # (docs/cortex_m7.md; tensors live in the activation region). Two 56x56 planes with their
@@ -63,20 +67,42 @@ def _shape(node):
     return s
 
 
-def strip_floats(caps, node) -> int | None:
-    """Floats of the two plane slots, or None where the node is not a depthwise window or the
-    target has no float vectors."""
+def phase_choice(caps, node):
+    """("phase", R, NV) for a strided 2-D layer where conv/depthwise_phase.py's tiling, its
+    copy included, is estimated cheaper than the plain tiles with the plane's conversion into
+    the strip (the float kernel's rule, plus that pass): its copy of each input plane into
+    phase-split rows converts as it copies (QPhaseEmitter), and no strip is needed. Else
+    None."""
     simd = Simd.of(caps)
     s = _shape(node)
-    return None if simd.width == 1 or s is None else 2 * _slot(s, simd.width)
+    if simd.width == 1 or s is None or s.rank != 2 or s.sw == 1:
+        return None
+    cost, choice = depthwise_phase.estimate(s, simd)
+    if depthwise_phase.geometry(s, simd.width, choice[1])[0] is None:
+        return None
+    # the plain tiles read a strip the plane was first converted into: its vectors at the
+    # copy's price each
+    convert = math.ceil(s.hin * s.win / simd.width) * depthwise_phase.COPY[simd.pairs_in_lanes][0]
+    return choice if cost < estimate(s, simd)[0] + convert else None
+
+
+def strip_floats(caps, node) -> int | None:
+    """Floats of the two plane slots (0 for phase_choice's layers, which take none), or None
+    where the node is not a depthwise window or the target has no float vectors."""
+    simd = Simd.of(caps)
+    s = _shape(node)
+    if simd.width == 1 or s is None:
+        return None
+    return 0 if phase_choice(caps, node) else 2 * _slot(s, simd.width)
 
 
 def plan_for(caps, node):
-    """The tiling (conv/depthwise.estimate) where two plane slots fit REGION_FLOATS, or None."""
+    """The tiling (phase_choice, else conv/depthwise.estimate) where two plane slots fit
+    REGION_FLOATS, or None."""
     need = strip_floats(caps, node)
     if need is None or need > REGION_FLOATS:
         return None
-    return estimate(_shape(node), Simd.of(caps))[1]
+    return phase_choice(caps, node) or estimate(_shape(node), Simd.of(caps))[1]
 
 
 def takes(caps, node) -> bool:
@@ -135,7 +161,43 @@ def plan(k):
     return {"tiling": plan_for(k.caps, k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
-class QDepthwiseEmitter(DepthwiseEmitter):
+class Int8Tiles:
+    """The int8 side of the float depthwise tiles: float weights, and each channel's accumulator
+    vectors out through the QConv's own bias, requantization and clamp (pairs.finisher) as one
+    narrow store."""
+
+    def int8_setup(self, k, p):
+        self.bias = None  # (the int32 bias comes after the conversion, in finish)
+        self.qbias = k.inp(2)
+        self.wsrc = k.add_table(k.const(1).astype(np.float32).reshape(-1), "float weights")
+        self.xt = cg.llvm_type(k.in_buf(0).dtype)
+        self.signed = np.dtype(k.in_buf(0).dtype) == np.dtype(np.int8)
+        self.zp = k.attrs["x_zp"]
+        self.q, self.s_ = channel_params(k, 3), channel_params(k, 4)
+        self.wide, self.ties = p["wide"], p["ties"]
+
+    def enter_channel(self):
+        _, oc = self.lead
+        self.finish_fn = finisher(self.k, self.vec, oc, self.qbias, self.q, self.s_,
+                                  self.wide, self.ties)
+
+    def floats(self, v, ity, fty):
+        """Integer inputs v (a vector or a scalar) less x_zp, as floats (exact)."""
+        b = self.b
+        v = b.sext(v, ity) if self.signed else b.zext(v, ity)
+        return b.sitofp(b.sub(v, cg.const(ity, self.zp)), fty)
+
+    def finish(self, acc, p0, mask):
+        b = self.b
+        lanes = self.vec.w if mask is None else sum(mask)
+        if lanes == 0:
+            return
+        assert mask is None or all(mask[:lanes]), "depthwise stores keep a prefix of lanes"
+        y = self.finish_fn(b.fptosi(acc, self.vec.ity))
+        store_lanes(self.k, y, b.add(self.ob, p0), lanes)
+
+
+class QDepthwiseEmitter(Int8Tiles, DepthwiseEmitter):
     """The float depthwise tiles over two plane slots of a stack strip: while a plane's tiles
     run, the next plane is in the other slot, converted in the previous iteration. Converted
     right before its own tiles instead, MobileNetV2 int8 took 7.58 ms against 7.23 and VWW
@@ -146,12 +208,10 @@ class QDepthwiseEmitter(DepthwiseEmitter):
     def __init__(self, k, p):
         s = _shape(k.node)
         super().__init__(k, s, p["tiling"])
+        self.int8_setup(k, p)
         w = self.vec.w
         self.margin, self.slot = _margin(s, w), _slot(s, w)
         self.room = (True, True)  # the slots' margins: every edge load may blend
-        self.bias = None  # (the int32 bias comes after the conversion, in finish)
-        self.qbias = k.inp(2)
-        self.wsrc = k.add_table(k.const(1).astype(np.float32).reshape(-1), "float weights")
         if _scratch(k) is not None:
             strip = k.out(1)
         else:
@@ -163,17 +223,11 @@ class QDepthwiseEmitter(DepthwiseEmitter):
         # then read zeros rather than whatever the stack held
         with k.for_range(2 * self.slot // w, name="zero") as i:
             self.vec.store(self.vec.zero(), strip, self.b.mul(i, k.c(w)))
-        self.xt = cg.llvm_type(k.in_buf(0).dtype)
-        self.signed = np.dtype(k.in_buf(0).dtype) == np.dtype(np.int8)
-        self.zp = k.attrs["x_zp"]
-        self.q, self.s_ = channel_params(k, 3), channel_params(k, 4)
-        self.wide, self.ties = p["wide"], p["ties"]
 
     def enter_plane(self):
         k, b, s = self.k, self.b, self.s
         n, oc = self.lead
-        self.finish_fn = finisher(k, self.vec, oc, self.qbias, self.q, self.s_,
-                                  self.wide, self.ties)
+        self.enter_channel()
         plane, total = s.hin * s.win, s.n * s.c
         g = b.add(b.mul(n, k.c(s.c)), oc)  # the plane's index; self.xb is its input offset
         odd = b.and_(g, k.c(1))
@@ -191,9 +245,7 @@ class QDepthwiseEmitter(DepthwiseEmitter):
 
         def one(i, ty, wid, fty):
             v = b.load(cg.gep(b, self.src, b.add(src, i), self.xt), typ=ty, align=1)
-            v = b.sext(v, wid) if self.signed else b.zext(v, wid)
-            f = b.sitofp(b.sub(v, cg.const(wid, self.zp)), fty)
-            b.store(f, cg.gep(b, self.x, b.add(base, i), cg.F32), align=4)
+            b.store(self.floats(v, wid, fty), cg.gep(b, self.x, b.add(base, i), cg.F32), align=4)
         full = count // w
         if full:
             with k.for_range(full, name="cv") as i:
@@ -201,16 +253,35 @@ class QDepthwiseEmitter(DepthwiseEmitter):
         for i in range(full * w, count):
             one(k.c(i), self.xt, cg.I32, cg.F32)
 
-    def finish(self, acc, p0, mask):
-        b = self.b
-        lanes = self.vec.w if mask is None else sum(mask)
-        if lanes == 0:
-            return
-        assert mask is None or all(mask[:lanes]), "depthwise stores keep a prefix of lanes"
-        y = self.finish_fn(b.fptosi(acc, self.vec.ity))
-        store_lanes(self.k, y, b.add(self.ob, p0), lanes)
+
+class QPhaseEmitter(Int8Tiles, depthwise_phase.PhaseEmitter):
+    """Strided layers (phase_choice) on conv/depthwise_phase.py's tiles: its copy of each
+    block's input rows into phase-split rows reads the int8 bytes (one window of stride x w
+    bytes a vector of each phase, the padding read as x_zp) and stores their floats less x_zp,
+    so the conversion costs no pass of its own. MobileNetV2 int8's stride-2 layers through the
+    strip took 1.2-1.7x onnxruntime's time (AVX2 code on the Zen 5, layer_profile.py)."""
+
+    def __init__(self, k, p):
+        super().__init__(k, _shape(k.node), p["tiling"])
+        self.int8_setup(k, p)
+        s, w = self.s, self.vec.w
+        # masked-off bytes of a window stray at most the window past the row
+        self.bytes_room = k.room_around(k.inp(0), math.ceil(w * s.sw / 4))
+
+    def enter_plane(self):
+        self.enter_channel()
+
+    def phase_loads(self, at, mask):
+        b, s, vec = self.b, self.s, self.vec
+        w, n = vec.w, vec.w * self.s.sw
+        raw = load_bytes(self.k, self.k.inp(0), at, n, mask[:n], byte(self.zp), self.bytes_room)
+        f = self.floats(raw, ir.VectorType(cg.I32, n), ir.VectorType(cg.F32, n))
+        undef = ir.Constant(f.type, ir.Undefined)
+        return [b.shuffle_vector(f, undef, ir.Constant(ir.VectorType(cg.I32, w),
+                                                      [l * s.sw + p for l in range(w)]))
+                for p in range(s.sw)]
 
 
 @registry.variant("QConv", "depthwise_float", rank=28, plan=plan)
 def emit(k, p):
-    QDepthwiseEmitter(k, p).emit()
+    (QPhaseEmitter if p["tiling"][0] == "phase" else QDepthwiseEmitter)(k, p).emit()

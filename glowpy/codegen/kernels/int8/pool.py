@@ -30,7 +30,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.quant import I32, clamp, qavg_store, requantize
 from glowpy.codegen.kernels.pool.vector import covers_plane, emit_pool
-from glowpy.codegen.kernels.vectors import Vec, declare, store_runs
+from glowpy.codegen.kernels.vectors import Vec, load_bytes, store_runs
 from glowpy.codegen.registry import variant
 from glowpy.ir import qmath
 
@@ -78,32 +78,6 @@ def emit_maxpool(k, params):
 @variant("QAvgPool", "vector", rank=10, plan=plan)
 def emit_qavgpool(k, params):
     emit_pool(k, lambda vec, s: ByteFold(k, vec, s, False))
-
-
-def load_bytes(k, ptr, off, n: int, mask, fill: int, room: bool):
-    """n bytes from ptr[off...] as <n x i8>, masked-off lanes (mask: a tuple, or None for all)
-    read as `fill`: a plain load where every lane may be read (room: Kernel.room_around) and a
-    blend, a masked load where masks are cheap (AVX-512BW's byte masks), else lane by lane."""
-    b = k.b
-    ty = ir.VectorType(I8, n)
-    at = cg.gep(b, ptr, off, I8)
-    if mask is None or all(mask):
-        return b.load(at, typ=ty, align=1)
-    if not any(mask):
-        return cg.const(ty, fill)
-    m = ir.Constant(ir.VectorType(cg.I1, n), [int(bool(x)) for x in mask])
-    if room:
-        return b.select(m, b.load(at, typ=ty, align=1), cg.const(ty, fill))
-    if k.caps.cheap_masks:
-        fn = declare(b.module, f"llvm.masked.load.v{n}i8.p0",
-                     ir.FunctionType(ty, [cg.PTR, I32, m.type, ty]))
-        return b.call(fn, [at, ir.Constant(I32, 1), m, cg.const(ty, fill)])
-    v = cg.const(ty, fill)
-    for lane, keep in enumerate(mask):
-        if keep:
-            x = b.load(cg.gep(b, at, lane, I8), typ=I8, align=1)
-            v = b.insert_element(v, x, ir.Constant(I32, lane))
-    return v
 
 
 class ByteFold:
