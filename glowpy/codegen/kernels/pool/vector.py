@@ -4,8 +4,9 @@ their running maximum (sum) in registers over the window's valid rows (a run-tim
 columns (unrolled; lanes whose tap falls in the padding are masked and read as -inf (0)), then
 are stored once (averages divided by the op's per-position divisors). A strided tap is a wide load
 and a shuffle. Planes are the outermost loop, so each output plane is written within its own
-(batch, channel) iteration, as the streaming contract of the planner requires. The Indices
-output and integer inputs go to the generic kernel."""
+(batch, channel) iteration, as the streaming contract of the planner requires. The window
+loops take a fold (FloatFold here; int8/pool.py's ByteFold runs int8 MaxPool and QAvgPool on
+them). The Indices output goes to the generic kernel, as do integer inputs on scalar targets."""
 from __future__ import annotations
 
 import math
@@ -51,7 +52,8 @@ def emit_global(k, params):
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
     vec = Vec(k, Simd.of(k.caps))
-    whole_plane(k, planes, plane, FloatFold(k, vec, is_max, None if is_max else np.full((1, 1), plane)))
+    div = None if is_max else np.full((1, 1), plane)
+    whole_plane(k, planes, plane, FloatFold(k, vec, is_max, div))
 
 
 class FloatFold:
@@ -67,7 +69,8 @@ class FloatFold:
         self.op = (lambda x, y: fmax(k.b, x, y)) if is_max else k.b.fadd
         # averages multiply by the divisors' reciprocals (within an ulp of dividing): a vector
         # division per output vector cost 10% of a 3x3 stride-1 window (288x35x35, AVX2: 112 -> 101 us)
-        self.recip = None if div is None else (np.float32(1) / div.astype(np.float32)).astype(np.float32)
+        self.recip = None if div is None else \
+            (np.float32(1) / div.astype(np.float32)).astype(np.float32)
         self.table = k.add_table(self.recip.reshape(-1), "avgpool_recip") \
             if div is not None and len(set(div.flat)) > 1 else None
 
@@ -153,7 +156,8 @@ def emit_pool(k, make_fold):
                 for j in range(nv):
                     m = masks[c][j]
                     if any(m):
-                        v = fold.load_strided(b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl)), s.sw, m)
+                        at = b.add(row, k.c(j * w * s.sw + c * s.dw - s.pl))
+                        v = fold.load_strided(at, s.sw, m)
                         acc[j] = op(v, acc[j])
             return acc
         finish(p, oh, ow0, store, window_rows(p, oh, ow0, [fold.identity] * nv, body))
