@@ -21,7 +21,8 @@ import pytest
 from onnx import numpy_helper
 
 import glowpy
-from glowpy.codegen.kernels.int8.groups import Quads16
+from glowpy.codegen.kernels.int8 import pair_order
+from glowpy.codegen.kernels.int8.groups import FIX_MAX, Quads16
 from glowpy.codegen.kernels.int8.pairs import GROUP
 from int8_check import byte_feeds, plan, same_as_references
 from test_int8 import QDQ
@@ -100,13 +101,72 @@ def test_pointwise_qconv_on_pairs(dtype, level, group, rounding, tmp_path):
         else:  # the same int8 bytes, a table where C is no multiple of 4, the bias folded
             tables = sum(w.dims[0] * -(-w.dims[1] // 4) * 4 for w in weights if w.dims[1] % 4)
             biases = 4 * sum(w.dims[0] for w in weights)
-            if group == "quads16":  # and the corrections' tables
-                fixes = [Quads16.corrections(numpy_helper.to_array(w)) for w in weights]
-                tables += sum(f[0].nbytes + f[1].nbytes for f in fixes if f is not None)
+            if group == "quads16":  # and the corrections' tables, of the weights with their
+                for w in weights:  # channels re-paired (pair_order.py), and the order's table
+                    w = numpy_helper.to_array(w).reshape(w.dims[0], -1)
+                    order = pair_order.order_for(w)
+                    fixes = Quads16.corrections(w if order is None else w[:, order])
+                    tables += (0 if fixes is None else fixes[0].nbytes + fixes[1].nbytes) + \
+                        (0 if order is None else 4 * len(order))
             assert tables <= extra <= tables + biases + 16 * 64, (extra, tables)
     sat = got[info.outputs[3]["name"]][0, 0]
     assert np.all(sat == np.iinfo(dtype).max)  # the 2**30 bias saturates its channel
     assert len(np.unique(got[info.outputs[1]["name"]])) > 50  # a spread of values, not a clamp
+
+
+# AVX2 levels without VNNI, where quads16 is chosen by its cost rule rather than forced
+QUADS16_LEVELS = [lv for lv in params() if "avx2" in lv.values[0].features]
+
+
+@pytest.mark.parametrize("level", QUADS16_LEVELS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_quads16_pairs_heavy_channels_with_light_ones(dtype, level, tmp_path):
+    """1x1 QConvs over 128 channels (32 quads, Q16_MIN) of which a random half hold weights
+    of 90-103 in every output channel (a sign per output channel) and the rest weights within
+    25: in the model's order pmaddubsw would saturate the heavy neighbours' pairs, a share of
+    corrected quads past FIX_MAX, so the layers would run as pairs; pair_order.py pairs each
+    heavy channel with a light one, no quad needs a correction, and the cost rule takes
+    quads16 unforced (stride 1 on 9x11, and 2 x 2). The bundle equals the scalar integer
+    kernel and the references bit for bit (onnxruntime's AVX2 kernels saturate exactly these
+    pairs, so it is not the reference here); its constants hold the order's table and no
+    corrections."""
+    rng = np.random.default_rng(43)
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    heavy = rng.permutation(128) < 64
+    weights = []
+
+    def conv(mo, **attrs):
+        w = rng.integers(-25, 26, (mo, 128)).astype(np.int8)
+        big = rng.integers(90, 104, (mo, 128)) * rng.choice([-1, 1], (mo, 1))
+        w[:, heavy] = big[:, heavy]
+        weights.append(w)
+        sw = rng.uniform(0.002, 0.004, mo).astype(np.float32)
+        wq = m.dq(m.c(w.reshape(mo, 128, 1, 1)), sw, np.zeros(mo, np.int8), 0)
+        bias = m.dq(m.c(rng.integers(-3000, 3000, mo).astype(np.int32)),
+                    (0.04 * sw).astype(np.float32), np.zeros(mo, np.int32), 0)
+        y = m.op("Conv", [m.dq("x", 0.04, m.zp(lo + 120)), wq, bias], **attrs)
+        return m.q(y, 0.5, lo + 128)
+    outs = [conv(24), conv(16, strides=[2, 2])]
+    feeds = byte_feeds({"x": (1, 128, 9, 11)}, dtype, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    for w in weights:
+        order = pair_order.order_for(w)
+        assert Quads16.share(w) > FIX_MAX and order is not None, Quads16.share(w)
+        assert sorted(order) == list(range(128)) and pair_order.corrected(w[:, order]) == 0
+    info, got = same_as_references(model, feeds, tmp_path,
+                                   [level.options, dict(level.options,
+                                                        kernel_variants={"QConv": "direct"})],
+                                   ort_lsb=None)
+    assert [i["variant"]["name"] for i in plan(tmp_path) if i["op"] == "QConv"] == \
+        ["quads16"] * 2
+    for y in got.values():  # a spread of values, not a clamp
+        assert len(np.unique(y)) > 20
+    ints = glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "i"),
+                          quantized_convolutions="integer", **level.options)
+    extra = info.memory["constant"] - ints.memory["constant"] - 64 * 2  # zero points
+    orders = 2 * 4 * 128  # the orders' int32 tables; the biases u8 quads need, at most
+    assert orders <= extra <= orders + 4 * 40 + 8 * 64, extra
 
 
 WINDOWS = {"f": (1, 16, 13, 11), "g": (1, 3, 19, 17), "h": (2, 9, 6, 5), "i": (1, 12, 29)}

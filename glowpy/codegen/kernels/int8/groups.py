@@ -25,7 +25,8 @@ instruction multiplies and adds.
   not (per-channel weights: a 127 in every channel) keep w0 and the part of w1 that fits; the
   rest of w1 (|c| <= 126, alone in its pair) is a sparse correction added to the channel's
   accumulators after the dense reduction (corrections; pairs.PairsEmitter), 2-5% of a 3x3
-  layer's quads per channel, 7-14% of a small 1x1's."""
+  layer's quads per channel, 7-14% of a small 1x1's; a 1x1 pairs its input channels in the
+  order pair_order.py gives, which halves that (order, ordered)."""
 from __future__ import annotations
 
 import numpy as np
@@ -108,6 +109,16 @@ class Pairs:
         """The bias the sums of u w need (None: the model's own)."""
         return None
 
+    @staticmethod
+    def order(node) -> np.ndarray | None:
+        """The input channels in the order the kernel packs them; None: the model's."""
+        return None
+
+    @classmethod
+    def ordered(cls, node, w: np.ndarray) -> np.ndarray:
+        """w (the node's weights, [M, C, ...]) as [M, K], its steps in the packed order."""
+        return w.reshape(w.shape[0], -1)
+
     def madd(self, b, acc, act, wt):
         """acc + the products of g steps of activations `act` and weights `wt`, lane by lane
         (int32 vectors)."""
@@ -171,11 +182,26 @@ class Quads16(Quads):
     @classmethod
     def pays(cls, node) -> bool:
         """Is a QConv (constant int8 weights) faster as quads16 than as pairs (FIX_MAX,
-        Q16_MIN)? The share of corrected quads is computed once per node."""
+        Q16_MIN)? The share of corrected quads, in the order the kernel pairs the input
+        channels (ordered), is computed once per node."""
         w = node.inputs[1].const
         if "_fix_share" not in node.attrs:
-            node.attrs["_fix_share"] = cls.share(w)
+            node.attrs["_fix_share"] = cls.share(cls.ordered(node, w))
         return -(-w[0].size // 4) >= Q16_MIN and node.attrs["_fix_share"] <= FIX_MAX
+
+    @staticmethod
+    def order(node) -> np.ndarray | None:
+        """The input channels of a pointwise QConv in the order its kernel packs them (the
+        pairs pmaddubsw adds, pair_order.py), or None: the model's order."""
+        from glowpy.codegen.kernels.int8 import pair_order
+        return pair_order.order_of(node)
+
+    @classmethod
+    def ordered(cls, node, w: np.ndarray) -> np.ndarray:
+        """w (the node's weights, [M, C, ...]) as [M, K] with the input channels in `order`."""
+        w = w.reshape(w.shape[0], -1)
+        p = cls.order(node)
+        return w if p is None else w[:, p]
 
     @staticmethod
     def split(w: np.ndarray):
@@ -220,7 +246,7 @@ class Quads16(Quads):
 
     def tables(self, k):
         """(offsets, entries) of the instruction's corrections as tables, or None."""
-        fixes = self.corrections(k.const(1))
+        fixes = self.corrections(self.ordered(k.node, k.const(1)))
         return fixes and (k.add_table(fixes[0], "quads16 correction offsets"),
                           k.add_table(fixes[1], "quads16 corrections (quad, word)"))
 

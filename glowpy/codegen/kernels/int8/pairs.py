@@ -175,7 +175,7 @@ def plan(k, name: str = "pairs"):
 def weights(k, grp, mr: int):
     """The packed weights (grp.packed): in place of the model's where they are the same bytes
     (int16 weights for pairs, int8 ones for quads, K a multiple of g), else a table."""
-    words = grp.packed(k.const(1), mr)
+    words = grp.packed(grp.ordered(k.node, k.const(1)), mr)
     dt = k.in_buf(1).dtype
     if np.dtype(dt).itemsize * grp.g == 4:
         return pack_constant(k, 1, words.view(dt), f"[{mr}-block][K/{grp.g}][{mr}] {grp.name}")
@@ -272,6 +272,11 @@ class PairsEmitter(LanesTile):
         self.wp = weights(k, self.grp, self.lanes or self.mr)
         self.stage = self.lanes_stage() if self.lanes else None
         self.bias = bias_of(k, self.grp)
+        # the input channels' plane offsets in the packed order, ahead of the corrections
+        # (whose sizes depend on the weights), where quads16 re-pairs them (pair_order.py)
+        order = self.grp.order(k.node)
+        self.chans = None if order is None else \
+            k.add_table((order * self.in_plane).astype(np.int32), "quads16 channel order")
         self.fixes = self.grp.tables(k) if isinstance(self.grp, Quads16) else None
         if scratch_of(k) is not None:
             self.buf = k.out(1)
@@ -413,8 +418,14 @@ class PairsEmitter(LanesTile):
                                   max(0, min(w, last - j * w))) if self.strided else None
                     for j in range(self.nv)]
 
+            def channel(cc, s):
+                """The plane offset of step g cc + s's channel (in the packed order)."""
+                if self.chans is None:
+                    return b.add(img, b.mul(b.add(b.mul(cc, k.c(g)), k.c(s)), plane))
+                off = k.load(self.chans, b.add(b.mul(cc, k.c(g)), k.c(s)), np.int32)
+                return b.add(img, b.sext(off, k.intp) if k.intp.width > 32 else off)
+
             def group(cc, have):
-                ch0 = b.add(img, b.mul(b.mul(cc, k.c(g)), plane))
                 d = b.add(dst, b.mul(cc, k.c(self.nr)))
                 for j in range(self.nv):
                     lanes = None if last is None else max(0, min(w, last - j * w))
@@ -423,7 +434,7 @@ class PairsEmitter(LanesTile):
                         self.vec_store(cg.const(ir.VectorType(I32, w), 0), b.add(d, k.c(j * w)))
                         continue
                     base = b.add(q0, k.c(j * w))
-                    vs = [self._lanes(b.add(ch0, b.mul(k.c(s), plane)), base, lanes, offs[j])
+                    vs = [self._lanes(channel(cc, s), base, lanes, offs[j])
                           if s < have else self.grp.pad(w) for s in range(g)]
                     self.vec_store(self.grp.interleave(b, vs), b.add(d, k.c(j * w)))
             with k.for_range(self.c // g, name="cc") as cc:
