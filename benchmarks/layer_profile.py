@@ -8,7 +8,7 @@ A single-op probe (op_probe.py) times a layer alone, where onnxruntime reorders 
 into NCHWc blocks and back; inside a model it does not, and the caches hold what the layers
 before left. This is where a layer loses inside the model: the bundle compiled with
 -instrument-profile (cycle counters around every instruction), onnxruntime with its session
-profiler; each layer's minimum over the rounds. The two sides' convolution and matrix-product
+profiler; each layer's minimum over single calls (3 a round on the bundle's side). The two sides' convolution and matrix-product
 layers (op_families.py) are matched in order, which holds for chains and may pair the
 branches of a block (Inception, a downsampling shortcut) across; the other ops are summed."""
 from __future__ import annotations
@@ -84,8 +84,11 @@ def compare(a, work: str) -> None:
     sess.run(None, feeds)
     mine: dict = {}
     for _ in range(a.rounds):
-        for row in bundle.profile(feeds, repeat=3)["programs"]:
-            mine[row["node"]] = min(mine.get(row["node"], float("inf")), row["cycles"])
+        # single calls, as onnxruntime's events are: the minimum of 3-call means was up to
+        # 30% above the bundle's best call on a noisy VM (MobileNetV1 as AVX2 code, Zen 4)
+        for _ in range(3):
+            for row in bundle.profile(feeds, repeat=1)["programs"]:
+                mine[row["node"]] = min(mine.get(row["node"], float("inf")), row["cycles"])
         for _ in range(3):
             sess.run(None, feeds)
     theirs: dict = {}
@@ -137,16 +140,23 @@ def merge_chunks(us: dict, theirs: dict) -> tuple[dict, dict]:
 
 
 def ticks_per_second(bundle, feeds) -> float:
-    """The profile counter's rate (rdtsc on x86, cntvct_el0 on AArch64), measured: its ticks
-    over the whole calls of a profiled batch of at least 0.2 s against the wall clock."""
-    repeat = 1
-    while True:
+    """The profile counter's rate (rdtsc on x86, cntvct_el0 on AArch64), measured: the ticks
+    of the whole calls against the wall clock, as the difference of a batch of at least 0.2 s
+    and one of 4x its calls, so that what a batch costs besides its counted calls (the
+    inputs' copy, an uncounted first call) cancels: taken from one batch, a 16-call one
+    read this Zen 4's 2.596 GHz counter as 2.42 GHz, every layer 7% slower than it was."""
+    def batch(repeat):
         t = time.perf_counter()
         p = bundle.profile(feeds, repeat=repeat)
-        elapsed = time.perf_counter() - t
-        if elapsed >= 0.2:
-            return p["total"]["whole_call"] * p["runs"] / elapsed
-        repeat *= 4
+        return p["total"]["whole_call"] * p["runs"], time.perf_counter() - t
+    repeat = 1
+    while batch(repeat)[1] < 0.2:
+        repeat *= 2
+    rates = []
+    for _ in range(3):  # the median of three differences
+        (t1, e1), (t4, e4) = batch(repeat), batch(4 * repeat)
+        rates.append((t4 - t1) / (e4 - e1))
+    return float(np.median(rates))
 
 
 if __name__ == "__main__":
