@@ -98,3 +98,28 @@ def test_pool3d(op, xs, attrs, rewritten, tmp_path):
                               rtol=1e-5, atol=1e-6, dump_memory_report=str(report))
     [pool] = [i for i in json.loads(report.read_text())["instructions"] if i["op"] == op]
     assert (pool["name"].endswith("_2d")) == rewritten, pool
+
+
+def test_chained_convs_stay_depth_major(tmp_path):
+    """Two 3x3x3 Convs with a Relu and a Clip between them (a 3-D U-Net's block): the first
+    Conv's output stays in depth-major order for the second (its Transpose back and the second's
+    Transpose forward cancel across the activation, which fuses into the first Conv); the
+    activation read by a pool too keeps the channel-major tensor it needs."""
+    g = GraphBuilder(x=f32(1, 3, 6, 10, 9))
+    hidden = dict(output=False)
+    y = g.node("Conv", ["x", f32(8, 3, 3, 3, 3, scale=0.3)], pads=[1] * 6, **hidden)
+    y = g.node("Conv", [g.node("Relu", [y], **hidden), f32(8, 8, 3, 3, 3, scale=0.2), f32(8)],
+               pads=[1] * 6, **hidden)
+    y = g.node("Clip", [y, np.float32(0), np.float32(6)], **hidden)
+    z = g.node("Conv", [y, f32(4, 8, 3, 3, 3, scale=0.2)], pads=[1] * 6, **hidden)
+    g.node("MaxPool", [y], kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+    g.node("Add", [z, np.float32(1)])
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(g.model(opset=13), g.feeds, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report))
+    ops = [i["op"] for i in json.loads(report.read_text())["instructions"]]
+    # x turned depth-major once; the first Conv's output never turned back; the second's turned
+    # back once (the pool reads it) and forward again for the third Conv (Clip stays with the
+    # second: it has two readers); the third's output turned back
+    assert ops.count("Transpose") == 4, ops
+    assert "Conv+Relu" in ops, ops
