@@ -26,6 +26,12 @@ CASES = [  # (input shape, weight shape, attributes)
     ((1, 8, 4, 8, 8), (12, 4, 1, 3, 3), dict(group=2, pads=[0, 1, 1, 0, 1, 1])),
     ((2, 5, 4, 6, 6), (7, 5, 3, 3, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2, 2])),
     ((1, 6, 7, 5, 4), (6, 2, 3, 1, 1), dict(group=3, dilations=[2, 1, 1], pads=[2, 0, 0, 1, 0, 0])),
+    # depthwise as a sum of depth taps: a channel multiplier of 2, depth dilation, spatial
+    # stride, batch 2; a 5-deep window with asymmetric depth pads; depth stride 2 gathers
+    ((2, 6, 5, 9, 9), (12, 1, 3, 3, 3), dict(group=6, strides=[1, 2, 2], dilations=[2, 1, 1],
+                                             pads=[2, 1, 1, 1, 1, 1])),
+    ((1, 5, 6, 7, 7), (5, 1, 5, 3, 3), dict(group=5, pads=[3, 1, 1, 1, 1, 1])),
+    ((1, 4, 8, 6, 6), (4, 1, 3, 3, 3), dict(group=4, strides=[2, 1, 1], pads=[1] * 6)),
 ]
 
 
@@ -39,8 +45,10 @@ def test_conv3d(xs, ws, attrs, bias, tmp_path):
     report = tmp_path / "m.json"
     check_against_onnxruntime(m, {"x": x}, tmp_path, rtol=1e-4, atol=1e-4,
                               dump_memory_report=str(report))
-    [conv] = [i for i in json.loads(report.read_text())["instructions"] if i["op"] == "Conv"]
-    assert conv["variant"]["name"] != "default", conv
+    convs = [i for i in json.loads(report.read_text())["instructions"] if i["kernel"] == "Conv"]
+    assert all(c["variant"]["name"] != "default" for c in convs), convs
+    taps = ws[1] == 1 and attrs.get("group") == xs[1] and attrs.get("strides", [1])[0] == 1
+    assert len(convs) == (ws[2] if taps else 1), convs  # depthwise: a 2-D Conv per depth tap
 
 
 def test_conv3d_batchnorm_relu(tmp_path):
