@@ -37,6 +37,8 @@ ZOO = {
     "ds_cnn": dense.ds_cnn,
     "pointnet": points.pointnet,
     "r2plus1d": video.r2plus1d,
+    "x3d": video.x3d,
+    "unet3d": video.unet3d,
     "vit_tiny": vision_tf.vit,
     "swin": vision_tf.swin,
     "mlp_mixer": vision_tf.mixer,
