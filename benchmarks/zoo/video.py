@@ -1,5 +1,5 @@
-"""Video and volume nets as torchvision (and the papers' reference code) export them: R(2+1)D (torchvision.models.video.r2plus1d_18's
-layout): every 3x3x3 convolution factored into a 1x3x3 spatial and a 3x1x1 temporal Conv3d with
+"""Video and volume nets as torchvision (and the papers' reference code) export them:
+R(2+1)D (torchvision.models.video.r2plus1d_18's layout): every 3x3x3 convolution factored into a 1x3x3 spatial and a 3x1x1 temporal Conv3d with
 BatchNorm3d and Relu between, residual basic blocks whose first block of a stage strides (2, 2,
 2) (a 1x1x1 strided Conv3d + BatchNorm3d on the shortcut), AdaptiveAvgPool3d(1) exported as
 GlobalAveragePool, Flatten, Linear; X3D (depthwise 3x3x3 Conv3d in bottlenecks with
@@ -55,7 +55,8 @@ def x3d(perf=False):
     (1, 2, 2)), squeeze-and-excitation on every other block, Swish, a 1x1x1 projection and the
     residual; widths 24-48-96-192 (1, 2, 3, 2 blocks: fewer than X3D-S's 3, 5, 11, 7)."""
     net = Net("x3d", 110)
-    frames, hw, depths, classes = (13, 160, (1, 2, 3, 2), 400) if perf else (4, 16, (1, 2, 1, 1), 10)
+    frames, hw, depths, classes = (13, 160, (1, 2, 3, 2), 400) if perf else \
+        (4, 16, (1, 2, 1, 1), 10)
     x = net.input("input", (1, 3, frames, hw, hw))
     x = _conv3(net, x, 3, 24, (1, 3, 3), (1, 2, 2), None)
     w = net.weight((24, 1, 5, 1, 1), fan_in=5)

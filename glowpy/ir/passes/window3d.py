@@ -155,7 +155,8 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
         if pb[0] or pe[0]:
             # (one constant of zero blocks per shape in the graph: each Concat copies it)
             blocks = [zeros.setdefault((nb, p, c, h, wd), graph.constant(
-                np.zeros((nb, p, c, h, wd), np.float32), f"{n.name}_zeros")) for p in (pb[0], pe[0])]
+                np.zeros((nb, p, c, h, wd), np.float32), f"{n.name}_zeros"))
+                for p in (pb[0], pe[0])]
             t = add("Concat", blocks[:1] * bool(pb[0]) + [t] + blocks[1:] * bool(pe[0]),
                     {"axis": 1}, "padded")
         if not np.array_equal(idx, np.arange(t.shape[1])):
@@ -211,7 +212,8 @@ def _depthwise_taps(graph, n, win) -> list:
 
     t = add("Transpose", [x], {"perm": DEPTH_MAJOR}, "dm")
     if pb[0] or pe[0]:
-        t = add("Pad", [t, const(np.array([0, pb[0], 0, 0, 0, 0, pe[0], 0, 0, 0], np.int64), "pads")],
+        pads = const(np.array([0, pb[0], 0, 0, 0, 0, pe[0], 0, 0, 0], np.int64), "pads")
+        t = add("Pad", [t, pads],
                 {"mode": "constant"}, "pad")
     attrs = {"group": od * c, "kernel_shape": list(w.shape[3:]), "strides": list(win.strides[1:]),
              "dilations": list(win.dilations[1:]), "pads": [pb[1], pb[2], pe[1], pe[2]],
@@ -221,7 +223,8 @@ def _depthwise_taps(graph, n, win) -> list:
         v = add("Slice", [t, const(np.array([k * dd], np.int64), f"start{k}"),
                           const(np.array([k * dd + od], np.int64), f"end{k}"),
                           const(np.array([1], np.int64), "axis")], {}, f"tap{k}")
-        v = add("Reshape", [v, const(np.array([nb, od * c, h, wd], np.int64), "planes")], {}, f"v{k}")
+        v = add("Reshape", [v, const(np.array([nb, od * c, h, wd], np.int64), "planes")], {},
+                f"v{k}")
         wk = graph.constant(np.ascontiguousarray(np.tile(w.const[:, :, k], (od, 1, 1, 1))),
                             f"{w.name}_tap{k}")
         bias = [graph.constant(np.tile(n.inputs[2].const, od), f"{n.name}_bias")] \
