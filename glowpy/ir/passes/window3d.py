@@ -213,8 +213,7 @@ def _depthwise_taps(graph, n, win) -> list:
     t = add("Transpose", [x], {"perm": DEPTH_MAJOR}, "dm")
     if pb[0] or pe[0]:
         pads = const(np.array([0, pb[0], 0, 0, 0, 0, pe[0], 0, 0, 0], np.int64), "pads")
-        t = add("Pad", [t, pads],
-                {"mode": "constant"}, "pad")
+        t = add("Pad", [t, pads], {"mode": "constant"}, "pad")
     attrs = {"group": od * c, "kernel_shape": list(w.shape[3:]), "strides": list(win.strides[1:]),
              "dilations": list(win.dilations[1:]), "pads": [pb[1], pb[2], pe[1], pe[2]],
              "auto_pad": "NOTSET"}
