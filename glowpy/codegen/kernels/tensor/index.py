@@ -239,12 +239,37 @@ def emit_topk(k):
         with k.for_range(kk, name="j") as j:
             put(j, k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype), as_i64(j))
             sift_up(j)
-        if n > kk:
-            with k.for_range(n, start=kk, name="j") as j:
-                v = k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype)
-                with cg.if_then(b, before((v, as_i64(j)), get(k.c(0)))):
-                    put(k.c(0), v, as_i64(j))
-                    sift_down(k.c(kk))
+        def offer(j):
+            v = k.load(k.inp(0), b.add(base, b.mul(j, k.c(inner))), x.dtype)
+            with cg.if_then(b, before((v, as_i64(j)), get(k.c(0)))):
+                put(k.c(0), v, as_i64(j))
+                sift_down(k.c(kk))
+
+        rest = kk
+        vec = Vec(k, Simd.of(k.caps))
+        if vec.w > 1 and inner == 1 and x.dtype == np.float32 and n - kk >= vec.w:
+            # whole vectors of the row first: most elements of a long row lose to the root (the
+            # K-th best so far), and a vector none of whose lanes beats its value is skipped
+            # with one compare; one that has a lane (or a NaN root, which every number beats)
+            # offers its elements one by one. AVX2 code on a Zen 4: the top 5 of 64 rows of
+            # 1,000 135 -> 47 us (onnxruntime 54); the top 300 of 8,400 66 -> 59 us
+            # (onnxruntime 27: there the heap's own work, about K log K sifts to build and to
+            # sort it, is what remains)
+            count = (n - kk) // vec.w
+            with k.for_range(count, name="jv") as t:
+                j0 = b.add(k.c(kk), b.mul(t, k.c(vec.w)))
+                r = get(k.c(0))[0]
+                hit = b.fcmp_ordered(">" if largest else "<", vec.load(k.inp(0), b.add(base, j0)),
+                                     vec.splat(r))
+                hit = b.icmp_unsigned("!=", b.bitcast(hit, ir.IntType(vec.w)),
+                                      ir.Constant(ir.IntType(vec.w), 0))
+                with cg.if_then(b, b.or_(hit, b.fcmp_unordered("uno", r, r))):
+                    with k.for_range(b.add(j0, k.c(vec.w)), start=j0, name="jl") as j:
+                        offer(j)
+            rest = kk + count * vec.w
+        if n > rest:
+            with k.for_range(n, start=rest, name="j") as j:
+                offer(j)
         if kk > 1:
             with k.for_range(kk - 1, name="t") as t:
                 last = b.sub(k.c(kk - 1), t)
