@@ -119,12 +119,14 @@ def test_topk_rows_skip_whole_vectors(largest, level, tmp_path):
     """Along the innermost axis, float32 rows offer the heap whole vectors first and skip those
     with no lane beating its root: a detector's top 300 of 8,403 anchors (a tail after the
     vectors at every width), the top 1 of 50, rows of few values (ties: the lower index first,
-    across a vector and across the skip), +-inf, NaNs (after every number) among the first K
-    (the root a NaN, which every number beats) and after them; values and indices equal to the
-    numpy reference's, at each x86 vector level."""
+    across a vector and across the skip; -0 and +0 tie), +-inf, NaNs (after every number)
+    among the first K (the root a NaN, which every number beats) and after them; values and
+    indices equal to the numpy reference's (float32 heaps compare 64-bit rank keys), at each
+    x86 vector level."""
     for n, kk in ((8403, 300), (50, 1), (77, 60)):
         x = np.round(rand(6, n), 1)
         x[1] = RNG.integers(-2, 3, n)
+        x[1, np.flatnonzero(x[1] == 0)[::2]] = -0.0  # -0 ties with +0 (the lower index first)
         x[2, [0, 1, n // 2]] = np.nan
         x[3, :] = np.nan
         x[3, [5, n - 1]] = 1.0
