@@ -13,7 +13,10 @@ exception only reaches `sys.unraisablehook` and the code around goes on. A fresh
 saw a SIGINT end a compile with status 0 that way. So the handler also records the signal, and
 `checkpoint()` raises a recorded one that was swallowed: at each compile stage, before any file
 is written (output.write_dump, output.publish) and when a command's work returns (cli._run).
-The unraisable hook stays quiet about it."""
+The unraisable hook stays quiet about it. A signal that arrives during an import is only
+recorded, for the same checkpoints to raise: a module's native init may be running Python code
+(onnx's extension builds its enum classes), and an exception thrown through it ends the
+process with abort()."""
 from __future__ import annotations
 
 import signal
@@ -43,10 +46,24 @@ def _depth() -> int:
     return getattr(_state, "depth", 0)
 
 
+def _importing(frame) -> bool:
+    """Is an import under way in this frame's stack (Python frames link across native calls)?"""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _handler(signum, frame):
     _received.append(signum)
     if _depth():
         _state.pending = getattr(_state, "pending", None) or signum
+        return
+    if _importing(frame):
+        # an extension's module init may be calling back into Python (onnx's nanobind types
+        # build enum classes): an exception thrown there aborts the process (a fresh-clone CI
+        # run: status -6 for a SIGINT 0.8 s into a compile). The next checkpoint() raises it.
         return
     raise Interrupted(signum)
 
