@@ -124,6 +124,30 @@ def _temporal(graph, n, win) -> list:
     return [v, conv, back]
 
 
+class _Nodes:
+    """The nodes a rewrite of node n adds (named after it), ending with the 2-D output
+    (N x OD, M, OH, OW) turned back into n's output (N, M, OD, OH, OW)."""
+
+    def __init__(self, graph, n):
+        self.graph, self.n, self.new = graph, n, []
+
+    def add(self, op, inputs, attrs, tag):
+        node = make_node(self.graph, op, inputs, attrs, f"{self.n.name}_{tag}")
+        self.new.append(node)
+        return node.outputs[0]
+
+    def const(self, a, tag):
+        return self.graph.constant(np.asarray(a), f"{self.n.name}_{tag}")
+
+    def back(self, y, win) -> list:
+        nb, m = self.n.inputs[0].shape[0], self.n.inputs[1].shape[0]
+        od, oh, ow = win.out_size
+        y = self.add("Reshape", [y, self.const(np.array([nb, od, m, oh, ow], np.int64), "shape5")],
+                     {}, "r5")
+        return self.new + [make_node(self.graph, "Transpose", [y], {"perm": DEPTH_MAJOR},
+                                     f"{self.n.name}_t5", out=self.n.outputs[0])]
+
+
 def _over_depths(graph, n, win, zeros: dict) -> list:
     """The Conv as one 2-D Conv over the output depths. Ungrouped, the input goes depth-major
     (N, D, C, H, W): the kd slices an output depth reads are then kd whole (C, H, W) blocks,
@@ -135,20 +159,12 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
     a Transpose of the gathered copy: 1 + 2 kd). Either way the 2-D output is the output
     depth-major, turned back by one Transpose."""
     x, w = n.inputs[0], n.inputs[1]
-    (nb, c, d, h, wd), m, kd = x.shape, w.shape[0], w.shape[2]
+    (nb, c, _, h, wd), m, kd = x.shape, w.shape[0], w.shape[2]
     od, sd, dd = win.out_size[0], win.strides[0], win.dilations[0]
     pb, pe = win.pads_begin, win.pads_end
     g = n.attrs["group"]
-    new = []
-
-    def add(op, inputs, attrs, tag):
-        node = make_node(graph, op, inputs, attrs, f"{n.name}_{tag}")
-        new.append(node)
-        return node.outputs[0]
-
-    def const(a, tag):
-        return graph.constant(np.asarray(a), f"{n.name}_{tag}")
-
+    nodes = _Nodes(graph, n)
+    add, const = nodes.add, nodes.const
     idx = np.array([o * sd + k * dd for o in range(od) for k in range(kd)], np.int64)
     if g == 1:
         t = add("Transpose", [x], {"perm": DEPTH_MAJOR}, "dm")
@@ -177,11 +193,7 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
     attrs = {"group": g, "kernel_shape": list(w.shape[3:]), "strides": list(win.strides[1:]),
              "dilations": list(win.dilations[1:]),
              "pads": [pb[1], pb[2], pe[1], pe[2]], "auto_pad": "NOTSET"}
-    y = add("Conv", [t, w2] + n.inputs[2:], attrs, "2d")
-    oh, ow = win.out_size[1:]
-    y = add("Reshape", [y, const(np.array([nb, od, m, oh, ow], np.int64), "shape5")], {}, "r5")
-    return new + [make_node(graph, "Transpose", [y], {"perm": DEPTH_MAJOR}, f"{n.name}_t5",
-                            out=n.outputs[0])]
+    return nodes.back(add("Conv", [t, w2] + n.inputs[2:], attrs, "2d"), win)
 
 
 def _depthwise_taps(graph, n, win) -> list:
@@ -196,20 +208,11 @@ def _depthwise_taps(graph, n, win) -> list:
     13 x 160 x 160, AVX2 code on a Zen 4: 60.5 -> 37.6 ms (onnxruntime 72); its first 3x3x3
     depthwise layer (108 channels of 13 x 40 x 40) 15.3 -> 4.5 ms in its profile."""
     x, w = n.inputs[0], n.inputs[1]
-    (nb, c, d, h, wd), m, kd = x.shape, w.shape[0], w.shape[2]
+    (nb, c, _, h, wd), kd = x.shape, w.shape[2]
     od, dd = win.out_size[0], win.dilations[0]
     pb, pe = win.pads_begin, win.pads_end
-    oh, ow = win.out_size[1:]
-    new = []
-
-    def add(op, inputs, attrs, tag, out=None):
-        node = make_node(graph, op, inputs, attrs, f"{n.name}_{tag}", out=out)
-        new.append(node)
-        return node.outputs[0]
-
-    def const(a, tag):
-        return graph.constant(np.asarray(a), f"{n.name}_{tag}")
-
+    nodes = _Nodes(graph, n)
+    add, const = nodes.add, nodes.const
     t = add("Transpose", [x], {"perm": DEPTH_MAJOR}, "dm")
     if pb[0] or pe[0]:
         pads = const(np.array([0, pb[0], 0, 0, 0, 0, pe[0], 0, 0, 0], np.int64), "pads")
@@ -230,9 +233,7 @@ def _depthwise_taps(graph, n, win) -> list:
             if k == 0 and len(n.inputs) > 2 and n.inputs[2] is not None else []
         y = add("Conv", [v, wk] + bias, attrs, f"2d{k}")
         acc = y if acc is None else add("Add", [y, acc], {}, f"sum{k}")
-    y = add("Reshape", [acc, const(np.array([nb, od, m, oh, ow], np.int64), "shape5")], {}, "r5")
-    return new + [make_node(graph, "Transpose", [y], {"perm": DEPTH_MAJOR}, f"{n.name}_t5",
-                            out=n.outputs[0])]
+    return nodes.back(acc, win)
 
 
 def _cancel_between(graph: Graph) -> Graph:
