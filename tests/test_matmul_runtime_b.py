@@ -11,7 +11,7 @@ from onnx import helper
 from util import check_against_onnxruntime, make_graph_model, memory_report
 from vector_levels import RUNNABLE
 
-from glowpy.codegen.kernels.gemm.vector import chunk_columns
+from glowpy.codegen.kernels.gemm.blocking import chunk_columns
 from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.target import resolve_target

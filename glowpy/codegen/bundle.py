@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from glowpy.codegen.kernels.conv import runtime_weights, winograd_select
-from glowpy.codegen.kernels.gemm import vector as gemm_vector
+from glowpy.codegen.kernels.gemm import blocking as gemm_blocking
 from glowpy.codegen.names import comment_text, legalize
 from glowpy.ir.dtypes import GLOW_NAMES
 from glowpy.ir.program import ALIGN
@@ -160,7 +160,7 @@ def manifest(name, entry, api, prog, placeholders, target, options, version) -> 
                    # Conv weights and products' B packed) within the activations: memory
                    # spent for speed
                    "activations_scratch": sum(b.nbytes for b in prog.activations if b.name.endswith(
-                       (winograd_select.SCRATCH, runtime_weights.SUFFIX, gemm_vector.SCRATCH))),
+                       (winograd_select.SCRATCH, runtime_weights.SUFFIX, gemm_blocking.SCRATCH))),
                    "alignment": ALIGN},
         "target": target.describe(),
         "options": options,

@@ -7,6 +7,7 @@ from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, poi
 from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
+from glowpy.codegen.kernels.gemm import blocking as gemm_blocking
 from glowpy.codegen.kernels.int8 import column_scratch, conv as int8_conv  # noqa: F401
 from glowpy.codegen.kernels.int8 import depthwise as int8_depthwise, depthwise_float  # noqa: F401
 from glowpy.codegen.kernels.int8 import matmul, matmul_dsp, pairs  # noqa: F401
@@ -143,6 +144,6 @@ def post_lowering(target, winograd: bool = True, memory_first: bool = False):
             prog = int8_winograd.select(prog, target.caps)
         if not memory_first:
             runtime_weights.add_scratch(prog)
-            gemm_vector.add_pack_scratch(prog, target.caps)
+            gemm_blocking.add_pack_scratch(prog, target.caps)
         return prog
     return step

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.codegen import cgutils as cg
-from glowpy.codegen.kernels.tiles import choose_tile, reread_cost
+from glowpy.codegen.kernels.gemm.blocking import SCRATCH, product_form, chunk_columns, row_chunk
+from glowpy.codegen.kernels.tiles import choose_tile
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant, pack_panels
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
@@ -22,7 +23,8 @@ class GemmEmitter:
     """One (M, K) x (K, N) product per `matrix` call; B packed (constant) or read as rows.
 
     Column panels are the outer loop and row blocks the inner one, so a panel of packed B is
-    fetched from beyond L2 by its first row block and re-read from cache by the others. Where
+    fetched from beyond L2 by its first row block and re-read from cache by the others (an A
+    too large for the L2 runs in chunks of rows, each over all the panels: row_chunk). Where
     there are other row blocks (M > MR), every reduction step also prefetches its row of the
     next panel into L2 (a line per 16 columns), so that first pass does not wait on L3 or
     memory. With one row block the panels are read once, one after the other: a stream the
@@ -48,8 +50,9 @@ class GemmEmitter:
     AVX-512; BERT, ViT, GPT, Swin, the Conformer and wav2vec 2.0 level (0.99-1.005)."""
 
     def __init__(self, k, m: int, kk: int, n: int, out_shape, rows_shape=None,
-                 b_in_place: bool = False):
+                 b_in_place: bool = False, row_chunk: int | None = None):
         self.k, self.b = k, k.b
+        self.row_chunk = row_chunk or m  # rows of A per chunk of a packed product (row_chunk)
         self.pack = None  # where a run-time B's chunks are packed (the scratch), if anywhere
         # the output dims a flat row index m runs over, when batch dims were folded into M
         self.rows_shape = rows_shape
@@ -87,7 +90,16 @@ class GemmEmitter:
             self.tile(a_ptr, a_off, a_st, bsrc, y_off, lead, finish, m0, mr, n0, nb)
 
         if bsrc[0] == "packed":
-            self.panels(lambda n0, nb: self.rows(lambda m0, mr: tile(m0, mr, n0, nb)))
+            mc = self.row_chunk
+            if mc >= self.m:
+                self.panels(lambda n0, nb: self.rows(lambda m0, mr: tile(m0, mr, n0, nb)))
+                return
+
+            def rows_chunk(r0, count):
+                self.panels(lambda n0, nb: cg.for_runs(
+                    self.b, count, self.mr, lambda m0, mr: tile(m0, mr, n0, nb), self.k.intp,
+                    "mb", r0))
+            cg.for_runs(self.b, self.m, mc, rows_chunk, self.k.intp, "mc")
             return
 
         def chunk(c0, width):
@@ -173,92 +185,6 @@ class GemmEmitter:
         return idx[::-1]
 
 
-def chunk_columns(caps, kk: int, n: int, nb: int) -> int:
-    """Columns of a run-time B (K = kk rows, n columns, panels of nb) per chunk: the most whole
-    panels whose K rows fit three quarters of the target's L2 (every column without cache
-    figures), at least one panel. Between two reads of a chunk only MR rows of A and of the
-    output pass through, so the chunk can hold most of the L2; each further chunk reads all of
-    A again. P x V at 1500 tokens (B: 1500 x 64, 384 KB) in one chunk 17.5 ms, in two of 32
-    columns 22 ms; the 1500 x 1500 Q x K^T in one chunk or two of 1024 columns level (AVX2
-    code)."""
-    if not caps.l2_bytes:
-        return n
-    return min(n, max(nb, caps.l2_bytes * 3 // 4 // (4 * kk) // nb * nb))
-
-
-def fold_batch(caps, batch, m: int, kk: int, n: int) -> bool:
-    """Whether a MatMul of a batched A by one B runs as a single (batch * M) x K product.
-    Per batch entry, B is read once and each M x K slice of A once per column panel; folded,
-    B once and all of A once per panel (of the tile the folded rows get): fold where that
-    re-reads less (tiles.reread_cost: from L1, L2 or beyond). ConvNeXt-T's last stage
-    ((1,7,7,768) x (768,3072) and back: seven 7-row products, each streaming 9.4 MB of B),
-    AVX2 Zen 3, six such MatMuls: 59.3 -> 45.6 Mcycles (best of 6 alternating runs)."""
-    if not batch:
-        return False
-    simd, count = Simd.of(caps), int(np.prod(batch))
-
-    def panels(rows):
-        return -(-n // (choose_tile(simd, rows, n, 1)[1] * simd.width))
-    b_cost = reread_cost(caps, 4 * kk * n)
-    apart = count * (b_cost + panels(m) * reread_cost(caps, 4 * m * kk))
-    return count > 1 and b_cost + panels(count * m) * reread_cost(caps, 4 * count * m * kk) < apart
-
-
-SCRATCH = "_packed_b"  # name suffix of a run-time B's packing buffer
-# row blocks from which a run-time B is packed chunk by chunk before the products: in place,
-# a panel's rows lie a row of B apart, and a B row a multiple of 4 KiB long puts them all in
-# one L1 set (and few L2 sets), so every row block re-reads the panel from past the caches
-PACK_MIN_BLOCKS = 4
-
-
-def _product(caps, node):
-    """(m, kk, n, fold) of a float32 MatMul of matrices or a Gemm with a row-major B, as the
-    vector kernel runs it (m per product; fold: batched rows as one product, fold_batch), or
-    None."""
-    ins = [x for x in node.inputs if x is not None] + list(node.outputs)
-    if any(np.dtype(x.dtype) != np.float32 for x in ins):
-        return None
-    if node.op == "Gemm":
-        return None if node.attrs["transB"] else tuple(node.opdef.dims(node)) + (False,)
-    a, bb, y = node.inputs[0], node.inputs[1], node.outputs[0]
-    if len(a.shape) < 2 or len(bb.shape) < 2:
-        return None
-    batch, m, kk, n = node.opdef.shapes(node)
-    one_b = len(bb.shape) == 2 or int(np.prod(bb.shape[:-2])) == 1
-    fold = one_b and len(y.shape) == len(a.shape) and a.shape[:-2] == tuple(batch) and \
-        fold_batch(caps, batch, m, kk, n)
-    return (int(np.prod(batch)) * m if fold else m), kk, n, fold
-
-
-def packed_floats(caps, m: int, kk: int, n: int) -> int:
-    """Floats of the buffer a run-time B (K = kk rows, n columns) is packed into, chunk by
-    chunk, for a product of m rows: 0 (read in place) for fewer than PACK_MIN_BLOCKS row
-    blocks, where a chunk's packing would not be re-read enough to pay, for a B within a
-    quarter of the L2 (attention's heads: 32-50 KB of K^T or V, level either way), and on
-    scalar targets."""
-    simd = Simd.of(caps)
-    mr, nv, _ = choose_tile(simd, m, n, 1)
-    if simd.width == 1 or -(-m // mr) < PACK_MIN_BLOCKS or 4 * kk * n <= caps.l2_bytes // 4:
-        return 0
-    return kk * chunk_columns(caps, kk, n, nv * simd.width)
-
-
-def add_pack_scratch(prog, caps) -> None:
-    """The backend's post-lowering step: each MatMul or Gemm of a run-time B that
-    packed_floats packs gets the buffer as a scratch output (the planner places it)."""
-    from glowpy.ir.program import ACTIVATION, Buffer
-    for ins in prog.instrs:
-        b = ins.inputs[1] if ins.op in ("MatMul", "Gemm") and len(ins.inputs) > 1 else None
-        if b is None or ins.node is None or len(ins.outputs) != 1 or \
-                (b.value is not None and b.value.const is not None):
-            continue
-        form = _product(caps, ins.node)
-        floats = packed_floats(caps, *form[:3]) if form is not None else 0
-        if floats:
-            ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
-                                                  (floats,), ACTIVATION)]
-
-
 def _pack_buffer(k):
     """The instruction's packing scratch (an IR pointer), or None."""
     outs = k.instr.outputs
@@ -267,13 +193,21 @@ def _pack_buffer(k):
 
 def plan_gemm(k):
     """{} for float32 Gemm whose B is constant or row-major (strided rows of a run-time
-    transposed B go to the generic kernel)."""
+    transposed B go to the generic kernel); {"rows": chunk} where the rows of a packed
+    product run in chunks (row_chunk)."""
     if any(x is not None and x.dtype != np.float32
            for x in (k.in_buf(0), k.in_buf(1), k.in_buf(2), k.out_buf())):
         return None
-    if const_input(k, 1) is None and k.node.attrs["transB"]:
-        return None
-    return {}
+    if const_input(k, 1) is None:
+        return None if k.node.attrs["transB"] else {}
+    return _chunked({}, k.caps, *k.node.opdef.dims(k.node))
+
+
+def _chunked(params, caps, m: int, kk: int, n: int) -> dict:
+    """params plus {"rows": chunk} where a packed product runs its rows in chunks
+    (row_chunk)."""
+    mc = row_chunk(caps, m, kk, n)
+    return params | {"rows": mc} if mc < m else params
 
 
 @variant("Gemm", "vector", rank=10, plan=plan_gemm)
@@ -282,7 +216,8 @@ def emit_gemm(k, params):
     a, y = k.in_buf(0), k.out_buf()
     m, kk, n = node.opdef.dims(node)
     bconst = const_input(k, 1)
-    g = GemmEmitter(k, m, kk, n, y.shape, b_in_place=bconst is None)
+    g = GemmEmitter(k, m, kk, n, y.shape, b_in_place=bconst is None,
+                    row_chunk=params.get("rows"))
     g.pack = _pack_buffer(k)
     vec = g.vec
     a_st = (1, a.shape[1]) if node.attrs["transA"] else (a.shape[1], 1)
@@ -319,11 +254,13 @@ def gemm_finish(k, vec, m: int, n: int):
 
 def plan_matmul(k):
     """{} for float32 MatMul of matrices (1-D operands drop a dim of the output: the generic
-    kernel); {"fold": True} where a batched A by one B runs as one product (fold_batch)."""
-    form = _product(k.caps, k.node)
+    kernel); {"fold": True} where a batched A by one B runs as one product (fold_batch),
+    {"rows": chunk} where the rows of a packed product run in chunks (row_chunk)."""
+    form = product_form(k.caps, k.node)
     if form is None:
         return None
-    return {"fold": True} if form[3] else {}
+    params = {"fold": True} if form[3] else {}
+    return _chunked(params, k.caps, *form[:3]) if const_input(k, 1) is not None else params
 
 
 @variant("MatMul", "vector", rank=10, plan=plan_matmul)
@@ -334,7 +271,8 @@ def emit_matmul(k, params):
     rows_shape = None
     if params.get("fold"):  # one (batch * M) x K product; rows name the output's leading dims
         batch, m, rows_shape = (), int(np.prod(batch)) * m, y.shape[:-1]
-    g = GemmEmitter(k, m, kk, n, y.shape, rows_shape, b_in_place=const_input(k, 1) is None)
+    g = GemmEmitter(k, m, kk, n, y.shape, rows_shape, b_in_place=const_input(k, 1) is None,
+                    row_chunk=params.get("rows"))
     g.pack = _pack_buffer(k)
     b = k.b
     a_bst = [s * m * kk for s in cg.broadcast_strides(a.shape[:-2], batch)] if batch else []
