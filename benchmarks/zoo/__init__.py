@@ -36,6 +36,7 @@ ZOO = {
     "tcn": dense.tcn,
     "ds_cnn": dense.ds_cnn,
     "pointnet": points.pointnet,
+    "nerf": points.nerf,
     "r2plus1d": video.r2plus1d,
     "x3d": video.x3d,
     "unet3d": video.unet3d,
