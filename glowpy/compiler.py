@@ -493,4 +493,16 @@ def _check_dtypes(graph):
                 raise ModelError(f"node '{n.name}' ({n.op}): tensor '{v.name}' has type "
                                  f"{v.dtype.name}, which bundles do not support")
         if "view" not in n.opdef.traits and not has_kernel(n.op):
+            # an op the passes rewrite only when some inputs are constants (the integer ops
+            # fold their weights): name those inputs, the fix is in the model
+            names = n.opdef.inputs
+            late = [f"'{names[i].rstrip('?')}'" for i in n.opdef.const_inputs
+                    if i < len(n.inputs) and n.inputs[i] is not None and not n.inputs[i].is_const]
+            if late:
+                one = len(late) == 1
+                raise ModelError(
+                    f"node '{n.name}' ({n.op}): {'input' if one else 'inputs'} {', '.join(late)} "
+                    f"{'is' if one else 'are'} computed at run time; the op compiles only with "
+                    f"{'it' if one else 'them'} known at compile time ("
+                    f"{'an initializer or a Constant' if one else 'initializers or Constants'})")
             raise ModelError(f"node '{n.name}' ({n.op}): no kernel for this op")

@@ -1,6 +1,6 @@
 """onnxruntime's com.microsoft contrib ops and ONNX's DynamicQuantizeLinear, compiled through
 the real compile -> link -> run path and compared with onnxruntime (which executes the contrib
-ops itself), plus the refusal listing and a model written by onnxruntime's quantize_dynamic.
+ops itself), plus the refusal listing and models written by onnxruntime's quantize_dynamic.
 
 Tolerances: float ops 1e-4 relative + 1e-5 absolute (FastGelu/QuickGelu/Sigmoid: the
 approximations of tanh/exp differ from MLAS's by a few ulp); integer outputs within 1 LSB (the
@@ -195,6 +195,26 @@ def test_qlinear_global_average_pool(tmp_path, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                                   {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                    "count_include_pad": 1},
+                                   {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}])
+def test_qlinear_average_pool(tmp_path, dtype, attrs):
+    """quantize_static's QOperator AveragePool (DenseNet's transitions), channels first and
+    last, padding counted or not, ceil_mode: within 1 LSB of onnxruntime (fixed-point
+    requantization against its float rounding)."""
+    zx, zy = (128, 110) if dtype == np.uint8 else (-3, 7)
+    inits = {"xs": np.float32(0.04), "xz": np.asarray(zx, dtype), "ys": np.float32(0.03),
+             "yz": np.asarray(zy, dtype)}
+    x, xl = qdata(dtype, 2, 5, 9, 8), qdata(dtype, 2, 9, 8, 5)
+    nodes = [ms("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], **attrs),
+             ms("QLinearAveragePool", ["xl", "xs", "xz", "ys", "yz"], ["yl"], channels_last=1,
+                **attrs)]
+    feeds = {"x": x, "xl": xl}
+    check(model(nodes, feeds, ["y", "yl"], inits), feeds, tmp_path, lsb=1)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qlinear_concat(tmp_path, dtype):
     z = (128, 100, 140) if dtype == np.uint8 else (0, -20, 12)
     inits = {"ys": np.float32(0.05), "yz": np.asarray(z[0], dtype),
@@ -205,6 +225,56 @@ def test_qlinear_concat(tmp_path, dtype):
     nodes = [ms("QLinearConcat", ["ys", "yz", "x1", "s1", "z1", "x2", "s2", "z2", "c", "s3", "z3"],
                 ["y"], axis=1)]
     check(model(nodes, feeds, ["y"], inits), feeds, tmp_path, lsb=1)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("opset,axis,shape", [(13, None, (3, 4, 10)), (13, 1, (3, 4, 10)),
+                                              (12, None, (3, 4, 10)), (12, 1, (2, 3, 5, 6)),
+                                              (13, -1, (2, 1000))])
+def test_qlinear_softmax(tmp_path, dtype, opset, axis, shape):
+    """quantize_static's y_scale 1/256: the integer QSoftmax equals onnxruntime's table kernel
+    (0 LSB), under both opsets' axis semantics (the default axis -1 in both)."""
+    x = qdata(dtype, *shape)
+    inits = {"s": np.float32(0.05), "z": np.array(128 if dtype == np.uint8 else 0, dtype),
+             "ys": np.float32(1 / 256), "yz": np.array(0 if dtype == np.uint8 else -128, dtype)}
+    attrs = {"opset": opset} | ({} if axis is None else {"axis": axis})
+    m = model([ms("QLinearSoftmax", ["x", "s", "z", "ys", "yz"], ["y"], **attrs)], {"x": x}, ["y"],
+              inits)
+    check(m, {"x": x}, tmp_path, lsb=0)
+
+
+@pytest.mark.parametrize("dtype,per_column,trans_b,c_shape,alpha,out", [
+    (np.uint8, False, 0, (7,), 1.0, "quantized"), (np.int8, True, 1, (7,), 1.0, "quantized"),
+    (np.uint8, True, 1, None, 1.0, "quantized"), (np.int8, False, 0, (5, 7), 1.0, "quantized"),
+    (np.uint8, True, 0, (5, 7), 0.5, "float"), (np.int8, False, 1, None, 1.0, "float/y_scale"),
+    (np.uint8, True, 1, (1,), 0.5, "float")])
+def test_qgemm(tmp_path, dtype, per_column, trans_b, c_shape, alpha, out):
+    """QGemm (quantize_static's QOperator Gemm): int32 C on the accumulator's grid, alpha,
+    per-column b scales, quantized or float outputs; integers equal to onnxruntime's, floats
+    within 1e-4. The classifier form (quantized output, C [N]) folds into the integer QMatMul:
+    its bias is C itself."""
+    m_, k, n = 5, 24, 7
+    a = qdata(dtype, m_, k)
+    b = RNG.integers(-63, 64, (n, k) if trans_b else (k, n)).astype(np.int8)
+    inits = {"as": np.float32(0.02), "az": np.array(3 if dtype == np.uint8 else -2, dtype), "b": b,
+             "bs": (RNG.random(n) * 0.01 + 0.001).astype(np.float32) if per_column
+             else np.array([0.004], np.float32), "bz": np.zeros(n if per_column else 1, np.int8)}
+    ins = ["a", "as", "az", "b", "bs", "bz", ""]
+    if c_shape is not None:
+        inits["c"] = RNG.integers(-3000, 3000, c_shape).astype(np.int32)
+        ins[-1] = "c"
+    if out != "float":
+        inits["ys"] = np.float32(0.05)
+        ins.append("ys")
+    if out == "quantized":
+        inits["yz"] = np.array(10 if dtype == np.uint8 else -5, dtype)
+        ins.append("yz")
+    m = model([ms("QGemm", ins, ["y"], alpha=alpha, transB=trans_b)], {"a": a}, ["y"], inits)
+    check(m, {"a": a}, tmp_path, lsb=0)
+    if out == "quantized" and c_shape == (n,):
+        import json
+        info = json.load(open(tmp_path / "bundle" / "model.json"))
+        assert any(c["name"] == "qmm_b" for c in info["constants"]), "QGemm did not fold"
 
 
 # -- DynamicQuantizeLinear -------------------------------------------------------------------------
@@ -293,6 +363,78 @@ def test_quantize_dynamic_model(tmp_path, weight_type, reduce_range):
         got = compile_and_run(str(tmp_path / "quant.onnx"), {"x": x}, tmp_path / f"out{seed}")[0]
         err = np.abs(got - expected).max()
         assert err <= 1e-3 * np.abs(expected).max() + 1e-4, (seed, err)
+
+
+@pytest.mark.parametrize("direction,per_channel", [("forward", False), ("forward", True),
+                                                   ("bidirectional", False),
+                                                   ("bidirectional", True)])
+def test_quantize_dynamic_lstm(tmp_path, direction, per_channel):
+    """An LSTM (bias, initial states, peepholes; the bidirectional one with sequence lengths)
+    quantized by quantize_dynamic into com.microsoft.DynamicQuantizeLSTM: int8 weights stored
+    [D, K, 4H] with per-direction or per-column scales. The bundle equals onnxruntime's float
+    LSTM given the weights dequantized here in numpy (the LSTM tests' 1e-4), and onnxruntime's
+    quantized kernel within its rounding of the activations to uint8 (measured up to 1.8% of
+    max|y|; a gate or direction mixed up is off by tens of percent). reduce_range keeps the
+    weights to 7 bits, which onnxruntime's VNNI-free u8s8 kernels multiply without saturating."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(31)
+    steps, batch, k, h = 6, 3, 10, 12
+    nd = 2 if direction == "bidirectional" else 1
+    inits = {"W": f32(nd, 4 * h, k, scale=0.3), "R": f32(nd, 4 * h, h, scale=0.3),
+             "B": f32(nd, 8 * h, scale=0.1), "lens": np.array([6, 4, 1][:batch], np.int32),
+             "h0": f32(nd, batch, h, scale=0.5), "c0": f32(nd, batch, h, scale=0.5),
+             "P": f32(nd, 3 * h, scale=0.2)}
+    lens = "lens" if nd == 2 else ""
+    m = model([helper.make_node("LSTM", ["x", "W", "R", "B", lens, "h0", "c0", "P"],
+                                ["y", "yh", "yc"], hidden_size=h, direction=direction)],
+              {"x": f32(steps, batch, k)}, ["y", "yh", "yc"], inits)
+    onnx.save(m, tmp_path / "float.onnx")
+    quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "quant.onnx"),
+                     weight_type=QuantType.QInt8, per_channel=per_channel, reduce_range=True)
+    q = onnx.load(tmp_path / "quant.onnx")
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"]
+    qi = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    node = q.graph.node[0]
+    deq = {}
+    for what, (i, s, z) in {"W": (1, 8, 9), "R": (2, 10, 11)}.items():
+        wq, scale, zp = (qi[node.input[j]] for j in (i, s, z))
+        assert scale.shape == ((nd, 4 * h) if per_channel else (nd,)), scale.shape
+        b = (nd, 1, -1) if per_channel else (nd, 1, 1)
+        deq[what] = ((wq.astype(np.float32) - zp.reshape(b)) * scale.reshape(b)).transpose(0, 2, 1)
+    oracle = model(m.graph.node, {"x": f32(1)}, ["y", "yh", "yc"], {**inits, **deq})
+    oracle.graph.ClearField("input")
+    oracle.graph.input.extend(m.graph.input)
+    rng = np.random.default_rng(3)
+    for seed in range(2):
+        x = rng.standard_normal((steps, batch, k)).astype(np.float32)
+        got = compile_and_run(str(tmp_path / "quant.onnx"), {"x": x}, tmp_path / f"out{seed}")
+        for g, e in zip(got, run_onnxruntime(oracle, {"x": x})):
+            np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+        for g, e in zip(got, run_onnxruntime(q, {"x": x})):
+            assert np.abs(g - e).max() <= 0.03 * np.abs(e).max(), (seed, np.abs(g - e).max())
+
+
+def test_dynamic_quantize_lstm_weights_checked(tmp_path):
+    """Float weights or a scale of the wrong shape: one error naming the input and the shape."""
+    import glowpy
+    from glowpy.errors import ModelError
+    h, k = 4, 3
+    ins = ["x", "W", "R", "", "", "", "", "", "ws", "wz", "rs", "rz"]
+    inits = {"W": np.ones((1, k, 4 * h), np.int8), "R": np.ones((1, h, 4 * h), np.int8),
+             "ws": np.ones((1,), np.float32), "wz": np.zeros((1,), np.int8),
+             "rs": np.ones((2,), np.float32), "rz": np.zeros((1,), np.int8)}
+    m = model([ms("DynamicQuantizeLSTM", ins, ["y"], hidden_size=h)], {"x": f32(2, 1, k)}, ["y"],
+              inits)
+    onnx.save(m, tmp_path / "m.onnx")
+    with pytest.raises(ModelError, match=r"R_scale 'rs' must be float32 of shape \[1\] \(per "
+                       r"direction\) or \[1, 16\] \(per column\), got float32 \[2\]"):
+        glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "out"))
+    inits["W"] = np.ones((1, k, 4 * h), np.float32)
+    inits["rs"] = np.ones((1,), np.float32)
+    onnx.save(model([ms("DynamicQuantizeLSTM", ins, ["y"], hidden_size=h)], {"x": f32(2, 1, k)},
+                    ["y"], inits), tmp_path / "m.onnx")
+    with pytest.raises(ModelError, match=r"W 'W' must be a 3-D int8 or uint8 tensor"):
+        glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "out"))
 
 
 def test_contrib_attribute_kinds_and_dotted_default_ops(tmp_path):

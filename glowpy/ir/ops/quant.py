@@ -213,7 +213,7 @@ class QLinearMatMul(Op):
     inputs = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
               "y_zero_point")
     since = 10
-    const_inputs = (1, 2, 3, 4, 5, 6, 7)
+    const_inputs = ()  # B and every scale may be run-time values (passes/quant/qlinear.py)
 
     def infer(self, node):
         return _matmul_infer(node, node.inputs[0], node.inputs[3], node.inputs[7].dtype)

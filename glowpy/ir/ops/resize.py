@@ -21,6 +21,11 @@ class Resample(Op):
 
     def reference(self, node, x, *_):
         taps, fill = self.taps(node)
+        if node.op in ("Resize", "Upsample") and node.attrs["mode"] != "nearest" and \
+                x.dtype.kind in "iu":
+            # integers interpolated in float32, truncated toward zero (onnxruntime's
+            # arithmetic; passes/integer_resize.py)
+            return [apply_taps(x.astype(np.float32), taps, fill).astype(x.dtype)]
         return [apply_taps(x, taps, fill)]
 
 
@@ -177,8 +182,12 @@ class Resize(Resample):
 
     def out_shape(self, node):
         x = node.inputs[0]
-        if node.attrs["mode"] != "nearest" and x.dtype.kind != "f":
-            raise self._bad(node, f"{node.attrs['mode']} mode needs a float input, got {x.dtype.name}")
+        if node.attrs["mode"] == "cubic" and x.dtype.kind != "f":
+            raise self._bad(node, f"cubic mode needs a float input, got {x.dtype.name} (its "
+                                  "overshoot has no defined integer result)")
+        if node.attrs["mode"] == "linear" and x.dtype.kind not in "fiu":
+            raise self._bad(node, f"linear mode needs a float or integer input, got "
+                                  f"{x.dtype.name}")
         if node.attrs["antialias"] and node.attrs["mode"] == "nearest":
             raise self._bad(node, "antialias is only defined for the linear and cubic modes")
         out, sc, _ = self.plan(node)

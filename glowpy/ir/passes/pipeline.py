@@ -22,6 +22,7 @@ from glowpy.ir.passes.fold_batchnorm import fold_batchnorm
 from glowpy.ir.passes.fuse_activation import fuse_activations
 from glowpy.ir.passes.fuse_elementwise import fuse_elementwise
 from glowpy.ir.passes.gelu import recognize_gelu
+from glowpy.ir.passes.integer_resize import integer_resize
 from glowpy.ir.passes.merge_pad import merge_pad
 from glowpy.ir.passes.patchify import patchify_to_pointwise
 from glowpy.ir.passes.quant.fold import fold_quantization
@@ -35,6 +36,8 @@ from glowpy.ir.passes.window3d import windows3d_as_2d
 PIPELINE = [
     # contrib ops and DynamicQuantizeLinear as the ordinary ops they expand to (no kernels)
     decompose,
+    # linear Resize of int8/uint8 data (QOperator models) interpolated in float, truncated back
+    integer_resize,
     # two-operand float Einsum as Transpose/Reshape + MatMul (before folding: the transposes of
     # constant operands fold away)
     einsum_as_matmul,
@@ -89,8 +92,9 @@ PIPELINE = [
 ]
 
 # passes needed for correctness even at -O0 (lowering has no BatchNormalization, LSTM, GRU,
-# RNN or composite kernel; kernels take only trimmed windows)
-REQUIRED = {decompose, lower_batchnorm, lower_recurrent, trim_conv_taps, eliminate_dead_code}
+# RNN, composite or integer-interpolating kernel; kernels take only trimmed windows)
+REQUIRED = {decompose, integer_resize, lower_batchnorm, lower_recurrent, trim_conv_taps,
+            eliminate_dead_code}
 
 
 def optimize(graph, level: int = 1, passes=None):
