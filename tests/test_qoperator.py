@@ -1,6 +1,6 @@
 """Models in onnxruntime's QOperator format, what quantize_static(quant_format=QOperator)
-writes and many published int8 models are in: QLinearConv, QLinearMatMul (B a weight or, in
-attention, an activation), com.microsoft QGemm, QLinearAdd, QLinearAveragePool,
+writes and many published int8 models are in: QLinearConv (weights constant or computed),
+QLinearMatMul (B a weight or, in attention, an activation), com.microsoft QGemm, QLinearAdd, QLinearAveragePool,
 QLinearGlobalAveragePool, QLinearSoftmax, and Resize of uint8 data, compiled through the real
 path, linked and run.
 
@@ -58,6 +58,37 @@ def test_qlinear_matmul_runtime_b(tmp_path, dtype, shape_a, shape_b, per_column)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert 0.02 < np.mean((expected > info.min) & (expected < info.max)), "saturated test data"
     assert np.abs(got.astype(np.int64) - expected).max() <= 1
+
+
+@pytest.mark.parametrize("w_dtype,per_channel,bias,group", [(np.int8, False, False, 1),
+                                                            (np.uint8, True, True, 2),
+                                                            (np.int8, True, True, 1)])
+def test_qlinear_conv_runtime_weights(tmp_path, w_dtype, per_channel, bias, group):
+    """QLinearConv whose weights are an input (StyleGAN2's modulated convolutions): float ops
+    on the centred integers (passes/quant/float_form.py), padding on the zero point, the int32
+    bias on the accumulator: equal to onnxruntime (measured 0 LSB; 1 allowed for a product
+    within an ulp of a tie)."""
+    cout = 6
+    x = RNG.integers(0, 256, (1, 4, 9, 8)).astype(np.uint8)
+    info = np.iinfo(w_dtype)
+    w = RNG.integers(max(info.min, -100), min(info.max, 200), (cout, 4 // group, 3, 3)).astype(w_dtype)
+    zw = 0 if w_dtype == np.int8 else 128
+    inits = {"xs": np.float32(0.02), "xz": np.uint8(120),
+             "ws": (RNG.random(cout) * 0.01 + 0.002).astype(np.float32) if per_channel
+             else np.float32(0.005),
+             "wz": np.full(cout, zw, w_dtype) if per_channel else np.array(zw, w_dtype),
+             "ys": np.float32(0.3), "yz": np.uint8(100)}
+    ins = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    if bias:
+        inits["b"] = RNG.integers(-2000, 2000, cout).astype(np.int32)
+        ins.append("b")
+    m = _model([helper.make_node("QLinearConv", ins, ["y"], pads=[1, 1, 1, 1], group=group,
+                                 strides=[2, 1])], {"x": x, "w": w}, ["y"], inits)
+    feeds = {"x": x, "w": w}
+    expected = run_onnxruntime(m, feeds)[0]
+    got = compile_and_run(m, feeds, tmp_path)[0]
+    assert 0.05 < np.mean((expected > 0) & (expected < 255)), "saturated test data"
+    assert got.dtype == expected.dtype and np.abs(got.astype(np.int64) - expected).max() <= 1
 
 
 def _cnn():

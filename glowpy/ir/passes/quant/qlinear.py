@@ -1,10 +1,12 @@
 """ONNX's integer ops as the integer ops of ops/qops.py (part of the QDQ pass, fold.py):
 
-  QLinearConv    -> QConv   (requantized, rounding half to even as ONNX specifies)
+  QLinearConv    -> QConv   (requantized, rounding half to even as ONNX specifies); with
+                    weights computed at run time (StyleGAN2's modulated convolutions) as float
+                    ops on the centred integers (float_form.py)
   ConvInteger    -> QConv   (out_dtype int32: the accumulator itself)
   QLinearMatMul  -> QMatMul (constant 2-D B); otherwise (B computed at run time, as in the
                     attention of a quantize_static QOperator transformer, or per-row A) as
-                    float ops on the centred integers (_float_matmul)
+                    float ops on the centred integers (float_form.py)
   MatMulInteger  -> QMatMul (out_dtype int32; constant 2-D B)
 
 Zero points and scales must be constants; the input's per tensor, the weights' per tensor or
@@ -20,6 +22,7 @@ from glowpy.ir import qmath
 from glowpy.ir.graph import Graph, Node, Value
 from glowpy.ir.ops import get_op
 from glowpy.ir.ops.quant import CONV_ATTRS, int_conv
+from glowpy.ir.passes.quant.float_form import float_conv, float_matmul
 from glowpy.ir.passes.quant.operands import fold_zero_point, integer_weights, reads_padding
 from glowpy.ir.passes.util import insert_node
 
@@ -108,47 +111,6 @@ def _runtime_zero_point(graph: Graph, n: Node, x: Value, xz: Value, w: np.ndarra
     insert_node(graph, "Sub", [tmp, corr], {}, f"{n.name}_sub", at + 2, out=y)
 
 
-def _float_matmul(graph: Graph, n: Node, ins: list):
-    """QLinearMatMul as float32 ops: (a - a_zp) @ (b - b_zp) on the centred integers, times
-    a_scale * b_scale / y_scale, rounded half to even onto y_zero_point's grid
-    (QuantizeLinear at scale 1): onnxruntime's order of operations (integer products, one float
-    multiplier). The products are exact integers while |acc| < 2^24 (K up to 258 at full
-    range); A may have a scale and zero point per row ([M]), B per column ([N]). Parameters
-    known at compile time become float constants here, the others Casts and products."""
-    a, as_, az, b, bs, bz, ys, yz = ins
-    y = n.outputs[0]
-    at = graph.nodes.index(n)
-    graph.nodes.remove(n)
-    rows = (a.shape[-2], 1) if len(a.shape) >= 2 else (1,)
-
-    def node(op, inputs, attrs=None, tag="", out=None):
-        nonlocal at
-        v = insert_node(graph, op, inputs, attrs or {}, f"{n.name}/{tag}", at, out=out,
-                        out_name=f"{n.name}_{tag}")
-        at += 1
-        return v
-
-    def real(v, of_a, tag):  # float32, a's [M] parameters as a column broadcast along its rows
-        shape = rows if of_a and v.size > 1 else v.shape
-        if v.is_const:
-            return graph.constant(np.asarray(v.const, np.float32).reshape(shape), f"{n.name}_{tag}")
-        v = node("Cast", [v], {"to": np.dtype(np.float32)}, tag=tag)
-        return v if shape == v.shape else \
-            node("Reshape", [v, graph.constant(np.array(shape, np.int64))], tag=tag + "_rows")
-    centred = [node("Sub", [node("Cast", [x], {"to": np.dtype(np.float32)}, tag=f"{side}_float"),
-                            real(z, side == "a", f"{side}_zp")], tag=f"{side}_centred")
-               for x, z, side in ((a, az, "a"), (b, bz, "b"))]
-    acc = node("MatMul", centred, tag="acc")
-    sa, sb, sy = real(as_, True, "a_scale"), real(bs, False, "b_scale"), real(ys, False, "y_scale")
-    if sa.is_const and sb.is_const and sy.is_const:
-        mult = graph.constant(sa.const * sb.const / sy.const, f"{n.name}_multiplier")
-    else:
-        mult = node("Div", [node("Mul", [sa, sb], tag="ab_scale"), sy], tag="multiplier")
-    scaled = node("Mul", [acc, mult], tag="scaled")
-    node("QuantizeLinear", [scaled, graph.constant(np.float32(1), f"{n.name}_one"), yz],
-         tag="round", out=y)
-
-
 def fold_qlinear(graph: Graph):
     for n in list(graph.nodes):
         ins = [n.input(i) for i in range(len(n.inputs))]
@@ -156,9 +118,10 @@ def fold_qlinear(graph: Graph):
             x, xs, xz, w, ws, wz, ys, yz, b = ins + [None] * (9 - len(ins))
             xs, xz, wc, ws, wz, ys, yz = map(_c, (xs, xz, w, ws, wz, ys, yz))
             bc = _c(b, np.zeros(1, np.int32)) if b is not None else None
-            if any(a is None for a in (xs, xz, wc, ws, wz, ys, yz)) or (b is not None and bc is None):
-                continue
-            if not (_scalar(xs) and _scalar(xz) and _scalar(ys) and _scalar(yz)):
+            if any(a is None for a in (xs, xz, wc, ws, wz, ys, yz)) or \
+                    (b is not None and bc is None) or \
+                    not (_scalar(xs) and _scalar(xz) and _scalar(ys) and _scalar(yz)):
+                float_conv(graph, n, ins)
                 continue
             cout = wc.shape[0]
             reals = np.float64(xs.reshape(-1)[0]) * np.broadcast_to(
@@ -185,7 +148,7 @@ def fold_qlinear(graph: Graph):
                 if any(v is None for v in (as_, az, bc, bs, bz, ys, yz)) or \
                         not (_scalar(as_) and _scalar(az) and _scalar(ys) and _scalar(yz)) or \
                         bc.ndim != 2 or len(a.shape) < 2:
-                    _float_matmul(graph, n, ins)
+                    float_matmul(graph, n, ins)
                     continue
             else:
                 a, b, az_v, bz = ins + [None] * (4 - len(ins))
