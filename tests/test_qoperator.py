@@ -6,9 +6,12 @@ path, linked and run.
 
 Tolerances: a QLinearMatMul alone equals onnxruntime's within 1 LSB (integer products, one
 float multiplier, round half to even on both sides: a product landing within an ulp of a tie
-may round apart). Whole models: the bundle equals glowpy's numpy references of the integer
-ops it runs bit for bit, and onnxruntime's output within 2 quanta of the output scale
-(each requantizing op may round 1 LSB apart; measured: 0)."""
+may round apart). Whole models: the bundle's output within 2 quanta of the output scale of
+onnxruntime's and of glowpy's op references of the model (the QLinear ops' float QDQ
+meaning): the integer kernels requantize in fixed point where onnxruntime rounds a float
+product, and a 1 LSB difference inside may move an output by a quantum. Measured: 0 on these
+models; 1 quantum on ResNet-18 and 4 on BERT-mini at their benchmark sizes, where glowpy's
+references and onnxruntime also differ by a quantum."""
 from __future__ import annotations
 
 import numpy as np
@@ -175,9 +178,9 @@ def test_quantize_static_qoperator(tmp_path, net, expect):
                  if t.name == [n for n in q.graph.node if n.output[0] == "y"][0].input[1]][0]
     for i, feeds in enumerate(calib[:3]):
         got = compile_and_run(str(tmp_path / "q.onnx"), feeds, tmp_path / f"out{i}")[0]
-        np.testing.assert_array_equal(got, reference_of(q, feeds)[0])
-        quanta = np.abs(got - run_onnxruntime(q, feeds)[0]).max() / float(out_scale)
-        assert quanta <= 2.0 + 1e-3, (i, quanta)
+        for oracle in (run_onnxruntime, reference_of):
+            quanta = np.abs(got - oracle(q, feeds)[0]).max() / float(out_scale)
+            assert quanta <= 2.0 + 1e-3, (i, oracle.__name__, quanta)
 
 
 def test_integer_op_with_run_time_weights_named(tmp_path):
