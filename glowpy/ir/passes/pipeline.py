@@ -28,6 +28,7 @@ from glowpy.ir.passes.patchify import patchify_to_pointwise
 from glowpy.ir.passes.quant.fold import fold_quantization
 from glowpy.ir.passes.quant.tables import compose_tables
 from glowpy.ir.passes.quant.profile import quantize_from_profile
+from glowpy.ir.passes.quant.qlinear import lower_qlinear
 from glowpy.ir.passes.recurrent import lower_recurrent
 from glowpy.ir.passes.transpose import simplify_transposes
 from glowpy.ir.passes.views import simplify_views
@@ -55,8 +56,10 @@ PIPELINE = [
     # Conv taps that read only padding cut from the kernel (an atrous 3x3 at dilation 36 on a
     # 28x28 map is a 1x1): before the quantization folds, which see the cut weights' QDQ pair
     trim_conv_taps,
-    # DequantizeLinear -> op -> QuantizeLinear (and QLinearConv...) as integer kernels, before
-    # any float rewrite (activation fusion would hide the Relu the integer op clamps with)
+    # QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger as integer ops (or float forms)
+    lower_qlinear,
+    # DequantizeLinear -> op -> QuantizeLinear as integer kernels, before any float rewrite
+    # (activation fusion would hide the Relu the integer op clamps with)
     fold_quantization,
     # stride-1 ConvTranspose as the Conv it equals (before BatchNormalization folds into it)
     as_conv,
@@ -92,9 +95,10 @@ PIPELINE = [
 ]
 
 # passes needed for correctness even at -O0 (lowering has no BatchNormalization, LSTM, GRU,
-# RNN, composite or integer-interpolating kernel; kernels take only trimmed windows)
+# RNN, composite, QLinearConv-like or integer-interpolating kernel; kernels take only trimmed
+# windows)
 REQUIRED = {decompose, integer_resize, lower_batchnorm, lower_recurrent, trim_conv_taps,
-            eliminate_dead_code}
+            lower_qlinear, eliminate_dead_code}
 
 
 def optimize(graph, level: int = 1, passes=None):

@@ -1,7 +1,8 @@
 """The QDQ pass: DequantizeLinear -> float op [-> Relu/Clip] -> QuantizeLinear becomes one integer
 op of ops/qops.py (int8 operands, int32 accumulation, per-channel weight scales, int32 bias,
-fixed-point requantization, saturation), and QLinearConv / ConvInteger / QLinearMatMul /
-MatMulInteger become the same integer ops (qlinear.py).
+fixed-point requantization, saturation); QLinearConv / ConvInteger / QLinearMatMul /
+MatMulInteger became the same integer ops in the pass before (qlinear.py's lower_qlinear,
+required at -O0).
 
 Every pattern is recognised at its QuantizeLinear (patterns.py). What does not match keeps its
 float form: QuantizeLinear and DequantizeLinear have float kernels of their own, so any model
@@ -24,7 +25,6 @@ from glowpy.ir.graph import Graph, Value
 from glowpy.ir.passes.dce import eliminate_dead_code
 from glowpy.ir.passes.quant.operands import tensor_params
 from glowpy.ir.passes.quant.patterns import Folder
-from glowpy.ir.passes.quant.qlinear import fold_qlinear
 from glowpy.ir.passes.quant.rules import MOVES, QUANT_OPS
 
 
@@ -63,7 +63,6 @@ def fold_quantization(graph: Graph) -> Graph:
     if not {n.op for n in graph.nodes} & QUANT_OPS:
         return graph
     _annotate_inputs(graph, graph.consumers())
-    fold_qlinear(graph)
     f = Folder(graph)
     for q in [n for n in graph.nodes if n.op == "QuantizeLinear"]:
         if q in graph.nodes:

@@ -169,3 +169,15 @@ def fold_qlinear(graph: Graph):
             else:
                 req = dict(INT32)
             _matmul(graph, n, a, az, bc, bz, req)
+
+
+INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"})
+
+
+def lower_qlinear(graph: Graph) -> Graph:
+    """fold_qlinear as a pass of its own, required at -O0 too: these ops have no kernels of
+    their own (their integer ops and float forms are what runs), so a QOperator model compiled
+    with -O0 was refused ("no kernel for this op")."""
+    if any(n.op in INTEGER_OPS for n in graph.nodes):
+        fold_qlinear(graph)
+    return graph
