@@ -68,7 +68,6 @@ def emit_gemm(k, params=None):
 
 @variant("MatMul", "direct", rank=0)
 def emit_matmul(k, params=None):
-    b = k.b
     node = k.node
     a, bb, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     batch, m_, k_, n_ = node.opdef.shapes(node)
