@@ -185,9 +185,9 @@ class Resize(Resample):
         if node.attrs["mode"] == "cubic" and x.dtype.kind != "f":
             raise self._bad(node, f"cubic mode needs a float input, got {x.dtype.name} (its "
                                   "overshoot has no defined integer result)")
-        if node.attrs["mode"] == "linear" and x.dtype.kind not in "fiu":
-            raise self._bad(node, f"linear mode needs a float or integer input, got "
-                                  f"{x.dtype.name}")
+        if node.attrs["mode"] == "linear" and x.dtype.kind != "f" and x.dtype.itemsize != 1:
+            raise self._bad(node, f"linear mode needs a float input (or int8/uint8, "
+                                  f"interpolated in float), got {x.dtype.name}")
         if node.attrs["antialias"] and node.attrs["mode"] == "nearest":
             raise self._bad(node, "antialias is only defined for the linear and cubic modes")
         out, sc, _ = self.plan(node)

@@ -19,7 +19,7 @@ def integer_resize(graph: Graph) -> Graph:
     for n in list(graph.nodes):
         x = n.inputs[0] if n.inputs else None
         if n.op not in ("Resize", "Upsample") or n.attrs["mode"] == "nearest" or \
-                x.dtype.kind not in "iu":
+                x.dtype.kind not in "iu" or x.dtype.itemsize != 1:
             continue
         at = graph.nodes.index(n)
         n.inputs[0] = insert_node(graph, "Cast", [x], {"to": np.dtype(np.float32)},
