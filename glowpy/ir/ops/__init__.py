@@ -5,6 +5,6 @@ from glowpy.ir.ops import convtranspose, norm, softplus  # noqa: E402,F401
 from glowpy.ir.ops import einsum, generate, index, layout, logical  # noqa: E402,F401
 from glowpy.ir.ops import quant, qops  # noqa: E402,F401  (int8: ONNX ops, integer kernels)
 from glowpy.ir.ops import control, integer, scatter  # noqa: E402,F401
-from glowpy.ir.ops import contrib, contrib_quant  # noqa: E402,F401  (com.microsoft, composites)
+from glowpy.ir.ops import contrib, contrib_attention, contrib_quant  # noqa: E402,F401  (com.microsoft)
 from glowpy.ir.ops import composite_std, composite_signal  # noqa: E402,F401  (compositions)
 from glowpy.ir.ops import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN, RecurrentCell)
