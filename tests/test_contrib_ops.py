@@ -210,6 +210,43 @@ def test_embed_layer_normalization(tmp_path, form):
     check(m, feeds, tmp_path)
 
 
+@pytest.mark.parametrize("per_column,mask", [(False, None), (True, [5, 7])])
+def test_qattention(tmp_path, per_column, mask):
+    """QAttention (quantize_dynamic of an optimized BERT): uint8 input with its scale and zero
+    point (a DynamicQuantizeLinear's), int8 packed weights per tensor or per column: the integer
+    product, then Attention. Within 1e-4 of onnxruntime."""
+    b, s, d, heads = 2, 7, 16, 4
+    feeds = {"x": RNG.integers(0, 256, (b, s, d)).astype(np.uint8)}
+    inits = {"w": RNG.integers(-60, 60, (d, 3 * d)).astype(np.int8), "bias": f32(3 * d),
+             "xs": np.float32(0.02), "xz": np.uint8(131),
+             "ws": (RNG.random(3 * d) * 0.01 + 0.002).astype(np.float32) if per_column
+             else np.float32(0.006),
+             "wz": np.zeros(3 * d, np.int8) if per_column else np.int8(0)}
+    ins = ["x", "w", "bias", "xs", "ws", "m" if mask else "", "xz", "wz"]
+    if mask:
+        feeds["m"] = np.array(mask, np.int32)
+    m = model([ms("QAttention", ins, ["y"], num_heads=heads)], feeds, ["y"], inits)
+    check(m, feeds, tmp_path)
+
+
+def test_qembed_layer_normalization(tmp_path):
+    """QEmbedLayerNormalization: uint8 tables, gamma and beta with their own scales and zero
+    points, dequantized, then EmbedLayerNormalization (both outputs). Within 1e-4."""
+    b, s, d, vocab = 2, 6, 16, 30
+    feeds = {"ids": RNG.integers(0, vocab, (b, s)).astype(np.int32),
+             "segs": RNG.integers(0, 2, (b, s)).astype(np.int32),
+             "mask": np.array([[1] * s, [1] * 3 + [0] * (s - 3)], np.int32)}
+    names = ["word", "pos", "seg", "g", "beta"]
+    shapes = [(vocab, d), (10, d), (2, d), (d,), (d,)]
+    inits = {n: RNG.integers(0, 256, sh).astype(np.uint8) for n, sh in zip(names, shapes)}
+    inits |= {n + "_s": np.float32(0.01 + 0.002 * i) for i, n in enumerate(names)}
+    inits |= {n + "_z": np.uint8(120 + i) for i, n in enumerate(names)}
+    ins = ["ids", "segs"] + names + ["mask"] + [n + "_s" for n in names] + [n + "_z" for n in names]
+    m = model([ms("QEmbedLayerNormalization", ins, ["e", "mi"], epsilon=1e-12)], feeds,
+              ["e", "mi"], inits)
+    check(m, feeds, tmp_path)
+
+
 def test_attention_past_refused(tmp_path):
     import glowpy
     from glowpy.errors import ModelError
@@ -376,7 +413,7 @@ def test_unsupported_ops_listed_with_domains(tmp_path):
     from glowpy.errors import ModelError
     nodes = [ms("FusedGemm", ["x", "w"], ["a"], activation="Relu"),
              helper.make_node("NoSuchOp", ["a"], ["b"], name="mystery"),
-             ms("QAttention", ["b"], ["c"], name="qatt"),
+             ms("GroupQueryAttention", ["b"], ["c"], name="gqa"),
              helper.make_node("DynamicQuantizeLinear", ["c"], ["y", "s", "z"])]
     m = model(nodes, {"x": f32(2, 4)}, ["y"], {"w": f32(4, 4)})
     path = tmp_path / "m.onnx"
@@ -385,7 +422,8 @@ def test_unsupported_ops_listed_with_domains(tmp_path):
         glowpy.compile(str(path), str(tmp_path / "out"))
     assert str(e.value) == (
         "unsupported ops (2 nodes): NoSuchOp x1 (mystery); "
-        "com.microsoft.QAttention x1 (qatt); of other domains only the com.microsoft ops -list-ops shows are supported")
+        "com.microsoft.GroupQueryAttention x1 (gqa); of other domains only the com.microsoft ops "
+        "-list-ops shows are supported")
 
 
 def test_fused_conv_unknown_activation_refused(tmp_path):

@@ -99,13 +99,14 @@ def test_no_default_opset(capsys, tmp_path):
 
 def test_unsupported_domains_all_listed(capsys, tmp_path):
     m = model([n("Relu", ["x"], ["a"]), n("FusedGemm", ["a"], ["b"], domain="com.microsoft"),
-               n("QAttention", ["b"], ["c"], domain="com.microsoft"),
+               n("GroupQueryAttention", ["b"], ["c"], domain="com.microsoft"),
                n("LabelEncoder", ["c"], ["y"], domain="ai.onnx.ml")],
               [vi("x", [2])], [vi("y", [2])])
     m.opset_import.extend([helper.make_opsetid("com.microsoft", 1)])
     assert refused(capsys, tmp_path, m) == (
         "unsupported ops (2 nodes): ai.onnx.ml.LabelEncoder x1 (y); "
-        "com.microsoft.QAttention x1 (c); of other domains only the com.microsoft ops -list-ops shows are supported")
+        "com.microsoft.GroupQueryAttention x1 (c); of other domains only the com.microsoft ops "
+        "-list-ops shows are supported")
 
 
 def test_unknown_ops_all_listed_at_once(capsys, tmp_path):

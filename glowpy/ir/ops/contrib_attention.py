@@ -1,5 +1,6 @@
 """com.microsoft Attention and EmbedLayerNormalization, what onnxruntime's transformer optimizer
-(onnxruntime.transformers.optimizer) fuses a BERT/GPT-2's layers and embeddings into.
+(onnxruntime.transformers.optimizer) fuses a BERT/GPT-2's layers and embeddings into, and
+QAttention and QEmbedLayerNormalization, what quantize_dynamic makes of them.
 
 EmbedLayerNormalization: word + position (+ segment) embeddings gathered and summed, then
 LayerNormalization; its mask_index output counts each row's 1s of the mask (zeros without a
@@ -38,8 +39,19 @@ class Attention(Composite):
     def _bad(self, node, what):
         return ModelError(f"node '{show(node.name)}' ({node.op}): {what}")
 
-    def expand(self, g, node, ins, n_out):
+    def operands(self, ins):
+        """(input, weights, bias, mask_index, past, attention_bias) of the node's inputs."""
         x, w, bias, mask, past, abias, _ = ins + [None] * (7 - len(ins))
+        return x, w, bias, mask, past, abias
+
+    def projection(self, g, node, ins):
+        """The packed Q/K/V projection [B, S, hidden_q + hidden_k + hidden_v] (with the bias)."""
+        x, w, bias = self.operands(ins)[:3]
+        y = add(g, node, "MatMul", [x, w], tag="qkv")[0]
+        return y if bias is None else add(g, node, "Add", [y, bias], tag="qkv_bias")[0]
+
+    def expand(self, g, node, ins, n_out):
+        x, w, _, mask, past, abias = self.operands(ins)
         a = node.attrs
         if past is not None or n_out > 1:
             raise self._bad(node, "a past state (input 'past', output 'present': incremental "
@@ -61,9 +73,7 @@ class Attention(Composite):
 
         def c(v, dtype=np.int64):
             return g.constant(np.asarray(v, dtype))
-        y = add(g, node, "MatMul", [x, w], tag="qkv")[0]
-        if bias is not None:
-            y = add(g, node, "Add", [y, bias], tag="qkv_bias")[0]
+        y = self.projection(g, node, ins)
         q, k, v = add(g, node, "Split", [y, c(sizes)], {"axis": 2}, 3, tag="split")
 
         def split_heads(t, size, perm, tag):
@@ -126,6 +136,34 @@ class Attention(Composite):
 
 
 @register
+class QAttention(Attention):
+    """Attention whose input and packed weights are quantized (quantize_dynamic of an optimized
+    BERT: a DynamicQuantizeLinear before each): the projection is MatMulInteger of the centred
+    integers times input_scale * weight_scale (per tensor or per column) plus the float bias,
+    which the passes run as an integer QMatMul with a run-time zero point; the rest is
+    Attention's."""
+    names = (MS + "QAttention",)
+    inputs = ("input", "weight", "bias", "input_scale", "weight_scale", "mask_index?",
+              "input_zero_point?", "weight_zero_point?", "past?")
+
+    def operands(self, ins):
+        x, w, bias, _, _, mask, _, _, past = ins + [None] * (9 - len(ins))
+        return x, w, bias, mask, past, None
+
+    def projection(self, g, node, ins):
+        x, w, bias, sx, sw, _, zx, zw = (ins + [None] * 9)[:8]
+        mm = [x, w] + ([zx] if zx is not None or zw is not None else []) + \
+            ([zw] if zw is not None else [])
+        if zx is None and zw is not None:
+            mm[2] = g.constant(np.zeros((), x.dtype))
+        acc = add(g, node, "MatMulInteger", mm, tag="qkv_integer")[0]
+        y = add(g, node, "Cast", [acc], {"to": np.dtype(np.float32)}, tag="qkv_float")[0]
+        scale = add(g, node, "Mul", [sx, sw], tag="qkv_scale")[0]
+        y = add(g, node, "Mul", [y, scale], tag="qkv_scaled")[0]
+        return add(g, node, "Add", [y, bias], tag="qkv_bias")[0]
+
+
+@register
 class EmbedLayerNormalization(Composite):
     names = (MS + "EmbedLayerNormalization",)
     inputs = ("input_ids", "segment_ids?", "word_embedding", "position_embedding",
@@ -133,8 +171,18 @@ class EmbedLayerNormalization(Composite):
     num_outputs = 3
     attrs = {"epsilon": 1e-12, "mask_index_type": 1}
 
+    def indices(self, ins):
+        """(input_ids, segment_ids, mask, position_ids) of the node's inputs."""
+        ins = ins + [None] * (9 - len(ins))
+        return ins[0], ins[1], ins[7], ins[8]
+
+    def tables(self, g, node, ins):
+        """(word, position, segment, gamma, beta) as float tensors."""
+        return (ins + [None] * 9)[2:7]
+
     def expand(self, g, node, ins, n_out):
-        ids, seg, word, pos, segw, gamma, beta, mask, pos_ids = ins + [None] * (9 - len(ins))
+        ids, seg, mask, pos_ids = self.indices(ins)
+        word, pos, segw, gamma, beta = self.tables(g, node, ins)
         if len(ids.shape) != 2 or ids.dtype.kind not in "iu":
             raise ModelError(f"node '{show(node.name)}' ({node.op}): input_ids "
                              f"'{show(ids.name)}' must be integer [batch, sequence], got "
@@ -166,3 +214,33 @@ class EmbedLayerNormalization(Composite):
         if n_out > 2:
             outs.append(e)
         return outs
+
+
+@register
+class QEmbedLayerNormalization(EmbedLayerNormalization):
+    """EmbedLayerNormalization whose tables, gamma and beta are quantized (quantize_dynamic of an
+    optimized BERT), each dequantized with its own scale and zero point (the DequantizeLinear
+    of constants folds into float tables at compile time)."""
+    names = (MS + "QEmbedLayerNormalization",)
+    inputs = ("input_ids", "segment_ids?", "word_embedding_quant", "position_embedding_quant",
+              "segment_embedding?", "layer_norm_weight", "layer_norm_bias", "mask?",
+              "word_embedding_scale", "position_embedding_scale", "segment_embedding_scale?",
+              "layer_norm_weight_scale", "layer_norm_bias_scale", "word_embedding_zero_point",
+              "position_embedding_zero_point", "segment_embedding_zero_point?",
+              "layer_norm_weight_zero_point", "layer_norm_bias_zero_point")
+    num_outputs = 2
+
+    def indices(self, ins):
+        return ins[0], ins[1], ins[7] if len(ins) > 7 else None, None
+
+    def tables(self, g, node, ins):
+        ins = ins + [None] * (18 - len(ins))
+        out = []
+        for t, sc, zp, tag in zip(ins[2:7], ins[8:13], ins[13:18],
+                                  ("word", "position", "segment", "gamma", "beta")):
+            if t is None:
+                out.append(None)
+                continue
+            zp = zp if zp is not None else g.constant(np.zeros((), t.dtype))
+            out.append(add(g, node, "DequantizeLinear", [t, sc, zp], tag=f"dequantize_{tag}")[0])
+        return out
