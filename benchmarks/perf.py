@@ -99,9 +99,9 @@ int main(int argc, char **argv) {
   rd(argv[1], cw_, %(upper)s_CONSTANT_MEM_SIZE);
   rd(argv[2], mw_, %(upper)s_MUTABLE_MEM_SIZE);
   if (%(entry)s(cw_, mw_, act_) != GLOW_SUCCESS) return 4;
-  FILE *f = fopen(argv[3], "wb");
-  if (!f || fwrite(mw_, 1, %(upper)s_MUTABLE_MEM_SIZE, f) != (size_t)%(upper)s_MUTABLE_MEM_SIZE) return 3;
-  fclose(f);
+  FILE *out_ = fopen(argv[3], "wb");  /* not `f`: a network named f is called below */
+  if (!out_ || fwrite(mw_, 1, %(upper)s_MUTABLE_MEM_SIZE, out_) != (size_t)%(upper)s_MUTABLE_MEM_SIZE) return 3;
+  fclose(out_);
   /* calibrate: calls per batch so that one batch takes about SECONDS_PER_BATCH */
   long n = 1;
   for (;;) {
