@@ -19,20 +19,10 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from tests.util import compile_and_run, reference_of, run_onnxruntime
+from tests.util import (compile_and_run, make_graph_model as _model, reference_of,
+                        run_onnxruntime)
 
 RNG = np.random.default_rng(44)
-
-
-def _model(nodes, inputs: dict, outputs: list, inits: dict, opset: int = 17):
-    g = helper.make_graph(
-        nodes, "qop", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
-                                                     v.shape) for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9
-    return m
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

@@ -6,8 +6,9 @@ EmbedLayerNormalization: word + position (+ segment) embeddings gathered and sum
 LayerNormalization; its mask_index output counts each row's 1s of the mask (zeros without a
 mask), as onnxruntime's kernel does (contrib_ops/cpu/bert/embed_layer_norm.cc).
 
-Attention, expanded into the ops it means: one MatMul by the packed Q/K/V weights (+ bias), the heads split by Reshape/Transpose,
-softmax(scale * Q K^T + mask [+ attention_bias]) V, the heads joined again.
+Attention, expanded into the ops it means: one MatMul by the packed Q/K/V weights (+ bias),
+the heads split by Reshape/Transpose, softmax(scale * Q K^T + mask [+ attention_bias]) V, the
+heads joined again.
 
 The mask follows onnxruntime's CPU kernel (contrib_ops/cpu/bert/attention_helper.h): an additive
 mask of mask_filter_value (default -10000, not -inf: a row masked everywhere becomes uniform,
@@ -22,6 +23,7 @@ import numpy as np
 
 from glowpy.errors import ModelError, show
 from glowpy.ir.ops.contrib import MS, Composite, add
+from glowpy.ir.ops.contrib_quant import _dq, _zero
 from glowpy.ir.ops.registry import REQUIRED, register
 
 
@@ -152,11 +154,8 @@ class QAttention(Attention):
 
     def projection(self, g, node, ins):
         x, w, bias, sx, sw, _, zx, zw = (ins + [None] * 9)[:8]
-        mm = [x, w] + ([zx] if zx is not None or zw is not None else []) + \
-            ([zw] if zw is not None else [])
-        if zx is None and zw is not None:
-            mm[2] = g.constant(np.zeros((), x.dtype))
-        acc = add(g, node, "MatMulInteger", mm, tag="qkv_integer")[0]
+        acc = add(g, node, "MatMulInteger", [x, w, _zero(g, zx, x.dtype), _zero(g, zw, w.dtype)],
+                  tag="qkv_integer")[0]
         y = add(g, node, "Cast", [acc], {"to": np.dtype(np.float32)}, tag="qkv_float")[0]
         scale = add(g, node, "Mul", [sx, sw], tag="qkv_scale")[0]
         y = add(g, node, "Mul", [y, scale], tag="qkv_scaled")[0]
@@ -169,6 +168,7 @@ class EmbedLayerNormalization(Composite):
     inputs = ("input_ids", "segment_ids?", "word_embedding", "position_embedding",
               "segment_embedding?", "gamma", "beta?", "mask?", "position_ids?")
     num_outputs = 3
+    # mask_index_type only tells onnxruntime's shape inference whether output 1 exists
     attrs = {"epsilon": 1e-12, "mask_index_type": 1}
 
     def indices(self, ins):
@@ -238,9 +238,5 @@ class QEmbedLayerNormalization(EmbedLayerNormalization):
         out = []
         for t, sc, zp, tag in zip(ins[2:7], ins[8:13], ins[13:18],
                                   ("word", "position", "segment", "gamma", "beta")):
-            if t is None:
-                out.append(None)
-                continue
-            zp = zp if zp is not None else g.constant(np.zeros((), t.dtype))
-            out.append(add(g, node, "DequantizeLinear", [t, sc, zp], tag=f"dequantize_{tag}")[0])
+            out.append(None if t is None else _dq(g, node, t, sc, zp, f"dequantize_{tag}"))
         return out
