@@ -22,7 +22,7 @@ from onnx import numpy_helper
 
 import glowpy
 from glowpy.codegen.kernels.int8 import pair_order
-from glowpy.codegen.kernels.int8.groups import FIX_MAX, Quads16
+from glowpy.codegen.kernels.int8.groups import FIX_MAX, LANE_FIX_MAX, Quads16
 from glowpy.codegen.kernels.int8.pairs import GROUP
 from int8_check import byte_feeds, plan, same_as_references
 from test_int8 import QDQ
@@ -31,14 +31,14 @@ from util import make_graph_model, memory_report
 from vector_levels import AVX1_RUNNABLE, RUNNABLE, VNNI, VNNI_RUNNABLE, params
 
 # (level, grouping): pairs and forced quads on every runnable level, quads by choice on VNNI,
-# pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge); QConv's quads16
+# pairs on SSE2's integer vectors under AVX's float ones (-mcpu=sandybridge); quads16
 # (pmaddubsw) on the levels with 8-lane integer vectors
-MATMUL_GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
-                    for lv in params() for g in ("pairs", "quads")] + \
+GROUPINGS = [pytest.param(lv.values[0], g, id=f"{lv.id}-{g}")
+             for lv in params() for g in ("pairs", "quads")] + \
     [pytest.param(lv.values[0], "quads", id="vnni") for lv in params(VNNI_RUNNABLE)] + \
-    [pytest.param(lv.values[0], "pairs", id="avx1") for lv in params(AVX1_RUNNABLE)]
-GROUPINGS = MATMUL_GROUPINGS + [pytest.param(lv.values[0], "quads16", id=f"{lv.id}-quads16")
-                                for lv in params() if "avx2" in lv.values[0].features]
+    [pytest.param(lv.values[0], "pairs", id="avx1") for lv in params(AVX1_RUNNABLE)] + \
+    [pytest.param(lv.values[0], "quads16", id=f"{lv.id}-quads16")
+     for lv in params() if "avx2" in lv.values[0].features]
 
 
 def grouped(level, group: str, op: str = "QConv") -> dict:
@@ -218,26 +218,29 @@ def test_window_qconv_on_pairs(dtype, level, group, tmp_path):
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
 
 
-@pytest.mark.parametrize("level,group", MATMUL_GROUPINGS)
-def test_qmatmul_on_pairs(level, group, tmp_path):
+@pytest.mark.parametrize("level,group", GROUPINGS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qmatmul_on_pairs(dtype, level, group, tmp_path):
     """QMatMul (pairs_matmul.py): a QDQ MatMul over 3-D activations with 21 output columns (a
     vector, then a partial one) and a fused Relu, MatMulInteger's exact int32 sums with a zero
     point, and 37 -> 64 over 13 rows (an odd K: the last pair's zero half; row blocks and a
-    rest), equal to the scalar kernel and the references, within 1 LSB of onnxruntime."""
+    rest; quads read the other products' rows in place, int8 ones with their sign bits
+    flipped), equal to the scalar kernel and the references, within 1 LSB of onnxruntime."""
     rng = np.random.default_rng(34)
-    m = QDQ(np.uint8)
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
     w, sw = m.weight((40, 21), 1, rng)
     bias = m.dq(m.c(rng.integers(-2000, 2000, 21).astype(np.int32)),
                 (0.04 * np.asarray(sw)).astype(np.float32), np.zeros(21, np.int32), 0)
-    outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(131)), w]),
-                                             bias])]), 0.05, 0)]
+    outs = [m.q(m.op("Relu", [m.op("Add", [m.op("MatMul", [m.dq("a", 0.04, m.zp(lo + 131)),
+                                                            w]), bias])]), 0.05, lo)]
     # weights within 7 bits: onnxruntime's AVX2 kernels without VNNI add u8 x s8 pairs in
     # 16 bits (pmaddubsw), which saturate past them; the bundle's sums are exact either way
     outs.append(m.op("MatMulInteger", ["a", m.c(rng.integers(-64, 64, (40, 19)).astype(np.int8)),
-                                       m.c(np.array(131, np.uint8))]))
+                                       m.c(m.zp(lo + 131))]))
     w2, _ = m.weight((37, 64), 1, rng)
-    outs.append(m.q(m.op("MatMul", [m.dq("c", 0.03, m.zp(100)), w2]), 0.2, 128))
-    feeds = byte_feeds({"a": (2, 5, 40), "c": (13, 37)}, np.uint8, rng)
+    outs.append(m.q(m.op("MatMul", [m.dq("c", 0.03, m.zp(lo + 100)), w2]), 0.2, lo + 128))
+    feeds = byte_feeds({"a": (2, 5, 40), "c": (13, 37)}, dtype, rng)
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
     opts = grouped(level, group, "QMatMul")
     info, got = same_as_references(model, feeds, tmp_path, [
@@ -245,6 +248,38 @@ def test_qmatmul_on_pairs(level, group, tmp_path):
     kinds = [(i["op"], i["variant"]["name"]) for i in plan(tmp_path) if "MatMul" in i["op"]]
     assert kinds == [("QMatMul", group)] * 3, kinds
     assert np.abs(got[info.outputs[1]["name"]]).max() > 1 << 15  # int32 sums, past 16 bits
+
+
+@pytest.mark.parametrize("level", QUADS16_LEVELS)
+def test_qmatmul_quads16_by_its_rule(level, tmp_path):
+    """QMatMuls as onnxruntime's quantizer leaves a transformer's (int8 weights per tensor,
+    bell-shaped: a few 127s, most within 40; uint8 activations) over K = 256 with 200 output
+    columns (a partial vector last): a few pairs saturate pmaddubsw, their vectors' correction
+    steps (lane_share) stay under LANE_FIX_MAX and the level's rule takes quads16 unforced, as
+    for a reduction of 5 quads (no Q16_MIN: the rows are read in place); uniform weights (most
+    blocks corrected) stay on pairs. All equal the scalar kernel and the references bit for
+    bit (onnxruntime's AVX2 kernels saturate those pairs: not the reference here)."""
+    rng = np.random.default_rng(52)
+    m = QDQ(np.uint8)
+    bell = np.clip(np.round(rng.standard_normal((256, 200)) * 127 / 4.2), -127, 127)
+    flat = rng.integers(-127, 128, (256, 200))
+    short = np.clip(np.round(rng.standard_normal((20, 48)) * 127 / 4.2), -127, 127)
+    outs = []
+    for w, a, ys in ((bell, "a", 0.3), (flat, "a", 0.3), (short, "s", 0.04)):
+        wq = m.dq(m.c(w.astype(np.int8)), np.float32(0.002), np.int8(0))
+        outs.append(m.q(m.op("MatMul", [m.dq(a, 0.03, m.zp(120)), wq]), ys, 128))
+    feeds = byte_feeds({"a": (3, 21, 256), "s": (37, 20)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    lanes = 8 if level.lanes == 8 else 16
+    shares = [Quads16.lane_share(w.T.astype(np.int8), lanes) for w in (bell, flat, short)]
+    assert 0 < shares[0] < LANE_FIX_MAX < shares[1] and shares[2] < LANE_FIX_MAX, shares
+    info, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(level.options, kernel_variants={"QMatMul": "default"})],
+        ort_lsb=None)
+    assert [i["variant"]["name"] for i in plan(tmp_path) if i["op"] == "QMatMul"] == \
+        ["quads16", "pairs", "quads16"]
+    for y in got.values():  # a spread of values, not a clamp
+        assert len(np.unique(y)) > 50
 
 
 def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):

@@ -36,13 +36,14 @@ SCATTER = 2  # a tail result vector's store (lane by lane) against a tile vector
 FMA_LATENCY = 4  # cycles before an accumulator's next multiply-add can issue
 
 
-def plan_tiles(m: int, c: int, npos: int, simd):
+def plan_tiles(m: int, c: int, npos: int, simd, held: int = 0):
     """(MR, NV) with the fewest estimated cycles over a chunk: per reduction step the cycles
     of tiles.step_cycles, the model conv/pixel.py's tiles are chosen by (fewer than 8
     accumulators leave the FMA pipes idle: 2x2 ran 1.5x slower than 6x1 on AVX2; exactly 8,
     4 x 2, ran 1.2x slower than 6 x 2, which a latency of 4 cycles a step called equal),
     padded blocks and the last partial tile (its own vector count) counted; MR*NV
-    accumulators + NV vectors + a weight leave a register free."""
+    accumulators + NV vectors + a weight (+ `held` registers the multiply-add keeps) leave a
+    register free."""
     w, regs = simd.width, simd.registers
 
     def tile(mr, nv):
@@ -51,7 +52,7 @@ def plan_tiles(m: int, c: int, npos: int, simd):
     best = None
     for nv in range(1, min(4, math.ceil(npos / w)) + 1):
         for mr in range(1, 9):
-            if mr * nv + nv + 1 >= regs:  # (all 16 of AVX2's, 4x3: spills, 1.14x slower than 6x2)
+            if mr * nv + nv + 1 + held >= regs:  # (all 16 of AVX2's, 4x3: spills, 1.14x slower than 6x2)
                 break
             full, rest = divmod(npos, nv * w)
             total = math.ceil(m / mr) * (full * tile(mr, nv) + (tile(mr, math.ceil(rest / w)) if rest else 0))

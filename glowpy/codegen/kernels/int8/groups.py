@@ -26,7 +26,10 @@ instruction multiplies and adds.
   rest of w1 (|c| <= 126, alone in its pair) is a sparse correction added to the channel's
   accumulators after the dense reduction (corrections; pairs.PairsEmitter), 2-5% of a 3x3
   layer's quads per channel, 7-14% of a small 1x1's; a 1x1 pairs its input channels in the
-  order pair_order.py gives, which halves that (order, ordered)."""
+  order pair_order.py gives, which halves that (order, ordered). With the output columns on
+  the lanes (QMatMul, pairs_matmul.py) a correction step is one vector of columns times one
+  quad of a row (lane_corrections): onnxruntime's per-tensor transformer weights need one at
+  1-5% of those blocks."""
 from __future__ import annotations
 
 import numpy as np
@@ -174,19 +177,31 @@ class Quads(Pairs):
 # int8's 1x1s over 64 (16 quads, 12-15%, 56x56) 0.92-0.96, its 3x3s and deeper 1x1s 0.78-0.93
 # (the rule leaves the first on pairs, a few % of ResNet-50's time, for the second's safety)
 FIX_MAX, Q16_MIN = 0.15, 32
+# quads16 for a QMatMul (its output columns on the lanes, pairs_matmul.py) where at most this
+# share of its (vector of columns, quad) blocks takes a correction step (Quads16.lane_share):
+# there each step is a whole vector's multiply-add, after the dense loop, and the rows are
+# read in place (no packing: short reductions pay too). MatMulInteger 128 x 256 by 768 alone,
+# AVX2 code, Zen 4, against pairs: 0.72 of the time at a 2% share, 0.86 at 18%, 1.04 at 40%,
+# 1.49 with uniform weights; 3136 x 16 by 64 at 2%: 0.68
+LANE_FIX_MAX = 0.3
 
 
 class Quads16(Quads):
     name = "quads16"
 
     @classmethod
-    def pays(cls, node) -> bool:
-        """Is a QConv (constant int8 weights) faster as quads16 than as pairs (FIX_MAX,
-        Q16_MIN)? The share of corrected quads, in the order the kernel pairs the input
-        channels (ordered), is computed once per node."""
+    def pays(cls, node, lanes: int = 0) -> bool:
+        """Is a QConv or QMatMul (constant int8 weights) faster as quads16 than as pairs? A
+        QConv by FIX_MAX and Q16_MIN over the share of corrected quads in the order the kernel
+        pairs the input channels (ordered); with `lanes` (a QMatMul's output columns on the
+        lanes) by LANE_FIX_MAX over the share of its correction steps (lane_share). Computed
+        once per node."""
         w = node.inputs[1].const
         if "_fix_share" not in node.attrs:
-            node.attrs["_fix_share"] = cls.share(cls.ordered(node, w))
+            node.attrs["_fix_share"] = cls.lane_share(w, lanes) if lanes else \
+                cls.share(cls.ordered(node, w))
+        if lanes:
+            return node.attrs["_fix_share"] <= LANE_FIX_MAX
         return -(-w[0].size // 4) >= Q16_MIN and node.attrs["_fix_share"] <= FIX_MAX
 
     @staticmethod
@@ -243,6 +258,42 @@ class Quads16(Quads):
         offsets = np.searchsorted(o, np.arange(m + 1)).astype(np.int32)
         entries = np.stack([q, words[o, q]], axis=1).astype(np.uint32).view(np.int32)
         return offsets, entries.reshape(-1)
+
+    @classmethod
+    def lane_steps(cls, w: np.ndarray, lanes: int) -> np.ndarray:
+        """[ceil(M / lanes), K/4] bool: the (vector of `lanes` output columns, quad) blocks of
+        [M, K] weights where some column needs a correction. With the columns on the lanes
+        (pairs_matmul.py) a correction is a multiply-add of a whole vector (the block's
+        corrections, zeros in the other lanes) by the quad's activations."""
+        corr = cls.split(w)[1]
+        bad = corr.reshape(corr.shape[0], -1, 4).any(axis=2)
+        bad = np.concatenate([bad, np.zeros((-bad.shape[0] % lanes, bad.shape[1]), bool)])
+        return bad.reshape(-1, lanes, bad.shape[1]).any(axis=1)
+
+    @classmethod
+    def lane_share(cls, w: np.ndarray, lanes: int) -> float:
+        """The share of lane_steps' blocks that take a correction step. The quantizer's
+        transformer weights (onnxruntime's quantize_static, per tensor, on 8 lanes): 1-5%,
+        where 0.2-0.7% of each column's quads are corrected."""
+        steps = cls.lane_steps(w, lanes)
+        return float(steps.mean()) if steps.size else 0.0
+
+    @classmethod
+    def lane_corrections(cls, w: np.ndarray, lanes: int):
+        """(offsets [V + 1], entries) for [M, K] weights with the columns on the lanes,
+        V = ceil(M / lanes): vector v's correction steps are the entries offsets[v] ..
+        offsets[v + 1] - 1, each 1 + lanes int32 (its quad index, then each lane's word of
+        four correction bytes, 0 in the lanes without one), or None where no pair needs one."""
+        corr = cls.split(w)[1]
+        words = sum((corr[:, s::4] & 0xFF) << (8 * s) for s in range(4))
+        words = np.concatenate([words, np.zeros((-words.shape[0] % lanes, words.shape[1]),
+                                                np.int64)]).reshape(-1, lanes, words.shape[1])
+        v, q = np.nonzero(words.any(axis=1))
+        if not len(v):
+            return None
+        offsets = np.searchsorted(v, np.arange(words.shape[0] + 1)).astype(np.int32)
+        entries = np.concatenate([q[:, None], words[v, :, q]], axis=1)
+        return offsets, entries.astype(np.uint32).view(np.int32).reshape(-1)
 
     def tables(self, k):
         """(offsets, entries) of the instruction's corrections as tables, or None."""

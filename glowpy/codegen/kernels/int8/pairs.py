@@ -63,7 +63,7 @@ def integer(caps, node) -> bool:
 
 def takes(caps, node, name: str = "pairs") -> bool:
     """A node these kernels run (integer; pairs_matmul.py the QMatMul) as `name` (pairs;
-    quads on a target with VNNI, quads16 (a QConv) on one with AVX2, or forced), the variant
+    quads on a target with VNNI, quads16 on one with AVX2, or forced), the variant
     not passed over (-kernel-variant=QConv:!pairs): quads need int8 weight values; a QConv
     has one group, one or two spatial dims, one tile's groups within SCRATCH_MAX (a 1x1) or
     TILE_MAX (a window)."""
@@ -73,9 +73,10 @@ def takes(caps, node, name: str = "pairs") -> bool:
     if name == "quads" and not ((caps.quad_madd or registry.is_forced(node.op, name)) and
                                 fits_quads(w.const)):
         return False
-    if name == "quads16" and not (caps.pair_madd >= 8 and node.op == "QConv" and
-                                  fits_quads(w.const) and  # pmaddubsw: AVX2, AVX512BW
-                                  (registry.is_forced(node.op, name) or Quads16.pays(node))):
+    lanes = simd_of(caps).width if node.op == "QMatMul" else 0  # its columns on the lanes
+    if name == "quads16" and not (caps.pair_madd >= 8 and fits_quads(w.const) and  # AVX2,
+                                  (registry.is_forced(node.op, name) or  # AVX512BW
+                                   Quads16.pays(node, lanes))):
         return False
     if node.op == "QMatMul":  # at least a vector of output columns
         return len(w.shape) == 2 and y.shape[-1] >= simd_of(caps).width

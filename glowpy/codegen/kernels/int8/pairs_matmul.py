@@ -1,24 +1,30 @@
 """QMatMul (A [..., K] int8/uint8 times the constant B [N, K]^T) on x86's integer GEMM
 (pairs.py): vectors over the output columns, groups of g steps along K (groups.py: int16 pairs,
-or u8 x s8 quads with VNNI). B is packed [N/NR][K/g][NR] as int32 groups (B[n][gk .. gk + g -
-1]); per block of MR rows the rows' groups are packed on the stack (neighbouring bytes of a
-row: one load per vector), MR x NV int32 accumulators take the multiply-add of a row's group in
-every lane with NV vectors of B's groups, and each gets the per-column bias, requantization and
-clamp and is stored as int8 (or the int32 sum: MatMulInteger). Column blocks are outermost, so a block of B stays in
-L1/L2 across all rows; the rows are packed again per column block (K bytes each against
-K x NR multiply-adds). The float path (passes/quant/float_exact.py) ran the QDQ transformers'
-matrix products at the FMA's rate: ConvNeXt-T int8 spent 77.5 of 114 ms there, ViT-Tiny 22 of
-33 (AVX2 code, Zen 4; after: docs/performance.md)."""
+u8 x s8 quads with VNNI, or quads16 on AVX2's pmaddubsw, the saturating pairs' corrections
+added after the dense loop). B is packed [N/NR][K/g][NR] as int32 groups (B[n][gk .. gk + g -
+1]); MR x NV int32 accumulators take the multiply-add of a row's group in every lane with NV
+vectors of B's groups, and each gets the per-column bias, requantization and clamp and is
+stored as int8 (or the int32 sum: MatMulInteger). Column blocks are outermost, so a block of B
+stays in L1/L2 across all rows. Pairs pack each block of MR rows on the stack again per column
+block (K bytes each against K x NR multiply-adds); quads over a K that is a multiple of 4 read
+A's rows in place.
+
+The float path (passes/quant/float_exact.py) ran the QDQ transformers' matrix products at the
+FMA's rate: ConvNeXt-T int8 spent 77.5 of 114 ms there, ViT-Tiny 22 of 33 (AVX2 code, Zen 4;
+after: docs/performance.md). quads16 against pairs on onnxruntime's QOperator transformers
+(per-tensor int8 weights), AVX2 code on a Zen 4: BERT-mini 8.35 -> 7.08 ms, GPT 11.9 -> 9.9,
+ViT-Tiny 26.3 -> 23.8."""
 from __future__ import annotations
 
 import functools
 import math
 
+import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
-from glowpy.codegen.kernels.int8.groups import grouping
+from glowpy.codegen.kernels.int8.groups import Quads16, grouping
 from glowpy.codegen.kernels.int8.pairs import (GROUP, PairAcc, bias_of, chosen, epilogue,
                                                simd_of, store_lanes, weights)
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize, runtime_zp
@@ -26,6 +32,13 @@ from glowpy.codegen.kernels.int8.taps import channel_params
 from glowpy.codegen.kernels.vectors import Vec
 from glowpy.codegen.registry import variant
 
+FLIP = -0x7F7F7F80  # 0x80808080: each byte's sign bit
+# registers a grouping's multiply-add holds besides the tile (plan_tiles): quads16 keeps
+# pmaddwd's vector of ones and pmaddubsw's product, and on AVX2's 16 registers 6 x 2 spilled
+# an accumulator every step; 5 x 2 instead (MatMulInteger alone, AVX2 code, Zen 4): 128 x 256
+# by 8192 columns 2.51 -> 2.46 ms, other transformer shapes 0-1.5% faster, none slower; both
+# at 107-110 G multiply-adds/s, the 115 that pmaddubsw + pmaddwd on two pipes allow
+HELD = {"quads16": 2}
 ROWS_MAX = 8  # rows of a register block at most (AVX2: 6 x 2 accumulators fill the registers)
 
 
@@ -35,11 +48,12 @@ def plan(k, name: str = "pairs"):
         return None
     a, y = k.in_buf(0), k.out_buf()
     mr, nv = plan_tiles(math.prod(a.shape[:-1]), -(-a.shape[-1] // GROUP[name]), y.shape[-1],
-                        simd_of(k.caps))
+                        simd_of(k.caps), HELD.get(name, 0))
     return {"group": name, "mr": min(mr, ROWS_MAX), "nv": nv, **epilogue(k, k.attrs["a_zp"])}
 
 
 @variant("QMatMul", "quads", rank=25, plan=functools.partial(plan, name="quads"))
+@variant("QMatMul", "quads16", rank=23, plan=functools.partial(plan, name="quads16"))
 @variant("QMatMul", "pairs", rank=20, plan=plan)
 def emit(k, p):
     b, t = k.b, k.attrs
@@ -56,8 +70,16 @@ def emit(k, p):
     vt = ir.VectorType(I32, w)
     wp = weights(k, grp, nr)
     bias_p = bias_of(k, grp)
-    buf = cg.alloca_in_entry(b, ir.ArrayType(I32, mr * k2), "rows")
-    buf.type = cg.PTR
+    fixes = _lane_fixes(k, grp, w)
+    # quads over whole groups read A's rows in place (int8: the sign bits flipped once
+    # broadcast, as Quads.lanes does) instead of packing them again for every column block:
+    # a 128 x 256 by 256 x 8192 MatMulInteger as quads16 (AVX2 code, Zen 4) 2.70 -> 2.54 ms
+    direct = g == 4 and kk % 4 == 0
+    flip = direct and cg.is_signed(a.dtype)
+    buf = None
+    if not direct:
+        buf = cg.alloca_in_entry(b, ir.ArrayType(I32, mr * k2), "rows")
+        buf.type = cg.PTR
     out32 = t["out_dtype"] == "int32"
     q_c, s_c = (None, None) if out32 else (channel_params(k, 3), channel_params(k, 4))
     et, yt = cg.llvm_type(a.dtype), cg.llvm_type(y.dtype)
@@ -84,16 +106,26 @@ def emit(k, p):
         tnv = math.ceil(cols / w)
 
         def rowblock(r0, count):
-            pack(r0, count)
+            if direct:  # the rows' quads are A's own bytes: broadcast from there
+                base, src = b.mul(r0, k.c(k2)), k.inp(0)
+            else:
+                pack(r0, count)
+                base, src = k.c(0), buf
+
+            def word(i, q):
+                """Row i's group q, on every lane."""
+                v = b.load(cg.gep(b, src, b.add(base, b.add(k.c(i * k2), q)), I32), typ=I32)
+                return vec.isplat(b.xor(v, k.c(FLIP, I32)) if flip else v)
             acc = PairAcc(vec, grp, count, tnv)
             wblk = b.mul(c0, k.c(k2))
             with acc.loop(k, k2, name="kp") as kp:
                 wrow = b.add(wblk, b.mul(kp, k.c(cols)))
                 xs = [_vload(b, k, wp, b.add(wrow, k.c(j * w)), min(w, cols - j * w), w)
                       for j in range(tnv)]
-                ws = [vec.isplat(b.load(cg.gep(b, buf, b.add(k.c(i * k2), kp), I32), typ=I32))
-                      for i in range(count)]
-                acc.madd(ws, xs, act_rows=True)
+                acc.madd([word(i, kp) for i in range(count)], xs, act_rows=True)
+            if fixes:
+                for j in range(tnv):
+                    _correct(k, grp, fixes, acc, j, b.add(b.udiv(c0, k.c(w)), k.c(j)), word)
             for j in range(tnv):
                 n0 = b.add(c0, k.c(j * w))
                 lanes = min(w, cols - j * w)
@@ -122,3 +154,33 @@ def _vload(b, k, ptr, off, lanes: int, w: int):
         v = b.insert_element(v, b.load(cg.gep(b, ptr, b.add(off, k.c(e)), I32), typ=I32),
                              ir.Constant(I32, e))
     return v
+
+
+def _lane_fixes(k, grp, w: int):
+    """quads16's correction steps (groups.Quads16.lane_corrections) as (offsets, entries)
+    tables, or None (another grouping, or no pair saturates)."""
+    if not isinstance(grp, Quads16):
+        return None
+    fixes = Quads16.lane_corrections(k.const(1), w)
+    return fixes and (k.add_table(fixes[0], "quads16 correction offsets"),
+                      k.add_table(fixes[1], "quads16 corrections (quad, a word a lane)"))
+
+
+def _correct(k, grp, fixes, acc, j: int, vi, word):
+    """Accumulator column j (the output columns' vector vi): its correction steps, each a
+    multiply-add of the block's rows' quad (word(i, q): row i's on every lane) by the vector
+    of the columns' corrections, after the dense reduction (the quads the vector's columns
+    need none of are skipped)."""
+    b, w = k.b, acc.vec.w
+    offsets, entries = fixes
+
+    def index(v):
+        return b.sext(v, k.intp) if k.intp.width > 32 else v
+    lo, hi = (index(k.load(offsets, b.add(vi, k.c(d)), np.int32)) for d in (0, 1))
+    with acc.loop(k, hi, lo, name="fix") as e:
+        at = b.mul(e, k.c(w + 1))
+        q = index(k.load(entries, at, np.int32))
+        fix = b.load(cg.gep(b, entries, b.add(at, k.c(1)), I32), typ=ir.VectorType(I32, w),
+                     align=4)
+        for i in range(acc.mr):
+            acc.vals[i][j] = grp.madd(b, acc.vals[i][j], word(i, q), fix)
