@@ -26,6 +26,7 @@ from glowpy.ir.evaluate import evaluate
 from glowpy.ir.passes.pipeline import optimize
 from glowpy.runtime import Bundle
 from util import make_graph_model, model_path, reference_data, run_onnxruntime
+from vector_levels import params
 
 QDQ_MODELS = ["mlperf_tiny_kws_dscnn_int8_qdq", "mlperf_tiny_resnet8_int8_qdq",
               "mlperf_tiny_vww_int8_qdq"]
@@ -678,3 +679,48 @@ def test_quantize_linear_on_cortex_m_rounds_and_saturates_exactly(board, tmp_pat
             got = got.reshape(-1)
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(got[~nan], o.reshape(-1)[~nan])
+
+
+@pytest.mark.parametrize("level", params())
+def test_quantize_linear_on_vectors_rounds_and_saturates_exactly(level, tmp_path):
+    """QuantizeLinear on x86 vectors (quant._quantize_clamped: clamped to the output's range
+    less the zero point, then rounded by adding and subtracting 1.5 x 2**23) at every vector
+    level: ties round to even, values far outside the range, infinities and 2**31 and beyond
+    saturate, NaN gives 0; int8 and uint8 with constant zero points, per channel (axis 1)
+    and with a zero point computed at run time (a graph input). Equal to numpy and to
+    onnxruntime (NaN aside)."""
+    import onnx
+    s = np.float32(0.25)
+    ties = (np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)) * s
+    rng = np.random.default_rng(5)
+    odd = np.array([0, -0.0, 1e30, -1e30, np.inf, -np.inf, np.nan, 2.0 ** 31, -2.0 ** 31,
+                    2.0 ** 23 + 1, -(2.0 ** 22) - 0.5, 8388607.5, 1e-40, 127.5 * s,
+                    -128.5 * s, 255.5 * s], np.float32)
+    x = np.concatenate([ties, rng.uniform(-80, 80, 384).astype(np.float32), odd]).reshape(
+        1, 2, -1)
+    feeds = {"x": x, "zr": np.array(77, np.uint8)}
+    sc = np.array([s, 0.125], np.float32)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z8"], ["q8"]),
+             helper.make_node("QuantizeLinear", ["x", "s", "zu"], ["qu"]),
+             helper.make_node("QuantizeLinear", ["x", "sc", "zc"], ["qc"], axis=1),
+             helper.make_node("QuantizeLinear", ["x", "s", "zr"], ["qr"])]
+    inits = {"s": np.array(s), "z8": np.array(-3, np.int8), "zu": np.array(131, np.uint8),
+             "sc": sc, "zc": np.array([-100, 90], np.int8)}
+    model = make_graph_model(nodes, feeds, ["q8", "qu", "qc", "qr"], inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"), **level.options)
+    got = Bundle(str(tmp_path / "b"), info.name).run(feeds)
+    nan = np.isnan(x)
+    ort = run_onnxruntime(model, feeds)
+    cases = [(s, -3, np.int8), (s, 131, np.uint8),
+             (sc.reshape(1, 2, 1), np.array([-100, 90]).reshape(1, 2, 1), np.int8),
+             (s, 77, np.uint8)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for p, (scale, zp, dt), o in zip(info.outputs, cases, ort):
+            lim = np.iinfo(dt)
+            want = np.clip(np.rint(x / scale) + zp, lim.min, lim.max)
+            want = np.where(nan, 0, want).astype(dt)
+            y = got[p["name"]].reshape(want.shape)
+            np.testing.assert_array_equal(y, want, err_msg=p["name"])
+            np.testing.assert_array_equal(y[~nan], o.reshape(want.shape)[~nan], err_msg=p["name"])

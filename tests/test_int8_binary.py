@@ -7,8 +7,8 @@ last axis, a scalar, and an operand broadcast over the leading axis only; uint8 
 output scale above 1 (requantized values past 32 bits before the clamp) and TFLite's rounding
 (-quantization-rounding=away). A QAdd runs as one linear form (qmath.linear_add) where one
 gives its reference on every operand pair, which the test checks again from the form itself,
-and on the reference's arithmetic where none does (an output scale of 1e-8: int32 sums cannot
-hold the form)."""
+and where none does (an output scale of 1e-8: int32 sums cannot hold the form) each operand's
+rescaled value from a table of its 256 bytes, the sum requantized once."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,6 +67,8 @@ def test_qadd_qmul_on_vectors(dtype, level, rounding, tmp_path):
     assert len(kinds) == 12 and all(v == "vector" for _, v in kinds), kinds
     forms = [i["variant"]["params"]["linear"] for i in instrs if i["op"] == "QAdd"]
     assert all(f is not None for f in forms[:-1]) and forms[-1] is None, forms
+    tables = [i["variant"]["params"]["tables"] for i in instrs if i["op"] == "QAdd"]
+    assert tables == [False] * 5 + [True], tables  # no form: the rescaled values by tables
     assert len(info.outputs) == 12
     last = got[info.outputs[-1]["name"]]
     info8 = np.iinfo(dtype)
@@ -188,3 +190,26 @@ def test_gated_activations_become_one_table(dtype, level, tmp_path):
         np.testing.assert_array_equal(y, r, err_msg=p["name"])
         assert lsb(y, e) <= 1, p["name"]
         assert len(np.unique(y)) > 30, p["name"]
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qadd_on_ties_by_tables(dtype, level, tmp_path):
+    """A residual QAdd as onnxruntime's QOperator quantizer left ConvNeXt-T's: operand scales
+    2:1 (the second a part in a million above half), the output's a part in a million above
+    the first's, so that most sums fall on the reference's ties, each decided by the first
+    rescalings' roundings: no linear form exists (qmath.linear_add) and each operand's
+    rescaled value comes from its table (qbinary._by_tables). Equal to the scalar kernel and
+    the references bit for bit, within 1 LSB of onnxruntime."""
+    rng = np.random.default_rng(23)
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    y = m.op("Add", [m.dq("a", 0.02, m.zp(lo + 127)), m.dq("b", 0.01 * (1 + 7e-7), m.zp(lo))])
+    outs = [m.q(y, 0.02 * (1 + 3.6e-7), lo)]
+    feeds = byte_feeds({"a": (3, 40, 21), "b": (3, 40, 21)}, dtype, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    info, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(level.options, kernel_variants={"QAdd": "default"})])
+    params_ = [i["variant"]["params"] for i in plan(tmp_path) if i["op"] == "QAdd"]
+    assert len(params_) == 1 and params_[0]["linear"] is None and params_[0]["tables"], params_
+    assert len(np.unique(got[info.outputs[0]["name"]])) > 100

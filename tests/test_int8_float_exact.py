@@ -31,7 +31,7 @@ from vector_levels import params
 # (tests/test_int8_pairs.py), and the depthwise ones too, not to depthwise_float
 # (tests/test_int8_depthwise_float.py)
 NO_PAIRS = {"QConv": ("!", {"pairs", "quads", "quads16", "depthwise_float"}),
-            "QMatMul": ("!", {"pairs", "quads"})}
+            "QMatMul": ("!", {"pairs", "quads", "quads16"})}
 
 
 def conv_model(dtype, rng):

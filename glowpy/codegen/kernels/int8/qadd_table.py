@@ -27,7 +27,7 @@ def _table(dtype, zp: int, left: int, q: int, s: int) -> np.ndarray:
     return qmath.requantize((vals - zp) << left, q, s, "away").astype(np.int64)
 
 
-def _tables(k):
+def rescaled(k):
     """The two operands' rescaled-value tables (int64)."""
     t = k.attrs
     return [_table(k.in_buf(i).dtype, t[f"{n}_zp"], t["left_shift"], t[f"{n}_q"], t[f"{n}_s"])
@@ -46,7 +46,7 @@ def _plan(k):
         return None
     if any(np.dtype(k.in_buf(i).dtype) not in (np.int8, np.uint8) for i in (0, 1)):
         return None
-    ta, tb = _tables(k)
+    ta, tb = rescaled(k)
     if np.abs(ta).max() + np.abs(tb).max() >= 1 << 31:
         return None
     return {"short": _short(k, ta, tb) is not None}
@@ -57,7 +57,7 @@ def emit(k, params):
     b = k.b
     a_, b_, y = k.in_buf(0), k.in_buf(1), k.out_buf()
     t = k.attrs
-    ta, tb = _tables(k)
+    ta, tb = rescaled(k)
     tabs = [k.add_table(v.astype(np.int32), f"{n}_rescaled") for v, n in ((ta, "a"), (tb, "b"))]
     sa = cg.broadcast_strides(a_.shape, y.shape)
     sb = cg.broadcast_strides(b_.shape, y.shape)
