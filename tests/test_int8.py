@@ -173,6 +173,12 @@ def pattern_model(dtype, rng):
     outs.append(m.q(m.op("Concat", [x(), y()], axis=1), xs, xz))
     outs.append(m.q(m.op("Sigmoid", [x()]), 1 / 256, lo))
     outs.append(m.q(m.op("Tanh", [y()]), 1 / 128, lo + 128))
+    # float chains between a DequantizeLinear and a QuantizeLinear: GELU's erf(x / sqrt(2)), a
+    # constant first
+    outs.append(m.q(m.op("Erf", [m.op("Div", [x(), m.c(np.float32(1.4142135))])]), 1 / 128,
+                    lo + 128))
+    outs.append(m.q(m.op("Tanh", [m.op("Exp", [m.op("Mul", [m.c(np.array([0.7], np.float32)),
+                                                            y()])])]), 1 / 256, lo))
     outs.append(m.q(m.op("Transpose", [x()], perm=[0, 2, 3, 1]), xs, xz))
     outs.append(m.q(m.op("Reshape", [x(), m.c(np.array([1, 288], np.int64))]), xs, xz))
     outs.append(m.q(m.op("Relu", [x()]), xs, xz))
@@ -199,7 +205,8 @@ def test_qdq_patterns_become_integer_kernels(dtype, tmp_path):
     g = optimize(load_onnx(path))
     ops = set(g.op_counts())
     assert not ops & {"QuantizeLinear", "DequantizeLinear", "Conv", "Add", "Mul", "MatMul",
-                      "Gemm", "Sigmoid", "Softmax", "AveragePool"}, ops
+                      "Gemm", "Sigmoid", "Softmax", "AveragePool", "Div", "Erf", "Exp",
+                      "Tanh"}, ops
     assert {"QConv", "QAdd", "QMul", "QAvgPool", "QTable", "QSoftmax", "QMatMul",
             "Requantize"} <= ops
     ours = evaluate(g, feeds)  # the integer ops' numpy references

@@ -153,8 +153,9 @@ def test_one_element_scale_beside_a_scalar_zero_point(tmp_path):
 @pytest.mark.parametrize("level", params() + params(VBMI_RUNNABLE))
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_gated_activations_become_one_table(dtype, level, tmp_path):
-    """SiLU (x * Sigmoid(x)), hard-swish (x * HardSigmoid(x)) and x + Tanh(x) in QDQ form:
-    one QTable each (passes/quant/tables.py), equal bit for bit to the QTable + QMul/QAdd
+    """SiLU (x * Sigmoid(x)), hard-swish (x * HardSigmoid(x)), x + Tanh(x), and a QAdd and a
+    QMul of x and a constant single value (GELU's + 1 and x 0.5, either operand first) in
+    QDQ form: one QTable each (passes/quant/tables.py), equal bit for bit to the QTable + QMul/QAdd
     they replace (the pipeline without the pass) and within 1 LSB of onnxruntime; every
     input value over 324 elements (five 64-byte vectors and a rest), the tables looked up by
     AVX512-VBMI's byte permute where the level has it, by AVX2's pshufb per high nibble where
@@ -171,13 +172,17 @@ def test_gated_activations_become_one_table(dtype, level, tmp_path):
                      lo if act != "Tanh" else lo + 128), 1 / 256 if act != "Tanh" else 1 / 128,
                  m.zp(lo if act != "Tanh" else lo + 128))
         outs.append(m.q(m.op(op, [m.dq("x", 0.05, m.zp(lo + 120)), g]), ys, lo + 60))
+    one = m.dq(m.c(np.array(lo + 228, dtype)), 0.01, m.zp(lo + 128))
+    half = m.dq(m.c(np.array([lo + 255], dtype)), 1 / 510, m.zp(lo))
+    outs.append(m.q(m.op("Add", [m.dq("x", 0.05, m.zp(lo + 120)), one]), 0.06, lo + 50))
+    outs.append(m.q(m.op("Mul", [half, m.dq("x", 0.05, m.zp(lo + 120))]), 0.03, lo + 128))
     feeds = {"x": (np.arange(324) % 256 + lo).astype(dtype).reshape(1, 4, 9, 9)}
     model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     plan = memory_report(model, tmp_path / "plan", **level.options)["instructions"]
     ops = [i["op"] for i in plan]
-    assert ops.count("QTable") == 3 and "QMul" not in ops and "QAdd" not in ops, ops
+    assert ops.count("QTable") == 5 and "QMul" not in ops and "QAdd" not in ops, ops
     tables = {i["variant"]["name"] for i in plan if i["op"] == "QTable"}
     assert tables == {"permute" if level.mattr else "nibbles" if level.lanes >= 8 else
                       "default"}, tables
