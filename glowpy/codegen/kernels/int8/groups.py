@@ -306,19 +306,12 @@ class Quads16(Quads):
         of rows x NV int32 vectors), load(q, j) the activations' vector j of quad q (the
         dense loop's)."""
         b = k.b
-        offsets, entries = fixes
-
-        def index(v):
-            return b.sext(v, k.intp) if k.intp.width > 32 else v
         for i in range(rows):
-            oc = b.add(o0, k.c(i))
-            lo, hi = (index(k.load(offsets, b.add(oc, k.c(d)), np.int32)) for d in (0, 1))
-            with acc.loop(k, hi, lo, name="fix") as e:
-                q = index(k.load(entries, b.mul(e, k.c(2)), np.int32))
-                word = k.load(entries, b.add(b.mul(e, k.c(2)), k.c(1)), np.int32)
-                word = acc.vec.isplat(word)
+            def step(q, at, i=i):
+                word = acc.vec.isplat(k.load(fixes[1], at, np.int32))
                 for j in range(acc.nv):
                     acc.vals[i][j] = self.madd(b, acc.vals[i][j], load(q, j), word)
+            fix_steps(k, fixes, b.add(o0, k.c(i)), 2, acc, step)
 
     def madd(self, b, acc, act, wt):
         w = acc.type.count
@@ -327,6 +320,22 @@ class Quads16(Quads):
         wd = declare(b.module, PMADD[w], ir.FunctionType(acc.type, [ht, ht]))
         pairs = b.call(ub, [b.bitcast(act, bt), b.bitcast(wt, bt)])  # (unsigned, signed)
         return b.add(acc, b.call(wd, [pairs, cg.const(ht, 1)]))
+
+
+def fix_steps(k, fixes, slot, size: int, acc, step):
+    """step(q, at) for each of slot's corrections, in a loop carrying acc: fixes = (offsets,
+    entries) tables, slot's entries offsets[slot] .. offsets[slot + 1] - 1 of `size` int32
+    each, the first its quad index q, `at` the offset of the rest (Quads16.corrections per
+    channel, lane_corrections per vector of columns)."""
+    b = k.b
+    offsets, entries = fixes
+
+    def index(v):
+        return b.sext(v, k.intp) if k.intp.width > 32 else v
+    lo, hi = (index(k.load(offsets, b.add(slot, k.c(d)), np.int32)) for d in (0, 1))
+    with acc.loop(k, hi, lo, name="fix") as e:
+        at = b.mul(e, k.c(size))
+        step(index(k.load(entries, at, np.int32)), b.add(at, k.c(1)))
 
 
 def fits_quads(w: np.ndarray) -> bool:

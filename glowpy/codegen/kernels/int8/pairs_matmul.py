@@ -19,12 +19,11 @@ from __future__ import annotations
 import functools
 import math
 
-import numpy as np
 from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
-from glowpy.codegen.kernels.int8.groups import Quads16, grouping
+from glowpy.codegen.kernels.int8.groups import Quads16, fix_steps, grouping
 from glowpy.codegen.kernels.int8.pairs import (GROUP, PairAcc, bias_of, chosen, epilogue,
                                                simd_of, store_lanes, weights)
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize, runtime_zp
@@ -172,15 +171,9 @@ def _correct(k, grp, fixes, acc, j: int, vi, word):
     of the columns' corrections, after the dense reduction (the quads the vector's columns
     need none of are skipped)."""
     b, w = k.b, acc.vec.w
-    offsets, entries = fixes
 
-    def index(v):
-        return b.sext(v, k.intp) if k.intp.width > 32 else v
-    lo, hi = (index(k.load(offsets, b.add(vi, k.c(d)), np.int32)) for d in (0, 1))
-    with acc.loop(k, hi, lo, name="fix") as e:
-        at = b.mul(e, k.c(w + 1))
-        q = index(k.load(entries, at, np.int32))
-        fix = b.load(cg.gep(b, entries, b.add(at, k.c(1)), I32), typ=ir.VectorType(I32, w),
-                     align=4)
+    def step(q, at):
+        fix = b.load(cg.gep(b, fixes[1], at, I32), typ=ir.VectorType(I32, w), align=4)
         for i in range(acc.mr):
             acc.vals[i][j] = grp.madd(b, acc.vals[i][j], word(i, q), fix)
+    fix_steps(k, fixes, vi, w + 1, acc, step)

@@ -233,7 +233,8 @@ ROUNDER = 1.5 * 2.0 ** 23  # x + ROUNDER - ROUNDER: x rounded half to even, for 
 
 
 def _quantize_clamped(b, v, zi, info):
-    """round(v) + zp saturated to the output type (NaN -> 0), as int32, on vector targets:
+    """round(v) + zp saturated to an output type of 16 bits or fewer (NaN -> 0), as int32,
+    on every target but ARM's FPUs (_quantize_arm):
     v clamped first to [lo - zp, hi - zp] (whole bounds: the same as clamping after the
     rounding; NaN takes the lower bound, as x86's maxps gives, then 0 at the end), then
     rounded by adding and subtracting 1.5 x 2**23, exact and half to even within those

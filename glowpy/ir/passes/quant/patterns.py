@@ -334,14 +334,13 @@ def _variable(n: Node) -> int:
 def _link(n: Node) -> bool:
     """n may be a link of a float chain: a unary op, or a binary one whose other operand is a
     constant single value."""
-    if n.outputs[0].dtype != np.float32:
-        return False
+    ins = [v for v in n.inputs if v is not None]
+    var = [v for v in ins if not v.is_const]
+    if n.outputs[0].dtype != np.float32 or len(var) != 1 or var[0].shape != n.outputs[0].shape:
+        return False  # (a constant that broadcasts the value to more dims: not elementwise)
     if n.op in UNARY:
         return len(n.inputs) == 1
-    ins = [v for v in n.inputs if v is not None]
-    return n.op in CHAIN_BINARY and len(ins) == 2 and \
-        sum(1 for v in ins if v.is_const and v.size == 1) == 1 and \
-        sum(1 for v in ins if not v.is_const) == 1
+    return n.op in CHAIN_BINARY and len(ins) == 2 and ins[ins[0] is var[0]].size == 1
 
 
 def float_chain(host: Node) -> list | None:
