@@ -12,6 +12,7 @@ onto 6x20 from 6x40: vectors within a row loaded whole, and across; 3 on the Con
 and int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -216,6 +217,47 @@ def test_window_qconv_on_pairs(dtype, level, group, tmp_path):
     for p in info.outputs:
         y = got[p["name"]]
         assert len(np.unique(y)) > 20, p["name"]  # a spread of values, not a clamp
+
+
+def long_rows_model(width, rng):
+    """QConvs along rows of `width`: a Conv1d of kernel 5 padded, one of kernel 3 at stride 2
+    and dilation 2, a 3x3 over 8 channels of 3 rows, padded, with a fused Relu."""
+    m = QDQ(np.uint8)
+
+    def conv(name, mo, kernel, relu=False, **attrs):
+        w, sw = m.weight((mo, 8) + kernel, 0, rng)
+        bias = m.dq(m.c(rng.integers(-3000, 3000, mo).astype(np.int32)),
+                    (0.05 * np.asarray(sw)).astype(np.float32), np.zeros(mo, np.int32), 0)
+        y = m.op("Conv", [m.dq(name, 0.05, m.zp(120)), w, bias], **attrs)
+        return m.q(m.op("Relu", [y]) if relu else y, 0.2, 0 if relu else 100)
+    outs = [conv("s", 6, (5,), pads=[2, 2]),
+            conv("s", 5, (3,), pads=[1, 2], strides=[2], dilations=[2]),
+            conv("r", 7, (3, 3), pads=[1, 1, 1, 1], relu=True)]
+    feeds = byte_feeds({"s": (1, 8, width), "r": (1, 8, 3, width)}, np.uint8, rng)
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("level,group", GROUPINGS)
+def test_long_rows_loop_over_their_inner_tiles(level, group, tmp_path):
+    """Rows of 4,096: the tiles whose taps read whole vectors inside the row run as one loop
+    (pairs_window.INNER_LOOP), those at the edges unrolled; bit for bit the scalar kernel and
+    the references, and the object about that of rows of 1,024 (an unrolled row's code grew
+    with its width: a 1-D Conv over 8,192 samples hung in LLVM)."""
+    rng = np.random.default_rng(41)
+    model, feeds = long_rows_model(4096, rng)
+    opts = grouped(level, group)
+    info, got = same_as_references(model, feeds, tmp_path, [
+        opts, dict(opts, kernel_variants={"QConv": "direct"})])
+    convs = [i for i in plan(tmp_path) if i["op"] == "QConv"]
+    assert [(i["variant"]["name"], i["variant"]["params"]["rows"]) for i in convs] == \
+        [(group, 1)] * 3, convs
+    for y in got.values():
+        assert len(np.unique(y)) > 20  # a spread of values, not a clamp
+    short, _ = long_rows_model(1024, rng)
+    onnx.save(short, str(tmp_path / "narrow.onnx"))
+    small = glowpy.compile(str(tmp_path / "narrow.onnx"), str(tmp_path / "s"), **opts)
+    sizes = [os.path.getsize(tmp_path / d / f"{i.name}.o") for d, i in (("b0", info), ("s", small))]
+    assert sizes[0] <= 1.1 * sizes[1], sizes
 
 
 @pytest.mark.parametrize("level,group", GROUPINGS)

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from util import GraphBuilder, check_against_onnxruntime, make_model
+from util import GraphBuilder, check_against_onnxruntime, make_graph_model, make_model
+from vector_levels import params
 
 RNG = np.random.default_rng(31)
 
@@ -131,3 +132,47 @@ def test_chained_convs_stay_depth_major(tmp_path):
     # second: it has two readers); the third's output turned back
     assert ops.count("Transpose") == 4, ops
     assert "Conv+Relu" in ops, ops
+
+
+QCASES = {  # integer 3-D Convs (QDQ, folded into QConv): input shape, weight shape, attributes
+    # a temporal window (views only), a window of depth 1 at spatial stride 2, depth padding
+    # (ungrouped: blocks of the zero point), grouped with depth padding and stride (a Pad with
+    # the zero point), depthwise (the grouped form: requantized taps cannot be summed)
+    "t": ((1, 6, 5, 9, 10), (8, 6, 3, 1, 1), dict(pads=[1, 0, 0, 1, 0, 0])),
+    "s": ((1, 3, 4, 13, 12), (8, 3, 1, 3, 3), dict(strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1])),
+    "p": ((1, 5, 6, 7, 8), (7, 5, 3, 3, 3), dict(pads=[1] * 6)),
+    "g": ((1, 8, 5, 6, 6), (6, 4, 3, 3, 3), dict(group=2, strides=[2, 1, 1],
+                                                 pads=[2, 1, 1, 1, 1, 1])),
+    "d": ((1, 6, 5, 7, 7), (6, 1, 3, 3, 3), dict(group=6, pads=[1] * 6)),
+}
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_integer_conv3d(dtype, level, tmp_path):
+    """3-D QConvs (QLinearConv and QDQ Convs of video and volume int8 models) as 2-D QConvs on
+    the integer kernels: bit for bit the -O0 build (the 3-D QConv on the scalar integer
+    kernel, padded with the input's zero point in depth too) and the references, within 1 LSB
+    of onnxruntime; every QConv instruction is a rewritten 2-D one on a kernel of its own."""
+    from int8_check import byte_feeds, plan, same_as_references
+    from test_int8 import QDQ
+    rng = np.random.default_rng(5)
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    outs = []
+    for name, (xs, ws, attrs) in QCASES.items():
+        w, sw = m.weight(ws, 0, rng)
+        y = m.op("Conv", [m.dq(name, 0.05, m.zp(lo + 120)), w, m.bias(ws[0], 0.05 * sw, rng)],
+                 kernel_shape=list(ws[2:]), **attrs)
+        relu = name == "p"
+        outs.append(m.q(m.op("Relu", [y]) if relu else y, 0.3, lo + (0 if relu else 100)))
+    feeds = byte_feeds({n: c[0] for n, c in QCASES.items()}, dtype, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    _, got = same_as_references(model, feeds, tmp_path, [level.options, dict(opt_level=0)])
+    # (each an integer kernel's, or float Conv + QFinish where float32 holds the sums exactly)
+    convs = [(i["op"], i["name"], i["variant"]["name"]) for i in plan(tmp_path)
+             if i["op"] in ("QConv", "QFinish")]
+    assert len(convs) == len(QCASES) and all(
+        "_2d" in name and kernel != "direct" for _, name, kernel in convs), convs
+    for y in got.values():  # a spread of values, not a clamp
+        assert len(np.unique(y)) > 20

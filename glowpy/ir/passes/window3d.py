@@ -11,10 +11,11 @@ stay whole). So:
     (N x OD, C x kd, H, W) -> Conv 2-D (height and width as they were) -> Reshape
     (N, OD, M, OH, OW) -> Transpose (N, M, OD, OH, OW)
 
-and the 2-D Conv runs on the register-tiled kernels. Why: the 3-D Conv took the generic scalar kernel. Zen 4, AVX2 code, one layer, against
-onnxruntime's AVX2 kernels: 64 -> 64 3x3x3 on 16x28x28 256.9 ms (onnxruntime 32.1); the
-R(2+1)D-style stem 3 -> 64 3x7x7 stride (1, 2, 2) on 16x112x112 166.6 ms (37.4). The gathered
-copy is kd times the input, once; a kernel of depth 1 gathers nothing (only the transposes).
+and the 2-D Conv runs on the register-tiled kernels. Why: the 3-D Conv took the generic scalar
+kernel. Zen 4, AVX2 code, one layer, against onnxruntime's AVX2 kernels: 64 -> 64 3x3x3 on 16x28x28
+256.9 ms (onnxruntime 32.1); the R(2+1)D-style stem 3 -> 64 3x7x7 stride (1, 2, 2) on 16x112x112
+166.6 ms (37.4). The gathered copy is kd times the input, once; a kernel of depth 1 gathers nothing
+(only the transposes).
 
 Ungrouped Convs take the input depth-major instead (`_over_depths`): Transpose x to (N, D, C,
 H, W), the depth padding a Concat with zero blocks, the Gather of whole (C, H, W) blocks is
@@ -37,6 +38,15 @@ input viewed as (N, C, D, H x W) (`_temporal`).
 A 3-D MaxPool or AveragePool of depth 1 (I3D's 1x3x3 / (1, 2, 2)) is a 2-D pool of each
 depth slice: the input viewed as (N, C x D, H, W), no copy. One 1x3x3 stride (1, 2, 2) MaxPool
 on 64 x 16 x 56 x 56: 1.15 of onnxruntime's time through the generic 3-D loop nest.
+
+An integer 3-D QConv (onnxruntime's QLinearConv over volumes, or a 3-D Conv between
+QuantizeLinear pairs) takes the same rewrites onto the integer 2-D kernels (pairs, quads,
+quads16): the 2-D node keeps its zero points and requantization, and depth padding is the
+input's zero point in its own type (`_pad_value`: the real 0). A depthwise QConv takes the
+grouped form, since per-tap outputs, each requantized, cannot be summed. onnxruntime's QOperator
+models, AVX2 code against its AVX2 kernels (Zen 4): R(2+1)D 10.2 -> 0.67 of its time (the
+temporal 3x1x1 layers had the generic integer loop nest), a 3-D U-Net 4.25 -> 0.34, X3D
+1.51 -> 0.63.
 
 Runs after BatchNormalization and per-channel affine ops are folded into the 3-D Conv's
 weights (fold_batchnorm, fold_affine), which cannot see through the rewrite."""
@@ -85,9 +95,23 @@ def _pool(graph, n):
 
 
 def _conv3d(n) -> bool:
-    """A float 3-D Conv of constant weights."""
-    return n.op == "Conv" and len(n.inputs[0].shape) == 5 and n.inputs[0].dtype == np.float32 \
-        and n.inputs[1].const is not None and None not in n.inputs[0].shape
+    """A 3-D Conv of constant weights: a float Conv, or an integer QConv (QLinearConv, the QDQ
+    folds) whose 2-D form is the same QConv with the 2-D window (bias, requantization and
+    clamp per output channel, unchanged)."""
+    return (n.op == "Conv" and n.inputs[0].dtype == np.float32 or n.op == "QConv") and \
+        len(n.inputs[0].shape) == 5 and n.inputs[1].const is not None and \
+        None not in n.inputs[0].shape
+
+
+def _pad_value(n):
+    """The input's zero in its own type: a QConv pads with its input's zero point."""
+    return np.array(n.attrs["x_zp"] if n.op == "QConv" else 0, n.inputs[0].dtype)
+
+
+def _conv2d(n, **window) -> dict:
+    """The 2-D node's attributes: the 3-D node's (a QConv's zero points, requantization and
+    clamp) with the 2-D window."""
+    return dict(n.attrs, auto_pad="NOTSET", **window)
 
 
 def _is_temporal(win) -> bool:
@@ -115,10 +139,10 @@ def _temporal(graph, n, win) -> list:
     v = make_node(graph, "Reshape", [x, graph.constant(np.array([nb, c, d, h * wd], np.int64),
                                                        f"{n.name}_plane4")], {}, f"{n.name}_v4")
     w2 = graph.constant(np.ascontiguousarray(w.const.reshape(m, -1, kd, 1)), f"{w.name}_kd1")
-    attrs = {"group": n.attrs["group"], "kernel_shape": [kd, 1], "strides": [win.strides[0], 1],
-             "dilations": [win.dilations[0], 1], "auto_pad": "NOTSET",
-             "pads": [win.pads_begin[0], 0, win.pads_end[0], 0]}
-    conv = make_node(graph, "Conv", [v.outputs[0], w2] + n.inputs[2:], attrs, f"{n.name}_2d")
+    attrs = _conv2d(n, kernel_shape=[kd, 1], strides=[win.strides[0], 1],
+                    dilations=[win.dilations[0], 1],
+                    pads=[win.pads_begin[0], 0, win.pads_end[0], 0])
+    conv = make_node(graph, n.op, [v.outputs[0], w2] + n.inputs[2:], attrs, f"{n.name}_2d")
     back = make_node(graph, "Reshape", [conv.outputs[0], graph.constant(
         np.array(y.shape, np.int64), f"{n.name}_shape5")], {}, f"{n.name}_r5", out=y)
     return [v, conv, back]
@@ -170,8 +194,9 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
         t = add("Transpose", [x], {"perm": DEPTH_MAJOR}, "dm")
         if pb[0] or pe[0]:
             # (one constant of zero blocks per shape in the graph: each Concat copies it)
-            blocks = [zeros.setdefault((nb, p, c, h, wd), graph.constant(
-                np.zeros((nb, p, c, h, wd), np.float32), f"{n.name}_zeros"))
+            zero = _pad_value(n)
+            blocks = [zeros.setdefault((nb, p, c, h, wd, zero.dtype.str, int(zero)), graph.constant(
+                np.full((nb, p, c, h, wd), zero), f"{n.name}_zeros"))
                 for p in (pb[0], pe[0])]
             t = add("Concat", blocks[:1] * bool(pb[0]) + [t] + blocks[1:] * bool(pe[0]),
                     {"axis": 1}, "padded")
@@ -181,7 +206,8 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
     else:
         t = x
         if pb[0] or pe[0]:
-            t = add("Pad", [t, const(np.array([0, 0, pb[0], 0, 0, 0, 0, pe[0], 0, 0], np.int64), "pads")],
+            pads = np.array([0, 0, pb[0], 0, 0, 0, 0, pe[0], 0, 0], np.int64)
+            t = add("Pad", [t, const(pads, "pads"), const(_pad_value(n), "pad_value")],
                     {"mode": "constant"}, "pad")
         if kd > 1 or not np.array_equal(idx, np.arange(t.shape[2])):
             t = add("Gather", [t, const(idx, "depths")], {"axis": 2}, "depths")
@@ -190,10 +216,9 @@ def _over_depths(graph, n, win, zeros: dict) -> list:
         w2 = w.const
     t = add("Reshape", [t, const(np.array([nb * od, c * kd, h, wd], np.int64), "shape4")], {}, "r4")
     w2 = graph.constant(np.ascontiguousarray(w2.reshape(m, -1, *w.shape[3:])), f"{w.name}_2d")
-    attrs = {"group": g, "kernel_shape": list(w.shape[3:]), "strides": list(win.strides[1:]),
-             "dilations": list(win.dilations[1:]),
-             "pads": [pb[1], pb[2], pe[1], pe[2]], "auto_pad": "NOTSET"}
-    return nodes.back(add("Conv", [t, w2] + n.inputs[2:], attrs, "2d"), win)
+    attrs = _conv2d(n, kernel_shape=list(w.shape[3:]), strides=list(win.strides[1:]),
+                    dilations=list(win.dilations[1:]), pads=[pb[1], pb[2], pe[1], pe[2]])
+    return nodes.back(add(n.op, [t, w2] + n.inputs[2:], attrs, "2d"), win)
 
 
 def _depthwise_taps(graph, n, win) -> list:
@@ -237,7 +262,9 @@ def _depthwise_taps(graph, n, win) -> list:
 
 
 def _cancel_between(graph: Graph) -> Graph:
-    """Transpose(DEPTH_MAJOR) -> an elementwise op on that value alone -> Transpose(DEPTH_MAJOR):
+    """Transpose(DEPTH_MAJOR) -> Transpose(DEPTH_MAJOR): the second one's readers read the first
+    one's input (the perm is its own inverse). Transpose(DEPTH_MAJOR) -> an elementwise op on
+    that value alone -> Transpose(DEPTH_MAJOR):
     the op runs on the first Transpose's input and both go (a 3-D Conv's output turned back to
     channel-major and its activation, read only by the next 3-D Conv, which turns it
     depth-major again). Other operands must be single values (Clip's bounds, LeakyRelu has
@@ -247,6 +274,13 @@ def _cancel_between(graph: Graph) -> Graph:
         if t2.op != "Transpose" or t2.attrs.get("perm") != DEPTH_MAJOR:
             continue
         u = t2.inputs[0].producer
+        if u is not None and u.op == "Transpose" and u.attrs.get("perm") == DEPTH_MAJOR:
+            # nothing between (an integer Conv's activation is its clamp): the pair is no-op
+            # (the first one, read by nothing else now, goes with the dead code)
+            if replace_value(graph, t2.outputs[0], u.inputs[0]):
+                remove(graph, t2)
+                us = users(graph)
+            continue
         if u is None or u.op not in ELEMENTWISE or len(u.outputs) != 1 or \
                 only_user(graph, u.outputs[0], us) is not t2:
             continue
@@ -283,7 +317,9 @@ def windows3d_as_2d(graph: Graph) -> Graph:
         win = n.opdef.window(n)
         w = n.inputs[1]
         # (the taps' weights, repeated per output depth, must stay small beside the input)
-        dw = w.shape[1] == 1 and n.attrs["group"] == n.inputs[0].shape[1] and \
+        # (a QConv's taps cannot be summed after each one's requantization: it takes the
+        # grouped form)
+        dw = n.op == "Conv" and w.shape[1] == 1 and n.attrs["group"] == n.inputs[0].shape[1] and \
             win.strides[0] == 1 and w.shape[2] > 1 and \
             math.prod(w.shape) * win.out_size[0] <= math.prod(n.inputs[0].shape) and \
             (len(n.inputs) < 3 or n.inputs[2] is None or n.inputs[2].const is not None)

@@ -23,6 +23,13 @@ from glowpy.codegen.kernels.int8.pairs_tiles import pointwise, reduction_steps, 
 from glowpy.codegen.kernels.int8.quant import I32
 from glowpy.codegen.registry import variant
 
+# inner tiles (_inside) from which a row's tiles loop over them instead of being unrolled: each
+# tile's code is its packing (C / g groups of g taps' loads) and its GEMM, so an unrolled row was
+# code proportional to the row's width (a 3x1 window over 45 channels of 8 x 3136, R(2+1)D's
+# temporal Conv viewed as 2-D, or a 1-D Conv over 8,192 samples: tens of MB of LLVM IR, minutes
+# in LLVM); images up to 112 wide keep at most one inner tile (NR = 48 on AVX2), unrolled as before
+INNER_LOOP = 2
+
 
 def _2d(t, fill):
     return tuple(t) if len(t) == 2 else (fill,) + tuple(t)
@@ -67,13 +74,34 @@ class WindowPairs(PairsEmitter):
                 if rest:
                     group(k.c(full * rows), rest)
                 return
+            tiles = range(0, self.wo, self.nr)  # a row in tiles of NR positions
+            inner = [t for t in tiles if self._inside(t)]
+            if len(inner) < INNER_LOOP:
+                inner = []
             with k.for_range(self.ho, name="oh") as oh:
-                for ow0 in range(0, self.wo, self.nr):  # a row in tiles of NR positions
-                    lanes = min(self.nr, self.wo - ow0)
-                    row = b.mul(oh, k.c(self.wo))
-                    self.run(n, [([(oh, ow0 + j, min(w, lanes - j), 0)],
-                                  b.add(row, k.c(ow0 + j)), min(w, lanes - j))
-                                 for j in range(0, lanes, w)])
+                row = b.mul(oh, k.c(self.wo))
+
+                def tile(ow0, lanes):
+                    """The tile from output column ow0: an int, or an inner tile's at run time."""
+                    fixed = isinstance(ow0, int)
+                    self.run(n, [([(oh, col, min(w, lanes - j), 0)],
+                                  b.add(row, k.c(col) if fixed else col), min(w, lanes - j))
+                                 for j in range(0, lanes, w)
+                                 for col in [ow0 + j if fixed else b.add(ow0, k.c(j))]])
+                for ow0 in (t for t in tiles if not inner or t < inner[0]):
+                    tile(ow0, min(self.nr, self.wo - ow0))
+                if inner:
+                    with k.for_range(len(inner), name="ot") as ot:
+                        tile(b.add(b.mul(ot, k.c(self.nr)), k.c(inner[0])), self.nr)
+                for ow0 in (t for t in tiles if inner and t > inner[-1]):
+                    tile(ow0, min(self.nr, self.wo - ow0))
+
+    def _inside(self, ow0) -> bool:
+        """Whether the tile of NR positions from output column ow0 reads only bytes of its
+        input rows at every tap column: whole vector loads (w x stride bytes) without
+        padding lanes, the same code for each such tile."""
+        last = (ow0 + self.nr - 1) * self.sw + (self.kw - 1) * self.dw - self.pw + self.sw - 1
+        return ow0 + self.nr <= self.wo and ow0 * self.sw >= self.pw and last < self.wd
 
     def run(self, n, vectors):
         """Packs the tile whose vector j holds the positions of vectors[j][0]: segments (output
@@ -103,11 +131,17 @@ class WindowPairs(PairsEmitter):
         """The lanes of tap column kw for output columns first .. first + w as the grouping
         stores them (those from `lanes` on, and those in the padding, its pad)."""
         k, b, w = self.k, self.b, self.w
-        iws = [(first + e) * self.sw + kw * self.dw - self.pw for e in range(w)]
-        valid = [e < lanes and 0 <= iw < self.wd for e, iw in enumerate(iws)]
         zero = self.grp.pad(w)
-        if not any(valid):
-            return zero
+        if isinstance(first, int):
+            iws = [(first + e) * self.sw + kw * self.dw - self.pw for e in range(w)]
+            valid = [e < lanes and 0 <= iw < self.wd for e, iw in enumerate(iws)]
+            if not any(valid):
+                return zero
+            start = k.c(iws[0])
+            whole = self.room or iws[-1] + self.sw - 1 < self.wd
+        else:  # a column at run time: an inner tile's (_inside), whole and inside the row
+            valid, whole = [True] * w, True
+            start = b.add(b.mul(first, k.c(self.sw)), k.c(kw * self.dw - self.pw))
         et = cg.llvm_type(self.xdt)
         ptr = k.inp(0)
         if all(valid) or self.room:
@@ -115,9 +149,8 @@ class WindowPairs(PairsEmitter):
             # load and one byte shuffle; the (w - 1) * s + 1 the lanes need were pieced together
             # from 8-, 4-, 2- and 1-byte loads (the 7x7 stride-2 stem over 3 channels: 1.38 ms,
             # 0.78 at stride 1)
-            whole = self.room or iws[-1] + self.sw - 1 < self.wd
             span = w * self.sw if whole else (w - 1) * self.sw + 1
-            v = b.load(cg.gep(b, ptr, b.add(row, k.c(iws[0])), et),
+            v = b.load(cg.gep(b, ptr, b.add(row, start), et),
                        typ=ir.VectorType(et, span), align=1)
             if self.sw > 1:
                 v = b.shuffle_vector(v, ir.Constant(ir.VectorType(et, span), ir.Undefined),
