@@ -243,6 +243,36 @@ def attention(heads, tokens, d=64, part="all"):
     return build
 
 
+def grid_sample(n, c, hw, out, mode="linear", padding="zeros"):
+    """GridSample at the points of a fixed grid: an optical-flow warp (RAFT, PWC-Net: the
+    identity grid of the output size plus a flow of a few pixels) where out equals the input's
+    size, else deformable attention's sampling (Deformable DETR: 300 queries x 4 points per
+    head, anywhere on the level's map)."""
+    def build():
+        x = _rand(n, c, *hw)
+        rng = np.random.default_rng(1)
+        if tuple(out) == tuple(hw):
+            ys, xs = np.meshgrid(np.linspace(-1, 1, hw[0]), np.linspace(-1, 1, hw[1]),
+                                 indexing="ij")
+            g = np.stack([xs, ys], -1)[None] + rng.normal(0, 3 / hw[1], (n,) + tuple(hw) + (2,))
+        else:
+            g = rng.uniform(-1, 1, (n,) + tuple(out) + (2,))
+        node = helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding)
+        return _model([node], x, {"g": g.astype(np.float32)}, opset=20), x
+    return build
+
+
+def stft(seconds, n_fft=400, hop=160):
+    """STFT with a Hann window as a speech model's in-graph front end (torch.stft exported at
+    opset 17): 16 kHz audio, 25 ms frames every 10 ms."""
+    def build():
+        x = _rand(1, 16000 * seconds, 1)
+        win = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)).astype(np.float32)
+        node = helper.make_node("STFT", ["x", "step", "win"], ["y"], onesided=1)
+        return _model([node], x, {"step": np.array(hop, np.int64), "win": win}, opset=17), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           # DETR's encoder self-attention: 8 heads over a 25x34 map
           "softmax_850": softmax(-1, shape=(1, 8, 850, 850)),
@@ -280,7 +310,13 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "attention_qk_softmax_1500": attention(6, 1500, part="qk_softmax"),
           "attention_qk_softmax_850": attention(8, 850, d=32, part="qk_softmax"),
           "attention_1500": attention(6, 1500), "attention_577": attention(6, 577),
-          "attention_197": attention(3, 197)}
+          "attention_197": attention(3, 197),
+          "gridsample_flow_64x96x128": grid_sample(1, 64, (96, 128), (96, 128)),
+          "gridsample_deform_8x32x64": grid_sample(8, 32, (64, 64), (300, 4)),
+          "gridsample_bicubic_3x256": grid_sample(1, 3, (256, 256), (256, 256), "cubic", "border"),
+          "stft_400x160_10s": stft(10), "stft_512x128_1s": stft(1, 512, 128),
+          "gridsample_nearest_16x128": grid_sample(1, 16, (128, 128), (128, 128), "nearest",
+                                                   "reflection")}
 
 
 def measure(name, work, a):

@@ -17,7 +17,7 @@ from glowpy.codegen.kernels.int8 import qadd_table, qbinary, qfinish, qtable, qu
 from glowpy.codegen.kernels.pool import direct as pool_direct, vector as pool_vector  # noqa: F401
 from glowpy.codegen.kernels.reduce import norm, reductions, softmax, vector  # noqa: F401
 from glowpy.codegen.kernels.recurrent import cell  # noqa: F401
-from glowpy.codegen.kernels.tensor import index, layout, movement, resize, scatter  # noqa: F401
+from glowpy.codegen.kernels.tensor import grid_sample, index, layout, movement, resize, scatter  # noqa: F401,E501
 
 
 def graph_rewrites(memory_first: bool):

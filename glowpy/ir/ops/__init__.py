@@ -8,3 +8,4 @@ from glowpy.ir.ops import control, integer, scatter  # noqa: E402,F401
 from glowpy.ir.ops import contrib, contrib_attention, contrib_quant  # noqa: E402,F401  (com.microsoft)
 from glowpy.ir.ops import composite_std, composite_signal  # noqa: E402,F401  (compositions)
 from glowpy.ir.ops import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN, RecurrentCell)
+from glowpy.ir.ops import grid, spectral  # noqa: E402,F401  (GridSample, AffineGrid; DFT, STFT)
