@@ -279,6 +279,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "pow3": pow_by(3.0), "pow2": pow_by(2.0), "pow_half": pow_by(0.5),
           "layernorm": layernorm, "gelu_erf": gelu_erf,
           "erf": unary("Erf"), "tanh": unary("Tanh"), "exp": unary("Exp"),
+          "atan": unary("Atan"), "asinh": unary("Asinh"),
           # depthwise layers of EfficientNet-B0, MobileNetV1 and ConvNeXt-T (channels, size, k, stride)
           "dw3s2_96x112": depthwise(96, 112, 3, 2), "dw5s2_144x56": depthwise(144, 56, 5, 2),
           "dw5s1_240x28": depthwise(240, 28, 5, 1), "dw3s1_32x112": depthwise(32, 112, 3, 1),

@@ -42,6 +42,20 @@ UNARY = {
     "Erf": (np.concatenate([rand(60, lo=-5, hi=5), SPECIAL]), [{}], TRANS, 13),
     # x times Sigmoid's rational form (1.4e-7 absolute, as x * Sigmoid(x) computes it): up to
     # 1.7e-6 absolute at |x| = 12
+    # inverse trigonometric and hyperbolic (mathfn/inverse.py): the domains' edges, +-0, huge
+    "Atan": (np.concatenate([rand(60, lo=-10, hi=10), SPECIAL, np.float32([1e30, -1e30, 0.4142])]),
+             [{}], TRANS, 7),
+    "Asin": (np.concatenate([rand(60, lo=-1, hi=1), np.float32([1, -1, 0, -0.0, 0.5, -0.50001])]),
+             [{}], TRANS, 7),
+    "Acos": (np.concatenate([rand(60, lo=-1, hi=1), np.float32([1, -1, 0, -0.0, 0.5, -0.50001])]),
+             [{}], TRANS, 7),
+    "Asinh": (np.concatenate([rand(60, lo=-20, hi=20), SPECIAL, np.float32([1e30, -1e30, 0.49])]),
+              [{}], TRANS, 9),
+    "Acosh": (np.concatenate([rand(60, lo=1, hi=20), np.float32([1, 1.0001, 1.5, 1500.5, 1e30])]),
+              [{}], TRANS, 9),
+    "Atanh": (np.concatenate([rand(60, lo=-0.999, hi=0.999), np.float32([0, -0.0, 0.5, -0.4999,
+                                                                        1e-30, 0.9999999])]),
+              [{}], TRANS, 9),
     "Swish": (np.concatenate([rand(60, lo=-12, hi=12), SPECIAL]),
               [{}, {"alpha": 0.7}, {"alpha": -1.5}], dict(rtol=1e-5, atol=2e-6), 24),
 }
@@ -152,14 +166,14 @@ def test_long_chains_interleaved(level, tmp_path):
     """The loops of mathfn ops interleave 4 (one op) or 2 (a fused chain) vector iterations:
     lengths below one vector, below one interleaved group, and groups plus a vector tail plus
     an element tail at 4, 8 and 16 lanes; the Erf GELU chain as exported (Div, Erf, Add, Mul,
-    Mul: one fused kernel) and single Exp, Tanh, Erf, Softplus."""
+    Mul: one fused kernel) and single Exp, Tanh, Erf, Softplus, Atan, Asinh."""
     for n in [3, 29, 1037]:
         x = np.concatenate([rand(n - 3, lo=-6, hi=6), np.float32([0.0, -30.0, 30.0])])
         g = GraphBuilder(x=x)
         d = g.node("Div", ["x", np.float32(np.sqrt(2))], output=False)
         a = g.node("Add", [g.node("Erf", [d], output=False), np.float32(1.0)], output=False)
         g.node("Mul", [g.node("Mul", ["x", a], output=False), np.float32(0.5)])
-        for op in ["Exp", "Tanh", "Erf", "Softplus"]:
+        for op in ["Exp", "Tanh", "Erf", "Softplus", "Atan", "Asinh"]:
             g.node(op, ["x"])
         check_op(g.model(13), g.feeds, tmp_path / str(n), **TRANS, **level.options)
 

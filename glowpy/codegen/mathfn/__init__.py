@@ -1,5 +1,5 @@
 """Branch-free float32 elementary functions emitted as LLVM IR (the package's modules: core,
-rounding, exp_log, special, trig; this module re-exports their public functions).
+rounding, exp_log, special, trig, inverse; this module re-exports their public functions).
 
 Every function takes an ``ir.IRBuilder`` and ``float`` values (``<N x float>``
 vectors work too) and emits straight-line code: arithmetic, fcmp/select,
@@ -28,6 +28,7 @@ subset).  Denormal results may be flushed on targets running flush-to-zero.
 
     exp, log, log1p, tanh, erf, pow: 1 ulp      expm1, sigmoid, softplus: 2 ulp
     sin, cos: 2 ulp (|result| > 1e-3), 1.1e-7 abs, for |x| <= 8192*pi/2
+    atan, asinh: 3 ulp             asin, acosh: 2 ulp             acos, atanh: 1 ulp
     floor, ceil, trunc, round_half_even, fmin, fmax, sqrt: exact
 """
 from glowpy.codegen.mathfn.core import call_unary, copysign, fabs  # noqa: F401
@@ -35,3 +36,4 @@ from glowpy.codegen.mathfn.rounding import ceil, floor, fmax, fmin, round_half_e
 from glowpy.codegen.mathfn.exp_log import exp, exp_nonpositive, expm1, log, log1p, sigmoid, softplus, tanh  # noqa: F401,E501
 from glowpy.codegen.mathfn.special import erf, pow  # noqa: F401
 from glowpy.codegen.mathfn.trig import cos, sin  # noqa: F401
+from glowpy.codegen.mathfn.inverse import acos, acosh, asin, asinh, atan, atanh  # noqa: F401

@@ -54,6 +54,12 @@ UNARY = {
     "Sign": (lambda x, a: np.sign(x), {}),
     "Sin": (lambda x, a: np.sin(x), {}),
     "Cos": (lambda x, a: np.cos(x), {}),
+    "Atan": (lambda x, a: np.arctan(x), {}),
+    "Asin": (lambda x, a: np.arcsin(x), {}),
+    "Acos": (lambda x, a: np.arccos(x), {}),
+    "Asinh": (lambda x, a: np.arcsinh(x), {}),
+    "Acosh": (lambda x, a: np.arccosh(x), {}),
+    "Atanh": (lambda x, a: np.arctanh(x), {}),
 }
 
 

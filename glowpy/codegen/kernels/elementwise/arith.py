@@ -21,7 +21,7 @@ def _fabs(b, x):
 # ops whose per-element code is a long dependency chain (mathfn's range reductions and
 # polynomials): their loops ask for interleaved vector iterations (interleave_for)
 LONG_CHAIN = {"Elu", "Selu", "Sigmoid", "Swish", "Tanh", "Exp", "Log", "Erf", "Gelu", "Mish", "Sin",
-              "Cos", "Softplus", "Pow"}
+              "Cos", "Softplus", "Pow", "Atan", "Asin", "Acos", "Asinh", "Acosh", "Atanh"}
 
 
 def interleave_for(k, ops, fused: bool) -> int:
@@ -94,12 +94,15 @@ def _float_unary(op, b, x, a, caps):
                         b.select(b.fcmp_ordered("<", x, f(0)), f(-1), x))
     if op == "Sqrt":
         return mathfn.sqrt(b, x, caps.fpu)
+    if op in ("Asin", "Acos", "Asinh", "Acosh"):  # their reductions take a square root
+        return getattr(mathfn, op.lower())(b, x, caps.fpu)
     # Tanh: the rational form, onnxruntime's own (MLAS) approximation (mathfn/rational.py: 4.6
     # ulp, 2.7e-7 absolute); the 1-ulp mathfn.tanh also evaluates an exp and selects.
     # benchmarks/op_probe.py tanh (1,128,1024) on an AVX2 Zen 3: 139 -> 37 us, onnxruntime 49
     fn = {"Tanh": tanh_rational, "Exp": mathfn.exp, "Log": mathfn.log,
           "Erf": mathfn.erf, "Floor": mathfn.floor, "Ceil": mathfn.ceil,
-          "Round": mathfn.round_half_even, "Sin": mathfn.sin, "Cos": mathfn.cos}[op]
+          "Round": mathfn.round_half_even, "Sin": mathfn.sin, "Cos": mathfn.cos,
+          "Atan": mathfn.atan, "Atanh": mathfn.atanh}[op]
     return fn(b, x)
 
 
