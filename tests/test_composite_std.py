@@ -1,4 +1,5 @@
-"""ONNX ops glowpy writes as compositions of existing ops (glowpy/ir/ops/composite_std.py),
+"""ONNX ops glowpy writes as compositions of existing ops (glowpy/ir/ops/composite_std.py and
+composite_signal.py),
 compiled through the real compile -> link -> run path and compared with onnxruntime.
 Tolerance: 1e-4 relative + 1e-5 absolute (exp/sigmoid/sqrt approximations differ from MLAS's by
 a few ulp; the normalizations sum in a different order); CastLike exactly."""
@@ -87,3 +88,39 @@ def test_hardmax(axis, tmp_path):
 def test_global_lp_pool(p, tmp_path):
     check_against_onnxruntime(make_model("GlobalLpPool", {"x": X}, attrs={"p": p}), {"x": X},
                               tmp_path)
+
+
+@pytest.mark.parametrize("attrs, opset", [
+    ({"p": 2, "kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 11),
+    ({"p": 1, "kernel_shape": [2, 3]}, 11),
+    ({"p": 3, "kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}, 11),
+    ({"p": 2, "kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, 18),
+    ({"p": 2, "kernel_shape": [2, 2], "dilations": [2, 1]}, 18),
+])
+def test_lp_pool(attrs, opset, tmp_path):
+    """LpPool as an AveragePool of |x|^p times its window sizes: padding, SAME, ceil_mode's
+    short windows, dilations, p = 1, 2, 3."""
+    check_against_onnxruntime(make_model("LpPool", {"x": X}, attrs=attrs, opset=opset),
+                              {"x": X}, tmp_path)
+
+
+@pytest.mark.parametrize("time_axis", [0, 1])
+def test_reverse_sequence(time_axis, tmp_path):
+    """Lengths from 0 to the whole axis, known at run time; int32 data too."""
+    x = RNG.standard_normal((6, 4, 3) if time_axis == 0 else (4, 6, 3)).astype(np.float32)
+    lens = np.array([6, 0, 3, 1], np.int64)
+    attrs = {"time_axis": time_axis, "batch_axis": 1 - time_axis}
+    m = make_model("ReverseSequence", {"x": x, "lens": lens}, attrs=attrs, opset=10)
+    check_against_onnxruntime(m, {"x": x, "lens": lens}, tmp_path / "f")
+    xi = (x * 100).astype(np.int32)
+    m = make_model("ReverseSequence", {"x": xi, "lens": lens}, attrs=attrs, opset=10)
+    check_against_onnxruntime(m, {"x": xi, "lens": lens}, tmp_path / "i")
+
+
+@pytest.mark.parametrize("shape, axes", [([2, 5, 2, 8], None), ([6, 3], [1, 3]),
+                                         ([1, 7], [-2, -1])])
+def test_center_crop_pad(shape, axes, tmp_path):
+    """Crops and pads of odd and even differences, on every axis or the named ones."""
+    m = make_model("CenterCropPad", {"x": X}, initializers={"s": np.array(shape, np.int64)},
+                   attrs={} if axes is None else {"axes": axes}, opset=18)
+    check_against_onnxruntime(m, {"x": X}, tmp_path)

@@ -1,7 +1,7 @@
 """Default-domain ONNX ops of signal front ends and pooling written as `Composite`s (see
 ops/contrib.py): the window generators fold to constants (their size must be known at compile
-time), Hardmax and GlobalLpPool expand into ArgMax/OneHot and ReduceL1/ReduceL2. Checked
-against onnxruntime by tests/test_composite_std.py."""
+time), Hardmax and GlobalLpPool expand into ArgMax/OneHot and ReduceL1/ReduceL2, LpPool into
+an AveragePool of |x|^p. Checked against onnxruntime by tests/test_composite_std.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from glowpy.errors import ModelError, show
 from glowpy.ir.dtypes import from_onnx
 from glowpy.ir.ops.composite_std import _axes
 from glowpy.ir.ops.contrib import Composite, add, const_scalar
-from glowpy.ir.ops.registry import register, norm_axis
+from glowpy.ir.ops.registry import get_op, register, norm_axis
 
 # window -> its cosine-series coefficients a_k: w[n] = sum_k (-1)^k a_k cos(2 pi k n / N)
 WINDOWS = {"HannWindow": (0.5, 0.5), "HammingWindow": (25 / 46, 21 / 46),
@@ -70,3 +70,38 @@ class GlobalLpPool(Composite):
                              "2 are supported")
         ax = _axes(g, list(range(2, len(x.shape))))
         return [add(g, node, "ReduceL1" if p == 1 else "ReduceL2", [x, ax], {"keepdims": 1})[0]]
+
+
+@register
+class LpPool(Composite):
+    """(sum over each window of |x|^p)^(1/p): |x|^p (x x for p = 2), an AveragePool counting
+    padding, times its own per-position divisors (so ceil_mode's short windows and auto_pad
+    count what the sum counts), then the p-th root (Sqrt for 2)."""
+    inputs = ("X",)
+    attrs = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+             "p": 2, "pads": None, "strides": None}
+    attr_kinds = {"dilations": list, "kernel_shape": list, "pads": list, "strides": list}
+    since = 1
+
+    def expand(self, g, node, ins, n_out):
+        x = ins[0]
+        p = float(node.attrs["p"])
+        if not p > 0 or x.dtype != np.float32:
+            raise ModelError(f"node '{show(node.name)}' (LpPool): p={p} on {x.dtype}; needs "
+                             "p > 0 and float32")
+        if p == 2:
+            t = add(g, node, "Mul", [x, x], tag="square")[0]
+        else:
+            t = add(g, node, "Abs", [x], tag="abs")[0]
+            if p != 1:
+                t = add(g, node, "Pow", [t, g.constant(np.float32(p), "p")], tag="power")[0]
+        attrs = {k: v for k, v in node.attrs.items() if k != "p" and v is not None}
+        avg = add(g, node, "AveragePool", [t], dict(attrs, count_include_pad=1), tag="mean")[0]
+        div = get_op("AveragePool").divisors(avg.producer).astype(np.float32)
+        s = add(g, node, "Mul", [avg, g.constant(div, "window_sizes")], tag="sum")[0]
+        if p == 1:
+            return [s]
+        if p == 2:
+            return [add(g, node, "Sqrt", [s], tag="root")[0]]
+        return [add(g, node, "Pow", [s, g.constant(np.float32(1 / p), "inverse_p")],
+                    tag="root")[0]]

@@ -249,3 +249,82 @@ class Tan(Composite):
     def expand(self, g, node, ins, n_out):
         x = ins[0]
         return [add(g, node, "Div", [add(g, node, "Sin", [x])[0], add(g, node, "Cos", [x])[0]])[0]]
+
+
+@register
+class ReverseSequence(Composite):
+    """Each batch entry's first sequence_lens[b] steps reversed (sequence_lens known at run
+    time): a GatherElements along time_axis with the index lens[b] - 1 - t below the length
+    and t from it on (an index outside the axis reads 0, so no length reads out of bounds)."""
+    inputs = ("input", "sequence_lens")
+    attrs = {"batch_axis": 1, "time_axis": 0}
+    since = 10
+
+    def expand(self, g, node, ins, n_out):
+        x, lens = ins
+        ba, ta = node.attrs["batch_axis"], node.attrs["time_axis"]
+        if len(x.shape) < 2 or {ba, ta} != {0, 1} or lens.shape != (x.shape[ba],):
+            raise ModelError(f"node '{show(node.name)}' (ReverseSequence): batch_axis {ba}, "
+                             f"time_axis {ta}, input {list(x.shape)}, sequence_lens "
+                             f"{list(lens.shape)}: the axes must be 0 and 1 and sequence_lens "
+                             "one length per batch entry")
+        steps, batch = x.shape[ta], x.shape[ba]
+        grid = [steps, 1] if ta == 0 else [1, steps]
+        t = g.constant(np.arange(steps, dtype=np.int64).reshape(grid), "steps")
+        n = lens if lens.dtype == np.int64 else \
+            add(g, node, "Cast", [lens], {"to": np.dtype(np.int64)}, tag="lens64")[0]
+        n = add(g, node, "Reshape", [n, g.constant(np.array([1, batch] if ta == 0 else
+                                                            [batch, 1], np.int64))],
+                tag="lens")[0]
+        back = add(g, node, "Sub", [add(g, node, "Sub", [n, g.constant(np.int64(1))],
+                                        tag="last")[0], t], tag="reversed")[0]
+        idx = add(g, node, "Where", [add(g, node, "Less", [t, n], tag="inside")[0], back, t],
+                  tag="index")[0]
+        rest = [1] * (len(x.shape) - 2)
+        idx = add(g, node, "Reshape", [idx, g.constant(np.array(list(idx.shape) + rest,
+                                                                  np.int64))], tag="index_nd")[0]
+        idx = add(g, node, "Expand", [idx, g.constant(np.array(x.shape, np.int64))],
+                  tag="index_full")[0]
+        return [add(g, node, "GatherElements", [x, idx], {"axis": ta})[0]]
+
+
+@register
+class CenterCropPad(Composite):
+    """Each named axis cropped or zero-padded to `shape`, centred: a Slice from (n - s) // 2,
+    then a Pad of (s - n) // 2 before and the rest after."""
+    inputs = ("input_data", "shape")
+    attrs = {"axes": None}
+    attr_kinds = {"axes": list}
+    const_inputs = (1,)
+    since = 18
+
+    def expand(self, g, node, ins, n_out):
+        x, shape = ins
+        if shape is None or not shape.is_const:
+            raise ModelError(f"node '{show(node.name)}' (CenterCropPad): shape must be known at "
+                             "compile time; make it an initializer or a Constant")
+        r = len(x.shape)
+        axes = node.attrs["axes"]
+        axes = list(range(r)) if axes is None else [a + r if a < 0 else a for a in axes]
+        want = [int(v) for v in np.asarray(shape.const).reshape(-1)]
+        if len(want) != len(axes) or any(not 0 <= a < r for a in axes) or min(want, default=1) < 0:
+            raise ModelError(f"node '{show(node.name)}' (CenterCropPad): shape {want} for axes "
+                             f"{axes} of a rank-{r} input")
+        starts, ends, crop_axes = [], [], []
+        pads = [0] * (2 * r)
+        for a, s in zip(axes, want):
+            n = x.shape[a]
+            if s < n:
+                starts.append((n - s) // 2)
+                ends.append((n - s) // 2 + s)
+                crop_axes.append(a)
+            elif s > n:
+                pads[a], pads[r + a] = (s - n) // 2, s - n - (s - n) // 2
+        y = x
+        if crop_axes:
+            y = add(g, node, "Slice", [y, g.constant(np.array(starts, np.int64)),
+                                       g.constant(np.array(ends, np.int64)),
+                                       g.constant(np.array(crop_axes, np.int64))], tag="crop")[0]
+        if any(pads):
+            y = add(g, node, "Pad", [y, g.constant(np.array(pads, np.int64))], tag="pad")[0]
+        return [y if y is not x else add(g, node, "Identity", [x])[0]]
