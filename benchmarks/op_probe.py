@@ -262,6 +262,17 @@ def grid_sample(n, c, hw, out, mode="linear", padding="zeros"):
     return build
 
 
+def attention23(tokens, hidden, heads, causal=1):
+    """ONNX Attention (opset 23) over x as Q, K and V, 3-D, as PyTorch exports
+    scaled_dot_product_attention at opset 23; causal as a decoder's."""
+    def build():
+        x = _rand(1, tokens, hidden)
+        node = helper.make_node("Attention", ["x", "x", "x"], ["y"], q_num_heads=heads,
+                                kv_num_heads=heads, is_causal=causal)
+        return _model([node], x, opset=23), x
+    return build
+
+
 def stft(seconds, n_fft=400, hop=160):
     """STFT with a Hann window as a speech model's in-graph front end (torch.stft exported at
     opset 17): 16 kHz audio, 25 ms frames every 10 ms."""
@@ -315,6 +326,8 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "gridsample_flow_64x96x128": grid_sample(1, 64, (96, 128), (96, 128)),
           "gridsample_deform_8x32x64": grid_sample(8, 32, (64, 64), (300, 4)),
           "gridsample_bicubic_3x256": grid_sample(1, 3, (256, 256), (256, 256), "cubic", "border"),
+          "attention23_128x256": attention23(128, 256, 4),
+          "attention23_577x384": attention23(577, 384, 6, causal=0),
           "stft_400x160_10s": stft(10), "stft_512x128_1s": stft(1, 512, 128),
           "gridsample_nearest_16x128": grid_sample(1, 16, (128, 128), (128, 128), "nearest",
                                                    "reflection")}
