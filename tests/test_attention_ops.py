@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from hostile import refused
 from util import compile_and_run, make_graph_model, run_onnxruntime
 
 RNG = np.random.default_rng(11)
@@ -113,3 +114,12 @@ def test_rotary_embedding(shape, attrs, positions, tmp_path):
     node = helper.make_node("RotaryEmbedding", inputs, ["y"], **attrs)
     model = make_graph_model([node], ins, ["y"], inits, opset=23)
     check(model, ins, tmp_path)
+
+
+def test_huge_causal_mask_is_refused(capsys, tmp_path):
+    """50,000 x 50,000 positions: one error line, before the mask is built."""
+    m = make_graph_model([helper.make_node("Attention", ["q", "q", "q"], ["y"], name="at",
+                                           is_causal=1)],
+                         {"q": np.zeros((1, 1, 50000, 1), np.float32)}, ["y"], opset=23)
+    msg = refused(capsys, tmp_path, m)
+    assert "node 'at' (Attention)" in msg and "constant" in msg, msg

@@ -241,3 +241,12 @@ def test_aarch64_and_cortex_m7(tmp_path):
         info = glowpy.compile(path, str(tmp_path / abi), target="arm", mcpu="cortex-m7",
                               float_abi=abi)
         check_bare_metal_object(str(tmp_path / abi / f"{info.name}.o"), soft_float=abi == "soft")
+
+
+def test_huge_affine_grid_is_refused(capsys, tmp_path):
+    """A size of 10^10 points: one error line, before any of it is built."""
+    m = make_graph_model([helper.make_node("AffineGrid", ["t", "s"], ["g"], name="ag")],
+                         {"t": np.zeros((1, 2, 3), np.float32)}, ["g"],
+                         {"s": np.array([1, 1, 100000, 100000], np.int64)}, opset=20)
+    msg = refused(capsys, tmp_path, m)
+    assert "node 'ag' (AffineGrid)" in msg and "constant" in msg, msg

@@ -19,6 +19,7 @@ import numpy as np
 from glowpy.errors import ModelError, show
 from glowpy.ir.ops.contrib import Composite, add
 from glowpy.ir.ops.registry import register
+from glowpy.ir.validate import FOLD_BYTES
 
 F32 = np.float32
 NEG_INF = F32(-np.inf)
@@ -144,6 +145,9 @@ class Attention(Composite):
         left, right = a["left_window_size"], a["right_window_size"]
         frontier = a["is_causal"] or left >= 0 or right >= 0
         if frontier:
+            if nonpad is None and sq * skv * 4 > FOLD_BYTES:
+                raise _err(node, f"a causal or windowed mask over {sq} x {skv} positions would "
+                                 f"be a {sq * skv * 4}-byte constant, more than {FOLD_BYTES}")
             if nonpad is None:  # the offset known now: a constant bias
                 diff = i + past - j
                 ok = np.ones((sq, skv), bool)

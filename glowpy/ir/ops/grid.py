@@ -25,6 +25,7 @@ import numpy as np
 from glowpy.errors import ModelError, show
 from glowpy.ir.ops.contrib import MS, Composite, add
 from glowpy.ir.ops.registry import Op, ints, register
+from glowpy.ir.validate import FOLD_BYTES
 
 MODES = ("linear", "nearest", "cubic")
 OLD_MODES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}  # opset 16
@@ -212,6 +213,10 @@ class AffineGrid(Composite):
                              "[N, 2, 3] for a size [N, C, H, W] or [N, 3, 4] for [N, C, D, H, W]")
         if theta.dtype != np.float32:
             raise _err(node, f"theta of {theta.dtype}: only float32 is supported; cast it")
+        points = int(np.prod(shape[2:], dtype=np.int64))
+        if points * (nd + 1) * 4 > FOLD_BYTES:
+            raise _err(node, f"size {shape}: the base grid of {points} points would be a "
+                             f"{points * (nd + 1) * 4}-byte constant, more than {FOLD_BYTES}")
         align = bool(node.attrs["align_corners"])
         axes = []
         for n in shape[2:]:
