@@ -140,8 +140,9 @@ CASES = {
         "node 'b' (Tile): its outputs would be a 536870912-byte constant computed from 80 bytes "
         "of constant inputs; constants are stored in the bundle's weights, and glowpy folds none "
         "over 67108864 bytes that is more than 64 times its inputs"),
-    "lp_pool_unsupported": (lambda: one("LpPool", {}, kernel_shape=[1 << 40, 2], p=1 << 40),
-                            "unsupported ops (1 nodes): LpPool x1 (b)"),
+    "lp_pool_kernel": (lambda: one("LpPool", {}, kernel_shape=[1 << 40, 2], p=1 << 40),
+                       "node 'b' (LpPool): kernel_shape [1099511627776, 2] (dilations [1, 1]) "
+                       "spans more than twice the input [4, 4] along spatial dim 0"),
 }
 
 

@@ -10,6 +10,7 @@ from glowpy.errors import ModelError, show
 from glowpy.ir.dtypes import from_onnx
 from glowpy.ir.ops.composite_std import _axes
 from glowpy.ir.ops.contrib import Composite, add, const_scalar
+from glowpy.ir.ops.conv import window
 from glowpy.ir.ops.registry import get_op, register, norm_axis
 
 # window -> its cosine-series coefficients a_k: w[n] = sum_k (-1)^k a_k cos(2 pi k n / N)
@@ -89,6 +90,11 @@ class LpPool(Composite):
         if not p > 0 or x.dtype != np.float32:
             raise ModelError(f"node '{show(node.name)}' (LpPool): p={p} on {x.dtype}; needs "
                              "p > 0 and float32")
+        if len(x.shape) < 3:
+            raise ModelError(f"node '{show(node.name)}' (LpPool): input {list(x.shape)}; needs "
+                             "[N, C, spatial...]")
+        # the window checked as the LpPool's, so an error names the model's node
+        window(node, x.shape[2:], node.attrs["kernel_shape"], bool(node.attrs["ceil_mode"]))
         if p == 2:
             t = add(g, node, "Mul", [x, x], tag="square")[0]
         else:
