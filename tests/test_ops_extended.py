@@ -77,6 +77,19 @@ def test_cumsum_int(dtype, tmp_path):
           feeds, tmp_path)
 
 
+@pytest.mark.parametrize("axis,reverse,exclusive", [(1, 0, 0), (0, 1, 0), (-1, 0, 1), (0, 1, 1)])
+def test_cumprod(axis, reverse, exclusive, tmp_path):
+    """CumProd (opset 26) against onnxruntime and the numpy reference, with a 0 inside a row
+    (the exclusive form shifts, it does not divide), and int32 too."""
+    x = rand(3, 5, lo=0.5, hi=1.5)
+    x[1, 2] = 0.0
+    for dtype in (np.float32, np.int32):
+        feeds = {"x": x.astype(dtype) if dtype == np.float32 else np.round(x * 3).astype(dtype)}
+        m = make_model("CumProd", feeds, attrs={"exclusive": exclusive, "reverse": reverse},
+                       initializers={"axis": np.array(axis, np.int64)}, opset=26)
+        check(m, feeds, tmp_path / dtype.__name__, rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("largest,axis,k", [(1, -1, 3), (0, 1, 2), (1, 0, 4)])
 def test_topk(largest, axis, k, tmp_path):
     x = np.round(rand(4, 6, 5), 1)  # rounded: ties, which break toward the lower index

@@ -1,4 +1,4 @@
-"""Ops that scan one axis: ArgMax, ArgMin, TopK, CumSum.
+"""Ops that scan one axis: ArgMax, ArgMin, TopK, CumSum, CumProd.
 
 Each views its input as [outer, axis, inner] (`axis_layout`); the numpy references and the
 kernels share that view."""
@@ -100,23 +100,36 @@ class CumSum(Op):
     def axis(self, node) -> int:
         a = ints(node.const_input(1, "axis"))
         if len(a) != 1:
-            raise ModelError(f"node '{node.name}' (CumSum): axis must be one value, got {a}")
+            raise ModelError(f"node '{node.name}' ({node.op}): axis must be one value, got {a}")
         return norm_axis(a[0], len(node.inputs[0].shape), node)
 
     def infer(self, node):
         x = node.inputs[0]
         self.axis(node)
         if x.dtype == np.bool_:
-            raise ModelError(f"node '{node.name}' (CumSum): bool input is not supported")
+            raise ModelError(f"node '{node.name}' ({node.op}): bool input is not supported")
         return [(x.dtype, x.shape)]
 
     def reference(self, node, x, _axis=None):
         ax = self.axis(node)
         y = np.flip(x, ax) if node.attrs["reverse"] else x
         acc = np.float64 if x.dtype.kind == "f" else x.dtype
-        s = np.cumsum(y, axis=ax, dtype=acc)
-        if node.attrs["exclusive"]:
-            s = s - y
+        if node.op == "CumProd":  # exclusive: shifted by one, 1 first (no division by 0)
+            s = np.cumprod(y, axis=ax, dtype=acc)
+            if node.attrs["exclusive"]:
+                first = np.ones_like(np.take(s, [0], axis=ax))
+                s = np.concatenate([first, np.take(s, np.arange(s.shape[ax] - 1), axis=ax)],
+                                   axis=ax)
+        else:
+            s = np.cumsum(y, axis=ax, dtype=acc)
+            if node.attrs["exclusive"]:
+                s = s - y
         if node.attrs["reverse"]:
             s = np.flip(s, ax)
         return [np.ascontiguousarray(s).astype(x.dtype)]
+
+
+@register
+class CumProd(CumSum):
+    """Running products along an axis (opset 26): CumSum's form, multiplying from 1."""
+    since = 26

@@ -1,4 +1,4 @@
-"""Axis-scan kernels: ArgMax, ArgMin, TopK, CumSum. Each loops over the [outer, inner] positions
+"""Axis-scan kernels: ArgMax, ArgMin, TopK, CumSum (and CumProd). Each loops over the [outer, inner] positions
 of its `axis_layout` and walks the axis (stride `inner`) inside."""
 from __future__ import annotations
 
@@ -305,18 +305,20 @@ def emit_topk(k):
                 k.store(b.sub(ir.Constant(cg.I64, 2 ** 32 - 1), low), idxs, slot(t))
 
 
-@emits("CumSum")
+@emits("CumSum", "CumProd")
 def emit_cumsum(k):
     b = k.b
     x = k.in_buf(0)
     ax = k.node.opdef.axis(k.node)
     outer, n, inner = axis_layout(x.shape, ax)
     ety = cg.llvm_type(x.dtype)
-    add = b.fadd if cg.is_float(x.dtype) else b.add
+    prod = k.node.op == "CumProd"
+    fl = cg.is_float(x.dtype)
+    add = (b.fmul if fl else b.mul) if prod else (b.fadd if fl else b.add)
     acc_p = cg.alloca_in_entry(b, ety, "acc")
     rev, excl = bool(k.attrs["reverse"]), bool(k.attrs["exclusive"])
     with _rows(k, outer, n, inner) as (base, _pos, _o, _i):
-        b.store(cg.const(ety, 0), acc_p)
+        b.store(cg.const(ety, 1 if prod else 0), acc_p)
         with k.for_range(n, name="j") as j:
             jj = b.sub(k.c(n - 1), j) if rev else j
             off = b.add(base, b.mul(jj, k.c(inner)))
