@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.errors import ModelError, show
+from glowpy.ir.ops.composite_std import _axes as _i64  # an int64 constant
 from glowpy.ir.ops.contrib import Composite, add
 from glowpy.ir.ops.registry import register
 from glowpy.ir.validate import FOLD_BYTES
@@ -27,10 +28,6 @@ NEG_INF = F32(-np.inf)
 
 def _err(node, msg):
     return ModelError(f"node '{show(node.name)}' ({node.op}): {msg}")
-
-
-def _i64(g, values, name=""):
-    return g.constant(np.asarray(values, np.int64), name)
 
 
 def _heads_first(g, node, x, heads, tag):

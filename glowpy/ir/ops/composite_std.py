@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.errors import ModelError, show
-from glowpy.ir.ops.contrib import Composite, add
+from glowpy.ir.ops.contrib import Composite, add, const_scalar
 from glowpy.ir.ops.registry import register
 
 
@@ -300,13 +300,10 @@ class CenterCropPad(Composite):
 
     def expand(self, g, node, ins, n_out):
         x, shape = ins
-        if shape is None or not shape.is_const:
-            raise ModelError(f"node '{show(node.name)}' (CenterCropPad): shape must be known at "
-                             "compile time; make it an initializer or a Constant")
         r = len(x.shape)
         axes = node.attrs["axes"]
         axes = list(range(r)) if axes is None else [a + r if a < 0 else a for a in axes]
-        want = [int(v) for v in np.asarray(shape.const).reshape(-1)]
+        want = [int(v) for v in np.asarray(const_scalar(node, shape, "shape")).reshape(-1)]
         if len(want) != len(axes) or any(not 0 <= a < r for a in axes) or min(want, default=1) < 0:
             raise ModelError(f"node '{show(node.name)}' (CenterCropPad): shape {want} for axes "
                              f"{axes} of a rank-{r} input")

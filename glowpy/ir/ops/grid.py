@@ -23,7 +23,7 @@ import itertools
 import numpy as np
 
 from glowpy.errors import ModelError, show
-from glowpy.ir.ops.contrib import MS, Composite, add
+from glowpy.ir.ops.contrib import MS, Composite, add, const_scalar
 from glowpy.ir.ops.registry import Op, ints, register
 from glowpy.ir.validate import FOLD_BYTES
 
@@ -203,10 +203,7 @@ class AffineGrid(Composite):
 
     def expand(self, g, node, ins, n_out):
         theta, size = ins
-        if size is None or not size.is_const:
-            raise _err(node, "size must be known at compile time; make it an initializer or a "
-                             "Constant")
-        shape = ints(size.const)
+        shape = ints(const_scalar(node, size, "size"))
         nd = len(shape) - 2
         if nd not in (2, 3) or len(theta.shape) != 3 or theta.shape != (shape[0], nd, nd + 1):
             raise _err(node, f"theta {list(theta.shape)} for size {shape}: theta must be "

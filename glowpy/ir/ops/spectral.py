@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from glowpy.errors import ModelError, show
-from glowpy.ir.ops.contrib import Composite, add
+from glowpy.ir.ops.contrib import Composite, add, const_scalar
 from glowpy.ir.ops.registry import Op, norm_axis, register
 
 MAX_MATRIX = 1 << 23  # floats of a transform's matrix (32 MiB)
@@ -29,12 +29,10 @@ def _err(node, msg):
 
 
 def _const_int(node, v, what, default=None):
+    """A compile-time scalar operand as an int (default when omitted)."""
     if v is None:
         return default
-    if not v.is_const:
-        raise _err(node, f"{what} must be known at compile time; make it an initializer or a "
-                         "Constant")
-    a = np.asarray(v.const).reshape(-1)
+    a = np.asarray(const_scalar(node, v, what)).reshape(-1)
     if a.size != 1:
         raise _err(node, f"{what} must be a single value, got {a.size}")
     return int(a[0])
@@ -57,14 +55,13 @@ def basis(node, n: int, comps: int, length: int, inverse: bool, onesided: bool):
     t = np.arange(m, dtype=np.float64)[:, None]
     k = np.arange(k_out, dtype=np.float64)[None, :]
     w = np.zeros((m, comps, k_out, d))
+    theta = 2 * np.pi * ((t * k) % length) / length  # (t k mod L): the angle without growth
     if real_inverse:  # input bin t, output sample k: irfft's weights 1, 2, ..., 2, (1)
-        theta = 2 * np.pi * ((t * k) % length) / length
         a = np.where((t == 0) | ((length % 2 == 0) & (t == length // 2)), 1.0, 2.0) / length
         w[:, 0, :, 0] = a * np.cos(theta)
         if comps == 2:
             w[:, 1, :, 0] = -a * np.sin(theta)
         return w.reshape(m * comps, k_out * d), m, k_out, d
-    theta = 2 * np.pi * ((t * k) % length) / length  # (t k mod L): the angle without growth
     sign, scale = (1.0, 1.0 / length) if inverse else (-1.0, 1.0)
     cos, sin = np.cos(theta) * scale, np.sin(theta) * scale
     w[:, 0, :, 0], w[:, 0, :, 1] = cos, sign * sin
