@@ -9,6 +9,8 @@
     python benchmarks/zoo_perf.py --shared --no-docs   # and perf.py's models, in one run
     python benchmarks/zoo_perf.py --models resnet50_int8,mobilenet_v2_int8 --no-docs
                                                        # int8 QDQ CNNs (zoo/quantized.py)
+    python benchmarks/zoo_perf.py --models resnet18_fp16,vit_tiny_fp16io32 --no-docs
+                                                       # float16 models (zoo/half.py)
     python benchmarks/zoo_perf.py --mcpu znver3        # AVX2 code (a Zen 3's) on this host
     python benchmarks/zoo_perf.py --mcpu znver3 --ort-avx2   # and onnxruntime's AVX2 kernels:
                                                        # rewrites the AVX2 zoo table
@@ -21,7 +23,8 @@ onnxruntime with intra_op_num_threads=1, default graph optimizations and IOBindi
 best batch of back-to-back calls, the two sides alternating for several rounds, the calling
 thread's CPU time). The outputs are checked against onnxruntime's with the issue's model
 tolerance (1e-3 * max|ref| + 1e-4); the int8 CNNs' (zoo/quantized.py) against the integer
-ops' numpy references bit for bit, with their distance from onnxruntime's in output quanta.
+ops' numpy references bit for bit, with their distance from onnxruntime's in output quanta;
+the float16 ones' (zoo/half.py) within 4e-3 * max|ref|.
 GFLOP/s count 2 per multiply-add of Conv, ConvTranspose, Gemm and MatMul (perf.model_macs,
 from the shapes glowpy infers)."""
 from __future__ import annotations
@@ -40,6 +43,7 @@ import op_families  # noqa: E402
 import perf  # noqa: E402  (puts the checkout and tests/ on the path)
 import glowpy  # noqa: E402
 from zoo import ZOO, errors  # noqa: E402
+from zoo.half import ZOO_FP16, errors as half_errors  # noqa: E402
 from zoo.quantized import ZOO_INT8  # noqa: E402
 
 BEGIN, END = "<!-- zoo benchmark: begin -->", "<!-- zoo benchmark: end -->"
@@ -50,7 +54,7 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
             profile: bool = False, mcpu: str | None = None) -> dict:
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
-    model, feeds = (ZOO.get(name) or ZOO_INT8[name])(perf=True)
+    model, feeds = (ZOO.get(name) or ZOO_INT8.get(name) or ZOO_FP16[name])(perf=True)
     path = os.path.join(d, name + ".onnx")
     onnx.save(model, path)
     t0 = time.process_time()
@@ -66,7 +70,7 @@ def measure(name: str, work: str, rounds: int, seconds: float, batches: int, clo
         t, outs = h.run(feeds, seconds, batches, clock)
         bt = min(bt, t)
         ot = min(ot, ort.run(seconds, batches, clock))
-    errs = errors(outs, ort.outputs)
+    errs = (half_errors if name in ZOO_FP16 else errors)(outs, ort.outputs)
     checks = {"agrees": all(e <= t for e, t in errs), "max_error": max(e / t for e, t in errs)}
     if name in ZOO_INT8:
         checks = int8_checks(path, feeds, outs, ort.outputs)
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shared", action="store_true", help="also measure benchmarks/perf.py's "
                     "models (../shared/models, ResNet-18, MobileNetV2) in the same run")
     a = ap.parse_args(argv)
-    models = {n: None for n in list(ZOO) + list(ZOO_INT8)}
+    models = {n: None for n in list(ZOO) + list(ZOO_INT8) + list(ZOO_FP16)}
     if a.shared:
         models |= {"shared:" + n: p for n, p in (perf.shared_paths() | perf.build_models.build()).items()}
     rows, peak, said = perf.measure_all(ap, a, models, lambda n, work: measure(

@@ -21,6 +21,7 @@ import numpy as np
 import typer
 
 from glowpy.errors import ModelError, UsageError, show
+from glowpy.ir.dtypes import named
 from glowpy.perf_profile import build, parse_counts, table
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
@@ -40,7 +41,7 @@ def _inputs(manifest: dict, given: list[str]) -> dict:
             raise UsageError(f"-input={g}: cannot read {show(path)}: {e}") from None
     for p in manifest["inputs"]:
         if p["name"] not in out and p["symbol"] not in out:
-            dt = np.dtype(p["dtype"])
+            dt = named(p["dtype"])
             out[p["name"]] = (rng.integers(-128, 127, p["shape"]).astype(dt) if dt.kind in "iub"
                               else rng.standard_normal(p["shape"]).astype(dt))
     return out

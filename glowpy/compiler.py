@@ -486,10 +486,11 @@ def _setup_quantization(graph, opts: Options):
 def _check_dtypes(graph):
     from glowpy.codegen.kernels import catalog  # noqa: F401  (registers every kernel)
     from glowpy.codegen.registry import has_kernel
-    from glowpy.ir.dtypes import SUPPORTED
+    from glowpy.ir.dtypes import HALF, SUPPORTED
     for n in graph.nodes:
+        held = SUPPORTED | HALF if n.op == "Cast" else SUPPORTED
         for v in list(n.outputs) + [v for v in n.inputs if v is not None and not v.is_const]:
-            if v.dtype not in SUPPORTED:
+            if v.dtype not in held:
                 raise ModelError(f"node '{n.name}' ({n.op}): tensor '{v.name}' has type "
                                  f"{v.dtype.name}, which bundles do not support")
         if "view" not in n.opdef.traits and not has_kernel(n.op):

@@ -26,6 +26,7 @@ import numpy as np
 import typer
 
 from glowpy.errors import ModelError, UsageError, show
+from glowpy.ir.dtypes import HALF
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["--help", "-h"]})
@@ -128,7 +129,9 @@ def classify(images: list[str], model: str, input_name: str | None, pre_args: di
     # a short last batch is filled with its last image (results dropped; profile ranges kept)
     feeds = [np.stack(b + [b[-1]] * (pre.batch - len(b))) for b in batches]
     dtype = value.dtype
-    if dtype != np.float32:
+    if dtype in HALF:  # a float16/bfloat16 model: its pixels rounded as the model takes them
+        feeds = [f.astype(dtype) for f in feeds]
+    elif dtype != np.float32:
         if dtype.kind not in "iu":
             raise ModelError(f"the image input '{show(input_name)}' is {dtype.name}; "
                              "image-classifier feeds float32 or integer pixels")

@@ -104,7 +104,9 @@ folding runs while importing): they fix shapes, axes or counts of an ahead-of-ti
 Element types: float32 for every op; int8, uint8, int32, int64 and bool for elementwise
 arithmetic, comparisons and logic, Where, data movement (reshape, transpose, concat, slice,
 gather, tile, expand, ...), the Reduce* family, ArgMax/ArgMin, TopK, CumSum and Einsum;
-integers only for BitShift and Bitwise*. Control flow has no kernel: an `If` whose condition
+integers only for BitShift and Bitwise*. float16 and bfloat16 models compile: their half
+tensors are computed in float32, and stay half at the bundle's inputs and outputs and where the
+model casts to them (the conversions round half to even, as numpy). Control flow has no kernel: an `If` whose condition
 is known at compile time becomes its branch, one with a run-time condition computes both
 (small, same-shaped) branches and selects; `Loop` (compile-time trip count) and `Scan` are
 unrolled.

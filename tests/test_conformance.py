@@ -79,13 +79,12 @@ def test_type_exclusions_are_really_about_types():
             assert any(v.dtype not in SUPPORTED for v in values), c.name
 
 
-# Cast's and Einsum's node tests all use types bundles do not hold (float16/64, bfloat16...):
-# tests/test_ops_extended.py and the core op tests check them in the types bundles hold.
 # NonZero's one case feeds run-time data (a data-dependent output size, refused):
 # tests/test_shape_ops.py checks the constant form, which folds.
-# CastLike's node tests all cast from or to float16/bfloat16/float8/int2/int4, and onnx ships
-# no node test of GlobalLpPool: tests/test_composite_std.py checks both against onnxruntime.
-NO_TYPED_CASES = {"Cast", "CastLike", "Einsum", "GlobalLpPool", "NonZero"}
+# CastLike's node tests cast from or to float64/float8/int2/int4, or float16/bfloat16 like a
+# tensor of shape [0], and onnx ships no node test of GlobalLpPool: tests/test_composite_std.py
+# checks both against onnxruntime (tests/test_half.py CastLike to float16).
+NO_TYPED_CASES = {"CastLike", "GlobalLpPool", "NonZero"}
 
 
 def test_ops_without_runnable_node_tests_are_exactly_the_known_ones():

@@ -18,8 +18,8 @@ from util import REPO
 TARGET_TEXT = "expected an LLVM name (letters, digits, '_', '.', '-'; at most 200 characters)"
 CPU_TEXT = "expected an LLVM name (letters, digits, '_', '.', '-', '+'; at most 100 characters)"
 
-MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bool, float, float16, float32, "
-                     "int32, int64, int8, uint8, or name,int8q,scale,offset,[...])")
+MODEL_INPUT_USAGE = ("expected name,type,[d0,d1,...] (types: bfloat16, bool, float, float16, "
+                     "float32, int32, int64, int8, uint8, or name,int8q,scale,offset,[...])")
 
 
 @pytest.mark.parametrize("arg, expect", [

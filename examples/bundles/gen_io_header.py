@@ -32,13 +32,18 @@ import sys
 
 import numpy as np
 
+try:
+    import ml_dtypes  # noqa: F401  (onnx's dependency; gives numpy the name "bfloat16")
+except ImportError:
+    pass
+
 __all__ = ["write_io_header", "write_io_header_from_manifest", "io_header_text",
            "DTYPE_CODES", "legalize"]
 
 # Element type codes shared with the C runners (MODEL_DT_* in the header).
 DTYPE_CODES = {
     "float32": 0, "float16": 1, "float64": 2, "int8": 3, "uint8": 4, "int16": 5,
-    "uint16": 6, "int32": 7, "uint32": 8, "int64": 9, "uint64": 10, "bool": 11,
+    "uint16": 6, "int32": 7, "uint32": 8, "int64": 9, "uint64": 10, "bool": 11, "bfloat16": 12,
 }
 _DT_NAMES = {v: k.upper() for k, v in DTYPE_CODES.items()}
 

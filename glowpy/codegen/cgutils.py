@@ -17,7 +17,8 @@ I64 = ir.IntType(64)
 PTR = ir.PointerType()
 
 _LLVM_TYPES = {"float32": F32, "float64": F64, "int8": I8, "uint8": I8, "int16": I16,
-               "uint16": I16, "int32": I32, "uint32": I32, "int64": I64, "uint64": I64, "bool": I8}
+               "uint16": I16, "int32": I32, "uint32": I32, "int64": I64, "uint64": I64, "bool": I8,
+               "float16": I16, "bfloat16": I16}  # half types: bit patterns (mathfn/half.py)
 
 
 def llvm_type(dtype) -> ir.Type:

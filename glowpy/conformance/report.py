@@ -80,11 +80,13 @@ holding the test's values: exactly the inputs each op declares in `Op.const_inpu
 Every case that does not pass is listed with its reason in
 [tests/conformance_exclusions.py](../tests/conformance_exclusions.py); the run fails on any
 other failure and on an exclusion whose case passes. Most exclusions are element types that
-bundles do not hold (float16, float64, bfloat16, int16, uint16/32/64, float8, int4, strings)
-or sequence values; the pass rate counts the cases whose types bundles hold (float32, int8,
-uint8, int32, int64, bool). All node tests of Einsum and most of CumSum are float64, and
-Cast's convert between types bundles do not hold: tests/test_ops_extended.py (and the core
-per-op tests) check those ops in float32 and the integer types against onnxruntime.
+bundles do not hold (float64, int16, uint16/32/64, float8, int4, strings) or sequence values;
+the pass rate counts the cases whose types bundles hold (float32, int8, uint8, int32, int64,
+bool, and float16/bfloat16: a model's half tensors are computed in float32 and stay half at
+its inputs and outputs and where it casts). Einsum's node tests are float64 or bfloat16, most
+of CumSum's float64, and Cast's other than float32 <-> float16/bfloat16 convert between types
+bundles do not hold: tests/test_ops_extended.py (and the core per-op tests) check those ops in
+float32 and the integer types against onnxruntime, tests/test_half.py every half value.
 
 **{passed} of {testable} node tests pass ({percent})** for the {nops} ops in scope: the core
 set and the extended set of the conformance issue ({total} single-op cases, of which

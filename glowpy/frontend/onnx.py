@@ -14,6 +14,7 @@ from glowpy.ir.graph import Graph
 from glowpy.ir.ops import get_op
 from glowpy.frontend import onnx_control as control
 from glowpy.frontend.onnx_cut import cut
+from glowpy.frontend.onnx_half import has_half, type_outputs, widen
 from glowpy.frontend.onnx_checks import (_declared_type, _non_text, check_attr_kinds,
                                          check_declared_types, check_node_schema, check_ops,
                                          check_structure, free_names, node_label, op_key)
@@ -207,6 +208,15 @@ def load_onnx(path: str, opts: LoadOptions | None = None, warn=None) -> Graph:
         cut(model, opts.outputs, opts.cut_inputs, opts.inputs)
     check_ops(model)
     order = check_structure(model)
+    halves = [vi for vi in model.graph.input if vi.name in opts.inputs
+              and opts.inputs[vi.name].dtype in dtypes.HALF and vi.type.HasField("tensor_type")]
+    if halves:  # -model-input=x,float16: a half placeholder, as a model's own would be
+        type_outputs(model, every=True)  # the outputs keep the model's types
+        for vi in halves:
+            vi.type.tensor_type.elem_type = dtypes.to_onnx(opts.inputs[vi.name].dtype)
+    if has_half(model):  # float16/bfloat16 tensors computed in float32 (onnx_half.py)
+        widen(model, lambda t, where: tensor_value(t, where, limit))
+        order = check_structure(model)
     g = model.graph
     graph = Graph(g.name or os.path.splitext(os.path.basename(path))[0])
     graph.max_tensor_bytes = limit

@@ -17,6 +17,7 @@ import numpy as np
 
 from glowpy.codegen.names import legalize
 from glowpy.errors import GlowpyError
+from glowpy.ir.dtypes import named
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("glowpy", "templates"), trim_blocks=True,
                           lstrip_blocks=True, undefined=jinja2.StrictUndefined)
@@ -52,7 +53,7 @@ def write_inputs(manifest: dict, views: dict, inputs: dict) -> None:
 
 def placeholder_views(manifest: dict, mutable, kinds=("inputs", "outputs")) -> dict:
     """{placeholder name: numpy view of its bytes in the mutable region}."""
-    return {p["name"]: np.frombuffer(mutable, np.dtype(p["dtype"]), int(np.prod(p["shape"])),
+    return {p["name"]: np.frombuffer(mutable, named(p["dtype"]), int(np.prod(p["shape"])),
                                      p["offset"]).reshape(p["shape"])
             for k in kinds for p in manifest[k]}
 

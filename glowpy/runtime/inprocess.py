@@ -25,6 +25,7 @@ import numpy as np
 
 from glowpy import elf
 from glowpy.runtime import trace
+from glowpy.ir.dtypes import named
 from glowpy.runtime.harness import RuntimeError_, placeholder_views, write_inputs
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -234,7 +235,7 @@ class Session:
             for o, addr, n in zip(r["operands"], addrs, sizes):
                 if o["role"] == "out":
                     raw = ctypes.string_at(addr, n)
-                    tensors[o["name"]] = np.frombuffer(raw, o["dtype"]).reshape(o["shape"])
+                    tensors[o["name"]] = np.frombuffer(raw, named(o["dtype"])).reshape(o["shape"])
             out.append({k: r[k] for k in ("id", "op", "node", "kernel")} | {"outputs": tensors})
 
         write_inputs(self.manifest, self.inputs, inputs)

@@ -14,6 +14,7 @@ import subprocess
 
 
 from glowpy.errors import ModelError, UsageError, show
+from glowpy.ir.dtypes import named
 
 def _examples() -> str:
     """examples/bundles of glowpy's source tree: beside the package when it runs from the
@@ -127,5 +128,5 @@ class Runner:
         if len(printed) != len(outs) or any(a is None for a in printed):
             raise ModelError(f"the {runner} runner printed {len(printed)} outputs, the bundle "
                              f"has {len(outs)}")
-        return {p["name"]: a.astype(p["dtype"]).reshape(p["shape"])
+        return {p["name"]: a.astype(named(p["dtype"])).reshape(p["shape"])
                 for p, a in zip(outs, printed)}

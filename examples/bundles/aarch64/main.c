@@ -77,6 +77,11 @@ static void print_value(const uint8_t *p, uint32_t dtype) {
     case MODEL_DT_FLOAT32: { float v; memcpy(&v, p, 4); printf("%.9g", (double)v); break; }
     case MODEL_DT_FLOAT64: { double v; memcpy(&v, p, 8); printf("%.17g", v); break; }
     case MODEL_DT_FLOAT16: { uint16_t v; memcpy(&v, p, 2); printf("%.9g", (double)half_to_float(v)); break; }
+    case MODEL_DT_BFLOAT16: { /* the upper half of a float */
+      uint16_t v; uint32_t bits; float f;
+      memcpy(&v, p, 2); bits = (uint32_t)v << 16; memcpy(&f, &bits, 4);
+      printf("%.9g", (double)f); break;
+    }
     case MODEL_DT_INT8: printf("%d", (int)(int8_t)p[0]); break;
     case MODEL_DT_UINT8: printf("%u", (unsigned)p[0]); break;
     case MODEL_DT_BOOL: printf("%u", p[0] ? 1u : 0u); break;
@@ -94,7 +99,7 @@ static uint32_t dtype_size(uint32_t dtype) {
   switch (dtype) {
     case MODEL_DT_FLOAT64: case MODEL_DT_INT64: case MODEL_DT_UINT64: return 8;
     case MODEL_DT_FLOAT32: case MODEL_DT_INT32: case MODEL_DT_UINT32: return 4;
-    case MODEL_DT_FLOAT16: case MODEL_DT_INT16: case MODEL_DT_UINT16: return 2;
+    case MODEL_DT_FLOAT16: case MODEL_DT_BFLOAT16: case MODEL_DT_INT16: case MODEL_DT_UINT16: return 2;
     default: return 1;
   }
 }

@@ -7,6 +7,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen import mathfn
+from glowpy.codegen.mathfn import half
 from glowpy.codegen.mathfn.rational import erf_rational, sigmoid_rational, tanh_rational
 from glowpy.codegen.registry import emits
 from glowpy.errors import ModelError
@@ -223,6 +224,14 @@ def scalar(b, op, attrs, dtype, args, caps):
 def convert(b, x, src, dst):
     """Cast one element between dtypes as numpy's astype does (float->int truncates)."""
     src, dst = np.dtype(src), np.dtype(dst)
+    if src.name in half.WIDEN or dst.name in half.WIDEN:  # through float32
+        if src == dst:
+            return x
+        if src.name in half.WIDEN:
+            x, src = half.WIDEN[src.name](b, x), np.dtype(np.float32)
+        if dst.name in half.NARROW:
+            return half.NARROW[dst.name](b, convert(b, x, src, np.float32))
+        return convert(b, x, src, dst)
     st, dt = cg.llvm_type(src), cg.llvm_type(dst)
     if dst == np.bool_:
         return b.zext(b.fcmp_unordered("!=", x, cg.const(st, 0)) if cg.is_float(src)
