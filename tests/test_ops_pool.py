@@ -1,8 +1,9 @@
-"""MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool against onnxruntime and glowpy's
-numpy references: 1-D, 2-D and 3-D windows, pads, strides, dilations, ceil_mode,
+"""MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and MaxUnpool against onnxruntime
+and glowpy's numpy references: 1-D, 2-D and 3-D windows, pads, strides, dilations, ceil_mode,
 count_include_pad and auto_pad. Each test is one graph of several pooling nodes.
 
-MaxPool is exact (it selects); averages use rtol 1e-5 (float32 sums in another order)."""
+MaxPool and MaxUnpool are exact (they select); averages use rtol 1e-5 (float32 sums in another
+order)."""
 import numpy as np
 import pytest
 
@@ -147,3 +148,50 @@ def test_maxpool_indices_output(tmp_path):
     g.node("MaxPool", ["x"], outputs=2, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     g.node("MaxPool", ["x"], outputs=2, kernel_shape=[2, 3], storage_order=1)
     check_op(g.model(12), g.feeds, tmp_path, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("x, pool, shape", [
+    (X2[:, :, :8], {"kernel_shape": [2, 2], "strides": [2, 2]}, None),
+    (X2, {"kernel_shape": [2, 2], "strides": [2, 2]}, [2, 3, 9, 10]),   # odd sizes restored
+    (X2[:, :, :, :9], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, None),
+    (X1, {"kernel_shape": [3], "strides": [2]}, [2, 3, 13]),
+    (X3[:, :, 1:, :, 1:], {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}, None),
+], ids=["2d", "2d-output-shape", "2d-pads", "1d", "3d"])
+def test_maxunpool_after_maxpool(x, pool, shape, tmp_path):
+    """MaxUnpool of MaxPool's values (through a Relu) and indices, SegNet's decoder step: the
+    default output shape, or output_shape restoring odd sizes (the flat indices scattered into
+    it, as onnxruntime does); exact against onnxruntime and the numpy reference."""
+    g = GraphBuilder(x=np.ascontiguousarray(x))
+    y, i = g.node("MaxPool", ["x"], outputs=2, output=False, **pool)
+    ins = [g.node("Relu", [y], output=False), i]
+    g.node("MaxUnpool", ins + ([np.array(shape, np.int64)] if shape else []), **pool)
+    check_op(g.model(11), g.feeds, tmp_path, rtol=0, atol=0)
+
+
+def test_maxunpool_run_time_indices_out_of_range_write_nothing(tmp_path):
+    """Indices fed at run time: negative ones count from the end, those outside the output
+    (-1000, 10^12, the size itself) write nothing. Under valgrind memcheck (a bundle built for
+    valgrind's x86-64-v3) nothing is written outside the output, and the output equals the
+    numpy reference."""
+    import onnx
+
+    import glowpy
+    from glowpy.runtime import Bundle
+    from test_memcheck import VALGRIND, VG_CPU, need
+    from util import reference_of
+    need("valgrind")
+    x = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    i = RNG.integers(0, 2 * 6 * 8, x.shape).astype(np.int64)
+    i[0, 0, 0, :] = [-1, -1000, 10 ** 12, 2 * 6 * 8]
+    g = GraphBuilder(x=x, i=i)
+    g.node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    model = g.model(11)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    info = glowpy.compile(path, str(tmp_path / "b"), mcpu=VG_CPU)
+    b = Bundle(str(tmp_path / "b"), info.name, runner=VALGRIND)
+    got = b.run(g.feeds, timeout=600)[info.outputs[0]["name"]]
+    assert "Invalid" not in b.last_stderr, b.last_stderr
+    want = reference_of(model, g.feeds)[0]
+    assert want.flat[-1] == x[0, 0, 0, 0]  # -1: the last element
+    np.testing.assert_array_equal(got, want)

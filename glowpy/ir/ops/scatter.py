@@ -1,5 +1,5 @@
 """Index-driven ops of shape arithmetic and masks: GatherElements, GatherND, ScatterElements,
-ScatterND, Trilu, OneHot, plus Size, EyeLike and NonZero (always folded). Each folds when its
+ScatterND, MaxUnpool, Trilu, OneHot, plus Size, EyeLike and NonZero (always folded). Each folds when its
 inputs are constants (Graph.add); the others have kernels (kernels/tensor/scatter.py) that read
 their indices at run time, so indices need not be constants. Out-of-range indices known at
 compile time are refused here; at run time a gather reads 0 and a scatter skips the element."""
@@ -145,6 +145,61 @@ class ScatterND(Op):
             dst = tuple(i[pos])
             out[dst] = upd[pos] if red == "none" else _UFUNC[red](out[dst], upd[pos])
         return [out]
+
+
+@register
+class MaxUnpool(Op):
+    """MaxPool's inverse (SegNet, ENet decoders): a zero tensor of the output shape with X's
+    values at I's positions, I indexing the whole output flattened (what MaxPool's Indices
+    output holds)."""
+    inputs = ("X", "I", "output_shape?")
+    attrs = {"kernel_shape": None, "pads": None, "strides": None}
+    const_inputs = (2,)
+    since = 9
+
+    def out_shape(self, node) -> tuple:
+        x = node.inputs[0]
+        n = len(x.shape) - 2
+        a = node.attrs
+        kernel = [int(k) for k in a["kernel_shape"] or []]
+        strides = [int(v) for v in a["strides"] or [1] * n]
+        pads = [int(v) for v in a["pads"] or [0] * 2 * n]
+        if n < 1 or len(kernel) != n or len(strides) != n or len(pads) != 2 * n:
+            raise _err(node, f"kernel_shape {kernel}, strides {strides} and pads {pads} for an "
+                             f"input of rank {len(x.shape)} (kernel_shape is required)")
+        if min(kernel + strides) < 1 or min(pads) < 0:
+            raise _err(node, f"kernel_shape {kernel} and strides {strides} must be positive, "
+                             f"pads {pads} not negative")
+        shape = node.input(2)
+        if shape is not None:
+            want = tuple(int(v) for v in np.asarray(node.const_input(2, "output_shape")).reshape(-1))
+            if len(want) != len(x.shape) or want[:2] != x.shape[:2] or min(want) < 1:
+                raise _err(node, f"output_shape {list(want)} for an input of shape {list(x.shape)}")
+            return want
+        out = tuple((d - 1) * s - p0 - p1 + k for d, s, p0, p1, k in
+                    zip(x.shape[2:], strides, pads[:n], pads[n:], kernel))
+        if min(out) < 1:
+            raise _err(node, f"kernel_shape {kernel}, strides {strides} and pads {pads} leave "
+                             f"an empty output for an input of shape {list(x.shape)}")
+        return x.shape[:2] + out
+
+    def infer(self, node):
+        x, idx = node.inputs[:2]
+        if idx.shape != x.shape or idx.dtype != np.int64:
+            raise _err(node, f"I is {idx.dtype.name}{list(idx.shape)}; it must be int64 of X's "
+                             f"shape {list(x.shape)}")
+        shape = self.out_shape(node)
+        _check_range(node, idx.const, int(np.prod(shape, dtype=np.int64)))
+        return [(x.dtype, shape)]
+
+    def reference(self, node, x, idx, shape=None):
+        out = self.out_shape(node)
+        y = np.zeros(int(np.prod(out, dtype=np.int64)), x.dtype)
+        i = idx.reshape(-1).astype(np.int64)
+        i = np.where(i < 0, i + y.size, i)
+        keep = (i >= 0) & (i < y.size)
+        y[i[keep]] = x.reshape(-1)[keep]
+        return [y.reshape(out)]
 
 
 @register

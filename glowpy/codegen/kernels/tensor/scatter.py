@@ -1,4 +1,4 @@
-"""Kernels of GatherElements, GatherND, ScatterElements, ScatterND, Trilu and OneHot
+"""Kernels of GatherElements, GatherND, ScatterElements, ScatterND, MaxUnpool, Trilu and OneHot
 (glowpy/ir/ops/scatter.py). Indices are read at run time (constant ones come from the
 constant region like any operand); an index outside its dimension gathers 0 and scatters
 nothing, so model data never addresses memory outside a buffer. Scatters copy the data, then
@@ -65,6 +65,21 @@ def emit_scatter_elements(k):
         with cg.if_then(b, ok):
             _update(k, cg.linear(b, pos[:ax] + [iv] + pos[ax + 1:], xst, 0, k.intp),
                     k.load(k.inp(2), o, upd.dtype), x.dtype)
+
+
+@emits("MaxUnpool")
+def emit_max_unpool(k):
+    """Zeros (LLVM makes the loop a memset), then each X element stored at its index in the
+    flattened output."""
+    b = k.b
+    x, idx, y = k.in_buf(0), k.in_buf(1), k.out_buf()
+    total = int(np.prod(y.shape, dtype=np.int64))
+    with k.for_range(total, name="z") as i:
+        k.store(_zero(y.dtype), k.out(), i)
+    with k.for_range(int(np.prod(x.shape, dtype=np.int64)), name="e") as i:
+        iv, ok = _index(k, k.inp(1), i, idx.dtype, total)
+        with cg.if_then(b, ok):
+            k.store(k.load(k.inp(0), i, x.dtype), k.out(), iv)
 
 
 def _nd_rows(k, x, idx, batch: int):
