@@ -284,6 +284,25 @@ def stft(seconds, n_fft=400, hop=160):
     return build
 
 
+def deform_conv(c, hw):
+    """A DCNv2 layer as torchvision's DeformConv2d blocks write it: a 3x3 Conv computes the 18
+    offsets and (through a Sigmoid) the 9 mask values, then the 3x3 DeformConv (opset 19)."""
+    def build():
+        x = _rand(1, c, hw, hw)
+        rng = np.random.default_rng(2)
+        w = (rng.standard_normal((c, c, 3, 3)) * np.sqrt(2 / (9 * c))).astype(np.float32)
+        wo = (rng.standard_normal((27, c, 3, 3)) * 0.05).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "wo"], ["om"], pads=[1] * 4),
+                 helper.make_node("Split", ["om", "split"], ["off", "m"], axis=1),
+                 helper.make_node("Sigmoid", ["m"], ["mask"]),
+                 helper.make_node("DeformConv", ["x", "w", "off", "b", "mask"], ["y"],
+                                  pads=[1] * 4)]
+        inits = {"wo": wo, "w": w, "b": np.zeros(c, np.float32),
+                 "split": np.array([18, 9], np.int64)}
+        return _model(nodes, x, inits, opset=19), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           # DETR's encoder self-attention: 8 heads over a 25x34 map
           "softmax_850": softmax(-1, shape=(1, 8, 850, 850)),
@@ -329,6 +348,7 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "attention23_128x256": attention23(128, 256, 4),
           "attention23_577x384": attention23(577, 384, 6, causal=0),
           "stft_400x160_10s": stft(10), "stft_512x128_1s": stft(1, 512, 128),
+          "deform_conv_64x56": deform_conv(64, 56), "deform_conv_128x28": deform_conv(128, 28),
           "gridsample_nearest_16x128": grid_sample(1, 16, (128, 128), (128, 128), "nearest",
                                                    "reflection")}
 

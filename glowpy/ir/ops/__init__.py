@@ -9,4 +9,5 @@ from glowpy.ir.ops import contrib, contrib_attention, contrib_quant  # noqa: E40
 from glowpy.ir.ops import composite_std, composite_signal  # noqa: E402,F401  (compositions)
 from glowpy.ir.ops import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN, RecurrentCell)
 from glowpy.ir.ops import grid, spectral  # noqa: E402,F401  (GridSample, AffineGrid; DFT, STFT)
+from glowpy.ir.ops import deform  # noqa: E402,F401  (DeformConv: GridSample and MatMul)
 from glowpy.ir.ops import attention  # noqa: E402,F401  (ONNX Attention, RotaryEmbedding)
