@@ -38,6 +38,14 @@ def from_onnx(elem_type: int, where: str) -> np.dtype:
     raise ModelError(f"{where}: element type {ONNX_NAMES.get(elem_type, elem_type)} is not supported")
 
 
+def typed_attr(attrs: dict, key: str, op: str) -> dict:
+    """An op's element-type attribute (Cast's and BitCast's `to`, EyeLike's `dtype`) read from
+    its ONNX enum as a numpy dtype, in place; returns attrs."""
+    if isinstance(attrs.get(key), int):
+        attrs[key] = from_onnx(attrs[key], f"{op} '{key}'")
+    return attrs
+
+
 def to_onnx(dtype) -> int:
     dtype = np.dtype(dtype)
     for k, v in ONNX_TO_NUMPY.items():

@@ -11,3 +11,4 @@ from glowpy.ir.ops import recurrent  # noqa: E402,F401  (LSTM, GRU, RNN, Recurre
 from glowpy.ir.ops import grid, spectral  # noqa: E402,F401  (GridSample, AffineGrid; DFT, STFT)
 from glowpy.ir.ops import deform  # noqa: E402,F401  (DeformConv: GridSample and MatMul)
 from glowpy.ir.ops import attention  # noqa: E402,F401  (ONNX Attention, RotaryEmbedding)
+from glowpy.ir.ops import decode_state  # noqa: E402,F401  (CausalConvWithState, TensorScatter)

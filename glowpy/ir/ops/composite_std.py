@@ -47,6 +47,24 @@ class Swish(Composite):
 
 
 @register
+class SwiGLU(Composite):
+    """Swish_alpha(A) * B (opset 28: a Llama MLP's gate_proj and up_proj outputs), A and B of
+    one shape."""
+    inputs = ("A", "B")
+    attrs = {"alpha": 1.0}
+    since = 28
+
+    def expand(self, g, node, ins, n_out):
+        a, b = ins
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ModelError(f"node '{show(node.name)}' (SwiGLU): A {a.dtype.name}"
+                             f"{list(a.shape)} and B {b.dtype.name}{list(b.shape)} must have one "
+                             "shape and type (SwiGLU does not broadcast)")
+        gate = add(g, node, "Swish", [a], {"alpha": node.attrs["alpha"]}, tag="swish")[0]
+        return [add(g, node, "Mul", [gate, b])[0]]
+
+
+@register
 class Celu(Composite):
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)) = alpha * Elu(x / alpha) (ONNX's
     function body divides by alpha the same way)."""

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from glowpy.errors import ModelError
-from glowpy.ir.dtypes import from_onnx
+from glowpy.ir.dtypes import typed_attr
 from glowpy.ir.ops.registry import Op, broadcast_shapes, register
 
 
@@ -258,12 +258,31 @@ class Cast(Op):
     traits = frozenset({"elementwise"})
 
     def upgrade(self, op, attrs, inputs, opset, graph):
-        if isinstance(attrs.get("to"), int):
-            attrs["to"] = from_onnx(attrs["to"], f"Cast 'to'")
-        return attrs, inputs
+        return typed_attr(attrs, "to", op), inputs
 
     def infer(self, node):
         return [(node.attrs["to"], node.inputs[0].shape)]
 
     def reference(self, node, x):
         return [x.astype(node.attrs["to"])]
+
+
+@register
+class BitCast(Op):
+    """The input's bytes read as another type of the same width (opset 26): a copy."""
+    inputs = ("input",)
+    attrs = {"to": None}
+    since = 26
+
+    def upgrade(self, op, attrs, inputs, opset, graph):
+        return typed_attr(attrs, "to", op), inputs
+
+    def infer(self, node):
+        x, to = node.inputs[0], np.dtype(node.attrs["to"])
+        if to.itemsize != x.dtype.itemsize:
+            raise ModelError(f"node '{node.name}' (BitCast): {x.dtype.name} to {to.name}; "
+                             "BitCast keeps the bit width")
+        return [(to, x.shape)]
+
+    def reference(self, node, x):
+        return [np.ascontiguousarray(x).view(node.attrs["to"])]

@@ -302,10 +302,8 @@ class EyeLike(Op):
     since = 9
 
     def upgrade(self, op, attrs, inputs, opset, graph):
-        if isinstance(attrs.get("dtype"), int):
-            from glowpy.ir.dtypes import from_onnx
-            attrs["dtype"] = from_onnx(attrs["dtype"], "EyeLike 'dtype'")
-        return attrs, inputs
+        from glowpy.ir.dtypes import typed_attr
+        return typed_attr(attrs, "dtype", op), inputs
 
     def infer(self, node):
         x = node.inputs[0]

@@ -327,7 +327,7 @@ def emit_cast(k):
         k.store(convert(k.b, k.load(k.inp(0), i, src), src, dst), k.out(), o)
 
 
-@emits("Copy")
+@emits("Copy", "BitCast")
 def emit_copy(k):
     src, dst = k.in_buf(0), k.out_buf()
     nbytes = ir.Constant(k.intp, dst.nbytes)
