@@ -124,3 +124,26 @@ def test_center_crop_pad(shape, axes, tmp_path):
     m = make_model("CenterCropPad", {"x": X}, initializers={"s": np.array(shape, np.int64)},
                    attrs={} if axes is None else {"axes": axes}, opset=18)
     check_against_onnxruntime(m, {"x": X}, tmp_path)
+
+
+@pytest.mark.parametrize("op, attrs, domain, want", [
+    ("MeanVarianceNormalization", {"axes": [0, 7]}, "",
+     "node 'y' (MeanVarianceNormalization), in its ReduceMean: axis 7 is out of range for rank 4"),
+    ("FusedConv", {"kernel_shape": [3, 3], "strides": [0, 1]}, "com.microsoft",
+     "node 'y' (com.microsoft.FusedConv), in its Conv: kernel_shape, strides and dilations "
+     "must be >= 1"),
+])
+def test_errors_inside_an_expansion_name_the_models_node(op, attrs, domain, want, capsys,
+                                                         tmp_path):
+    """A composite's expansion names its nodes '<node>/<tag>'; an error one of them raises is
+    the model node's one line, with the inner op named."""
+    from onnx import TensorProto, helper
+    from hostile import refused
+    ins = ["x"] + (["w"] if op == "FusedConv" else [])
+    inits = [onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")] \
+        if op == "FusedConv" else []
+    g = helper.make_graph([helper.make_node(op, ins, ["y"], domain=domain, **attrs)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    assert refused(capsys, tmp_path, helper.make_model(g, opset_imports=opsets)) == want

@@ -11,6 +11,8 @@ definition of what each contrib op computes. Semantics follow onnxruntime's CPU 
 (contrib_ops/cpu), checked against onnxruntime by tests/test_contrib_ops.py."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from glowpy.errors import ModelError, show
@@ -52,13 +54,29 @@ class Composite(Op):
                              f"{self.num_outputs}")
         return n
 
+    def expand_named(self, g: Graph, node, ins: list, n_out: int) -> list[Value]:
+        """expand; an error raised by a node of the expansion (named `<node>/<tag>`) is told
+        as the model's node's: "node 'b' (LpPool), in its AveragePool: ...". """
+        try:
+            return self.expand(g, node, ins, n_out)
+        except ModelError as e:
+            msg = str(e)
+            for name in (show(node.name), node.name):
+                head = f"node '{name}/"
+                m = re.match(r"[^']*' \(([A-Za-z0-9_.]+)\): ", msg[len(head):]) \
+                    if msg.startswith(head) else None
+                if m:
+                    raise ModelError(f"node '{show(node.name)}' ({node.op}), in its "
+                                     f"{m.group(1)}: {msg[len(head) + m.end():]}") from None
+            raise
+
     def infer(self, node):
         g, ins = self._scratch(node)
-        return [(o.dtype, o.shape) for o in self.expand(g, node, ins, self.wanted(node))]
+        return [(o.dtype, o.shape) for o in self.expand_named(g, node, ins, self.wanted(node))]
 
     def reference(self, node, *arrays):
         g, ins = self._scratch(node, list(arrays) + [None] * (len(node.inputs) - len(arrays)))
-        outs = self.expand(g, node, ins, self.wanted(node))
+        outs = self.expand_named(g, node, ins, self.wanted(node))
         env = {}  # what did not fold as it was added (DequantizeLinear is nofold) runs here
 
         def get(v):

@@ -18,7 +18,7 @@ def decompose(graph: Graph) -> Graph:
             graph.nodes.append(n)
             continue
         start = len(graph.nodes)
-        outs = n.opdef.expand(graph, n, list(n.inputs), len(n.outputs))
+        outs = n.opdef.expand_named(graph, n, list(n.inputs), len(n.outputs))
         added = graph.nodes[start:]
         claimed = set()
         for o, new in zip(n.outputs, outs):
