@@ -4,6 +4,7 @@ and outputs and where the model casts (glowpy/frontend/onnx_half.py); the conver
 import json
 import os
 import sys
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -19,6 +20,14 @@ from zoo.half import ZOO_FP16, errors as half_errors  # noqa: E402
 
 HALVES = {"float16": (np.float16, T.FLOAT16), "bfloat16": (ml_dtypes.bfloat16, T.BFLOAT16)}
 rng = np.random.default_rng(16)
+
+
+@pytest.fixture(autouse=True)
+def _data_of_its_own(request):
+    """Each test draws its data from a seed of its own name, whatever order pytest-xdist runs
+    the tests in."""
+    global rng
+    rng = np.random.default_rng(zlib.crc32(request.node.name.encode()))
 
 
 def cast_model(src: int, dst: int, n: int):

@@ -180,8 +180,9 @@ def test_maxunpool_run_time_indices_out_of_range_write_nothing(tmp_path):
     from test_memcheck import VALGRIND, VG_CPU, need
     from util import reference_of
     need("valgrind")
-    x = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
-    i = RNG.integers(0, 2 * 6 * 8, x.shape).astype(np.int64)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    i = rng.integers(0, 2 * 6 * 8 - 1, x.shape).astype(np.int64)  # the last place: -1's only
     i[0, 0, 0, :] = [-1, -1000, 10 ** 12, 2 * 6 * 8]
     g = GraphBuilder(x=x, i=i)
     g.node("MaxUnpool", ["x", "i"], kernel_shape=[2, 2], strides=[2, 2])
