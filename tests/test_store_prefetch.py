@@ -20,7 +20,8 @@ import re
 
 import pytest
 
-from glowpy.codegen.kernels.tiles import MAX_ACC, choose_tile
+from glowpy.codegen.kernels.tiles import MAX_ACC, choose_tile, prefetch_ahead
+from glowpy.codegen.kernels.tiles import PREFETCH as AHEAD
 from glowpy.codegen.kernels.vectors import Simd
 from test_kernels_fast import check_guarded, f32
 from util import GraphBuilder
@@ -141,3 +142,13 @@ def test_choose_tile_leaves_llvm_room():
             mr, nv, _ = choose_tile(avx2, mg, lanes, 1)
             assert mr * nv + nv + 2 <= 16
     assert choose_tile(avx512, 512, 784, 1)[:2] != (14, 2)
+
+
+def test_weight_streams_share_the_prefetch_distance():
+    """A loop reading k weight streams (flat channel tiles: a kernel row's kw taps) prefetches
+    each PREFETCH / k floats ahead, whole 16-float lines, at least one line: 4 KiB in flight
+    in all, as one stream has (3 streams x 4 KiB crowded the L1: ResNet-50's 512-channel 3x3
+    layers on 7x7 ran 13-16% slower)."""
+    assert AHEAD == 1024
+    assert [prefetch_ahead(k) for k in (1, 2, 3, 5, 7, 64, 65, 1000)] == \
+        [1024, 512, 336, 192, 144, 16, 16, 16]
