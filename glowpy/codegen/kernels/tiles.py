@@ -147,19 +147,21 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
 # 14.32 ms, EfficientNet-B0, ResNet-50, VWW, KWS level (within 1%); the channel-vectorized
 # tiles 15% faster on a cold cache
 PREFETCH = 1024
+L1_SETS, L1_WAYS = 64, 8  # the L1 data caches of the vector targets (x86: 32 KiB 8-way or
+# 48 KiB 12-way, 64-byte lines): the set index repeats every 4 KiB
 
 
 def prefetch_ahead(streams: int) -> int:
     """Floats ahead in each of `streams` weight streams read in one loop: PREFETCH in flight
-    among them all, whole lines (at least one). Flat channel-vectorized tiles read a kernel
+    among them all, in whole lines (at least one). Flat channel-vectorized tiles read a kernel
     row's kw taps as kw streams; 4 KiB ahead in each of 3 held 12 KiB of the 32 KiB L1 beside
-    the 512 input lines a loop walks. ResNet-50's three 3x3 512-channel layers on 7x7 in the
-    model (Zen 3, AVX2, -instrument-profile, min of 4 rounds), 4 KiB -> 1 KiB a stream:
-    3924 / 3225 / 3137 -> 3461 / 2779 / 2732 us (onnxruntime 2.9 / 2.7 / 2.7 ms); 2 KiB 3511
-    / 2810 / 2795; the one-stream tiles of the same model level."""
-    return max(LINE // 4, PREFETCH // max(streams, 1) // (LINE // 4) * (LINE // 4))
-L1_SETS, L1_WAYS = 64, 8  # the L1 data caches of the vector targets (x86: 32 KiB 8-way or
-# 48 KiB 12-way, 64-byte lines): the set index repeats every 4 KiB
+    the 512 input lines a loop walks. A 3x3 512 -> 512 on 7x7 alone (Zen 3, AVX2, best of 5
+    alternating rounds), a stream's distance 4 KiB / 2 KiB / 1 KiB / 1,344 B (this rule):
+    3094 / 2665 / 2581 / 2510 us, onnxruntime 2533-2742; ResNet-50's three such layers in the
+    model (-instrument-profile, min of 4 rounds), 4 KiB -> 1 KiB: 3924 / 3225 / 3137 -> 3461 /
+    2779 / 2732 us, the one-stream tiles of the same model level."""
+    line = LINE // 4
+    return max(line, PREFETCH // max(streams, 1) // line * line)
 
 
 def l1_sets(stride: int, count: int) -> int:
