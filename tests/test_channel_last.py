@@ -31,6 +31,38 @@ def test_channels_last_copy(level, tmp_path):
     assert len(nhwc) == 2, nhwc
 
 
+# flat tiles (across row ends) per lane count in test_flat_tiles_read_the_copy: AVX-512's 7-pixel
+# row tiles already fill its registers (test_channel_flat gives the plans)
+FLAT_LAYERS = {4: 3, 8: 2, 16: 0}
+
+
+@pytest.mark.parametrize("level", params())
+def test_flat_tiles_read_the_copy(level, tmp_path):
+    """Flat channel-vectorized tiles on small deep planes read the copy too: a 3x3/2 on 14x14
+    (its first output row's kernel row in the padding), a 3x3 on 7x7 with a residual add and
+    Relu, and a 3x3 on 7x7 with 100 input channels (a channel tail at every width) into 72
+    outputs (a partial last block); the offsets of a flat tile run across row ends, where a
+    row of the copy is not a whole number of columns (pitches). The Concat leaves the gaps."""
+    g = GraphBuilder(x=f32(1, 48, 14, 14))
+    big = g.node("Concat", ["x", "x", "x", "x"], output=False, axis=1)
+    h = g.node("Conv", [big, f32(128, 192, 1, 1, scale=0.1)], output=False)
+    t = g.node("Conv", [h, f32(128, 128, 3, 3, scale=0.03), f32(128)], output=False,
+               strides=[2, 2], pads=[1, 1, 1, 1])
+    y = g.node("Conv", [t, f32(64, 128, 3, 3, scale=0.03), f32(64)], output=False,
+               pads=[1, 1, 1, 1])
+    r = g.node("Conv", [t, f32(64, 128, 1, 1, scale=0.1)], output=False)
+    g.node("Relu", [g.node("Add", [y, r], output=False)])
+    u = g.node("Conv", [t, f32(100, 128, 1, 1, scale=0.1)], output=False)
+    g.node("Conv", [u, f32(72, 100, 3, 3, scale=0.03), f32(72)], pads=[1, 1, 1, 1])
+    report = tmp_path / "m.json"
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report))
+    rows = json.loads(report.read_text())["instructions"]
+    flat = [i for i in rows if i["variant"]["name"] == "channel_vectorized"
+            and i["variant"]["params"].get("flat")]
+    assert len(flat) == FLAT_LAYERS[level.lanes], [i["variant"] for i in rows]
+    assert all(i["variant"]["params"].get("nhwc") for i in flat), [i["variant"] for i in flat]
+
+
 def _copies(report):
     """(activation region bytes, the instructions reading a channels-last copy) of a report."""
     rows = json.loads(report.read_text())
@@ -64,6 +96,31 @@ def test_1d_copy_grows_the_region_where_time_comes_first(level, cout, frames, tm
     assert nhwc == [] and region < scratch_bytes(264, 1, frames), (region, nhwc)
 
 
+@pytest.mark.parametrize("level", params())
+def test_short_rows_copy_grows_the_region_where_time_comes_first(level, tmp_path):
+    """Two chained 3x3s over 100 channels of 14x14 (a tail of channels at 8 and 16 lanes): each
+    row of a plane fits a cache line, no gap is free (the first reads the graph's input, the
+    second the only activation), so where time comes first the region grows by one copy,
+    which both read in turn; with -activation-memory=min neither does. Winograd is off (its
+    scratch would take the room the test is about). Against onnxruntime under guard pages."""
+    g = GraphBuilder(x=f32(1, 100, 14, 14))
+    h = g.node("Relu", [g.node("Conv", ["x", f32(100, 100, 3, 3, scale=0.03), f32(100)],
+                               output=False, pads=[1, 1, 1, 1])], output=False)
+    g.node("Conv", [h, f32(100, 100, 3, 3, scale=0.03)], pads=[1, 1, 1, 1])
+    fast, small = tmp_path / "fast", tmp_path / "small"
+    fast.mkdir()
+    small.mkdir()
+    act = 100 * 14 * 14 * 4
+    check_guarded(g.model(opset=13), g.feeds, fast, level, winograd=False,
+                  dump_memory_report=str(fast / "m.json"))
+    region, nhwc = _copies(fast / "m.json")
+    assert len(nhwc) == 2 and region >= act + scratch_bytes(100, 14, 14), (region, nhwc)
+    check_guarded(g.model(opset=13), g.feeds, small, level, winograd=False,
+                  activation_memory="min", dump_memory_report=str(small / "m.json"))
+    region, nhwc = _copies(small / "m.json")
+    assert nhwc == [] and region < act + scratch_bytes(100, 14, 14), (region, nhwc)
+
+
 def test_pitches_are_odd_lines():
     """Column and row pitches are whole 64-byte lines, an odd number of them, never below the
     channels or the row."""
@@ -73,3 +130,25 @@ def test_pitches_are_odd_lines():
         assert cp % 16 == 0 and (cp // 16) % 2 == 1
         assert rp % 16 == 0 and (rp // 16) % 2 == 1
     assert pitches(128, 56) == (144, 56 * 144 + 16)
+
+
+def test_forced_copy_without_a_gap_is_refused(tmp_path):
+    """Params forced through the Python API that ask for the copy where no scratch was placed
+    (one layer: its input is the graph's, the activation region empty) end in one clear usage
+    error naming the instruction, and leave no bundle behind."""
+    import onnx
+
+    import glowpy
+    from glowpy.errors import UsageError
+    g = GraphBuilder(x=f32(1, 128, 7, 7))
+    g.node("Conv", ["x", f32(64, 128, 3, 3, scale=0.03)], pads=[1, 1, 1, 1])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(g.model(opset=13), path)
+    forced = {"Conv": ("channel_vectorized", {"npx": 5, "nvo": 2, "flat": True, "nhwc": True})}
+    with pytest.raises(UsageError, match=r"instruction '.*' \(Conv\): the forced params ask for "
+                                         r"a channels-last copy \('nhwc'\)"):
+        glowpy.compile(path, str(tmp_path / "b"), mcpu="x86-64-v3", kernel_variants=forced)
+    assert not (tmp_path / "b").exists()
+    forced["Conv"][1].pop("nhwc")
+    glowpy.compile(path, str(tmp_path / "b"), mcpu="x86-64-v3", kernel_variants=forced)
+    assert (tmp_path / "b").is_dir()

@@ -30,11 +30,12 @@ from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, kh_range, prefe
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import channel_chunks, channel_edges, runtime_weights
-from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches
+from glowpy.codegen.kernels.conv.channel_last import channels_last, pitches, scratch_of
 from glowpy.codegen.kernels.conv.channel_plan import flat_shape, plan
 from glowpy.codegen.kernels.conv.turn import row_start, store_rows
 from glowpy.codegen.kernels.vector_epilogue import Finisher, LaneFinisher
 from glowpy.codegen.registry import variant
+from glowpy.errors import UsageError, show
 
 # kernel columns from which a tile whose taps are all valid (or checked at run time) loops over
 # them instead of copying a column's code per column. With both: HiFi-GAN 38.5 -> 21.4 s of
@@ -50,8 +51,8 @@ class ChanEmitter:
     def __init__(self, k, s: Shape, npx: int, nvo: int, flat: bool = False, nhwc: bool = False,
                  kc: int = 0):
         self.k, self.s, self.b = k, s, k.b
-        # nhwc: the row tiles read a channels-last copy of each image (channel_last.py)
-        self.nhwc = nhwc and not flat
+        # nhwc: the tiles read a channels-last copy of each image (channel_last.py)
+        self.nhwc = nhwc
         self.pitch = pitches(s.c, s.win)
         # flat: tiles run over the flattened output plane, across row ends (small planes);
         # the stores then see the plane as one row (`so`)
@@ -202,6 +203,10 @@ class ChanEmitter:
         k, s = self.k, self.s
         nvo, chmask, xb, wb = self.bases(n, gi, o0, nch)
         acc = Acc(self.vec, npx, nvo)
+        # (offsets in floats: on a channels-last copy a row is not a whole number of columns)
+        rp, cp = (self.pitch[1], self.pitch[0]) if self.nhwc else (s.win, 1)
+        if self.nhwc:
+            xb = k.c(0)  # (one image, one group: flat tiles are for g == 1 only)
         for a in range(s.kh):
             taps = []
             for c in range(s.kw):
@@ -209,12 +214,12 @@ class ChanEmitter:
                 for q in range(q0, q0 + npx):
                     ih = (q // s.wo) * s.sh + a * s.dh - s.pt
                     iw = (q % s.wo) * s.sw + c * s.dw - s.pl
-                    offs.append(ih * s.win + iw if 0 <= ih < s.hin and 0 <= iw < s.win else None)
+                    offs.append(ih * rp + iw * cp if 0 <= ih < s.hin and 0 <= iw < s.win else None)
                 if any(o is not None for o in offs):  # weights of column c: c * cg * nch on
                     taps.append((c * s.cg * nch, offs))
             if taps:
                 self.channels(acc, k.b.add(wb, k.c(a * s.kw * s.cg * nch)), xb, nch, chmask,
-                              None, taps)
+                              None, taps, col=1)
         self.finish(acc, n, gi, o0, k.c(0), k.c(q0), npx, nvo, chmask)
 
     def kernel(self, n, gi, o0, nch, oh, ow0, sig):
@@ -324,16 +329,18 @@ class ChanEmitter:
         return nvo, chmask, xb, wb
 
     def channels(self, acc, wcol, xbase, nch, chmask, offs, taps=((0, None),), ic=None,
-                 prefetch=True):
+                 prefetch=True, col=None):
         """The reduction over the input channels: per channel the block's weight vectors and
         the tile's pixels (constant offsets from xbase; None: padding), for each tap of
         `taps`, (weight offset from wcol, that tap's offsets or None for `offs`): the flat
-        tiles run a kernel row's taps in one loop (a third of the loops for LLVM to compile)."""
+        tiles run a kernel row's taps in one loop (a third of the loops for LLVM to compile).
+        col: floats per unit of offset (default: a column of the layout read)."""
         k, b, vec, w = self.k, self.b, self.vec, self.vec.w
         # planes: a channel is a plane further on; channels last: the next float, a column
         # the number of channels further on
-        x, ic_step, col = (k.out(1), 1, self.pitch[0]) if self.nhwc else \
+        x, ic_step, pitch = (k.out(1), 1, self.pitch[0]) if self.nhwc else \
             (k.inp(0), self.s.hin * self.s.win, 1)
+        col = pitch if col is None else col
         first, end = ic if ic is not None else (0, self.s.cg)
         ahead = prefetch_ahead(len(taps))
         with acc.loop(k, end, first, name="ic") as ic:
@@ -428,5 +435,9 @@ RANK = 30
 
 @variant("Conv", "channel_vectorized", rank=RANK, plan=plan)
 def emit(k, p):
+    if p.get("nhwc") and scratch_of(k) is None:  # (params forced through the Python API)
+        raise UsageError(f"instruction '{show(k.instr.name)}' (Conv): the forced params ask for "
+                         "a channels-last copy ('nhwc') but no gap of the activation region "
+                         "holds one here; force the params without 'nhwc'")
     ChanEmitter(k, shape_of(k, runtime_weights=True), p["npx"], p["nvo"], p.get("flat", False),
                 p.get("nhwc", False), p.get("kc", 0)).emit()

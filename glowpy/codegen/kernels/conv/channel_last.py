@@ -1,4 +1,5 @@
-"""A channels-last copy of a convolution's input image for conv/channel.py's row tiles.
+"""A channels-last copy of a convolution's input image for conv/channel.py's tiles (the row
+tiles and the flat ones across row ends).
 
 The channel-vectorized kernel broadcasts one input value per pixel and reduction step, the
 steps running over the input channels: in NCHW each step reads another plane, a whole plane
@@ -8,7 +9,14 @@ copy ([H][W][C], one image) the steps read consecutive floats: sixteen channels 
 copy is made once per image into a scratch output in a gap of the activation region
 (kernels/gaps.py, after planning), by in-register transposes of width x width blocks
 (turn.transpose). Where no gap is free the kernel reads the planes as before, unless the input
-is past a few L2 sizes and time comes first: then the region grows by the copy (`place`)."""
+is past a few L2 sizes and time comes first: then the region grows by the copy (`place`).
+
+The flat tiles of small planes read it too: a 3x3 on 512 channels of 7x7 or 14x14 sweeps 512
+planes of 196 or 784 bytes per kernel row and tile, a line or two each, past L1 every tile.
+Real Zen 3, AVX2, 5 x 2 flat tiles, one layer, best of 4 alternating rounds: the 3x3/2 512 on
+14x14 3,462 -> 2,637 us on the copy (onnxruntime 2,965), the 3x3 on 7x7 2,597 -> 2,351 (2,589);
+in ResNet-50 (layer_profile, min of 4 rounds) its 3x3/2 3,461 -> 2,745 us and its two 7x7 3x3s
+2,779 / 2,732 -> 2,293 / 2,291."""
 from __future__ import annotations
 
 from glowpy.codegen.kernels import gaps
@@ -100,21 +108,13 @@ class _Planned:
 
 def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
     """catalog.post_planning: a channels-last copy of the input in a gap for each Conv whose
-    row tiles conv/channel.py would run (`plan` and `rank`: its plan and rank; one group, at
+    tiles conv/channel.py would run (`plan` and `rank`: its plan and rank; one group, at
     least a vector of channels; 2D and 1D windows; strided 1x1 windows too: ResNeXt's 1024 ->
     2048 at 10x10 -> 5x5 0.88 of the cycles reading the planes) when their sweep over the
     channels passes L1.
 
-    grow (time first, no activation budget): where no gap has room and the input is past
-    GROW_L2 times the L2, past the region's end. On the planes each block of output channels
-    sweeps the input from L3, a line per plane and tile, as many pages as channels in a chunk:
-    with 4 KiB pages such a layer passes the L2 TLB's reach and its time went with where the
-    pages fell. wav2vec2's first Conv1d k3/2 512 -> 512 over 3,199 frames (6.5 MB in; real Zen
-    3, AVX2, one layer, best of 4 alternating rounds): 39.8 to 143 ms chunked on the planes
-    from one compile to the next (onnxruntime 33.6-34.9), 30.7-31.4 ms on the copy (87% of the
-    peak); on 2 MiB pages the planes took 36.7-50 ms. In the model (-instrument-profile, min
-    of 6 rounds) the encoder's six Conv1d went 222 -> 79 ms; conformer's 256-channel 3x3/2 on
-    199x39 (8 MB in) 61 -> 43-48 ms as one layer."""
+    grow (time first, no activation budget): where no gap has room, past the region's end, for
+    the inputs `_grows` names."""
     def wants(ins):
         if ins.op != "Conv" or len(ins.outputs) != 1 or ins.node is None:
             return None
@@ -128,19 +128,42 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
                 not sweep_past_l1(s.cg, s.kh, caps):
             return None
         p = plan(k)
-        if p is None or p.get("flat") or any(v.rank > rank and v.params_for(k) is not None
-                                             for v in variants("Conv")):
+        if p is None or any(v.rank > rank and v.params_for(k) is not None
+                            for v in variants("Conv")):
             return None  # (a variant ranked above the channel-vectorized one takes it)
         return scratch_bytes(s.c, s.hin, s.win), SCRATCH, "float32", 64
     gaps.place(prog, wants, grow=(lambda ins: _grows(ins, caps)) if grow else None)
 
 
-# L2 sizes of input from which the copy may grow the region: smaller inputs gained little for
-# the bytes (ResNet-50's 56x56 128-channel 3x3, Inception's 35x35 3x3s: activations +35-43%,
-# the layers level to 4% faster, Zen 3, -instrument-profile, min of 6 alternating rounds)
+# L2 sizes of input from which the copy may grow the region: smaller inputs of wider rows gained
+# little for the bytes (ResNet-50's 56x56 128-channel 3x3, Inception's 35x35 3x3s: activations
+# +35-43%, the layers level to 4% faster, Zen 3, -instrument-profile, min of 6 alternating rounds)
 GROW_L2 = 4
+LINE_BYTES = 64
 
 
 def _grows(ins, caps) -> bool:
-    """The input is past GROW_L2 times the L2: its copy may grow the region."""
-    return bool(caps.l2_bytes) and ins.inputs[0].nbytes > GROW_L2 * caps.l2_bytes
+    """Whether the copy may grow the region: an input past GROW_L2 times the L2, or one whose
+    rows each fit a cache line (14x14, 7x7 planes).
+
+    Large inputs: on the planes each block of output channels sweeps the input from L3, a line
+    per plane and tile, as many pages as channels in a chunk: with 4 KiB pages such a layer
+    passes the L2 TLB's reach and its time went with where the pages fell. wav2vec2's first
+    Conv1d k3/2 512 -> 512 over 3,199 frames (6.5 MB in; real Zen 3, AVX2, one layer, best of
+    4 alternating rounds): 39.8 to 143 ms chunked on the planes from one compile to the next
+    (onnxruntime 33.6-34.9), 30.7-31.4 ms on the copy (87% of the peak); on 2 MiB pages the
+    planes took 36.7-50 ms. In the model (-instrument-profile, min of 6 rounds) the encoder's
+    six Conv1d went 222 -> 79 ms; conformer's 256-channel 3x3/2 on 199x39 (8 MB in) 61 -> 43-48
+    ms as one layer.
+
+    Rows within a line: every tile of an output row reads the same few lines of each plane,
+    and a sweep of the channels past L1 evicts them before the next tile comes back. No gap
+    is free there only where the layer holds the activation peak: a plain chain of deep 3x3s
+    (VGG's, a U-Net's bottom) whose Winograd scratch does not fit the budget either. Three 3x3s +
+    Relu (real Zen 3, AVX2, best of 3 alternating rounds, planes -> copy, onnxruntime): 160 on
+    14x14 3,564 -> 2,880 us (2,826), 256 on 14x14 9,845 -> 7,158 (7,676), 384 (chunked on the
+    planes) 17.8 -> 17.0 ms (16.9), 512 31.2 -> 30.5 ms (29.6); the region grows by one copy
+    (the copies share that room), +53% for the 256-channel chain's two 14x14 buffers."""
+    x = ins.inputs[0]
+    return bool(caps.l2_bytes) and x.nbytes > GROW_L2 * caps.l2_bytes or \
+        x.shape[-1] * x.dtype.itemsize <= LINE_BYTES

@@ -102,13 +102,13 @@ def plan(k):
         return None
     if pointwise and flat and pointwise_packed.takes_small_plane(k):
         return None  # (its full tiles fill every lane, its tail lanes run over channels)
+    nhwc = scratch_of(k) is not None
     if s.rank == 2 and s.g == 1 and s.ho > 1:
         # rows shorter than a good tile (7-wide on AVX2: 4 + 3 pixels, 8 and 6 of 12
         # accumulators) waste registers on every row; tiles across row ends do not
         fl = choose(simd, flat_shape(s), k.instr.attrs.get("accumulate") is not None)
         if fl is not None and fl[0] > FLAT_GAIN * chan[0] and s.ho * s.wo <= FLAT_TILES * fl[1]:
-            return {"npx": fl[1], "nvo": fl[2], "flat": True}
-    nhwc = scratch_of(k) is not None
+            return {"npx": fl[1], "nvo": fl[2], "flat": True} | ({"nhwc": True} if nhwc else {})
     kc = channel_chunks.chunk_channels(k.caps, s, chan[2] * simd.width, chan[1], nhwc) \
         if chan[1] > 1 else None
     return {"npx": chan[1], "nvo": chan[2]} | ({"nhwc": True} if nhwc else {}) | ({"kc": kc} if kc else {})
