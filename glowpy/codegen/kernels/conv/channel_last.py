@@ -20,6 +20,7 @@ in ResNet-50 (layer_profile, min of 4 rounds) its 3x3/2 3,461 -> 2,745 us and it
 from __future__ import annotations
 
 from glowpy.codegen.kernels import gaps
+from glowpy.codegen.kernels.vectors import LINE
 from glowpy.codegen.registry import variants
 from glowpy.codegen.kernels.conv.pixel import form
 from glowpy.codegen.kernels.conv.turn import transpose
@@ -39,7 +40,7 @@ def pitches(c: int, win: int) -> tuple[int, int]:
     layout (128 channels: 512 bytes a column, 28 KiB a row at 56 wide) a stride-2 tile's 13
     columns x 3 rows fell on 4 of the 64 sets of a 32 KiB L1 and ran 20% slower than reading
     the planes (Zen 3); the odd pitches ran 15-20% faster than the planes."""
-    line = 16  # floats of a 64-byte cache line
+    line = LINE // 4  # floats of a cache line
     cp = -(-c // line) * line
     cp += line * (cp // line % 2 == 0)
     rp = win * cp
@@ -139,7 +140,6 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
 # little for the bytes (ResNet-50's 56x56 128-channel 3x3, Inception's 35x35 3x3s: activations
 # +35-43%, the layers level to 4% faster, Zen 3, -instrument-profile, min of 6 alternating rounds)
 GROW_L2 = 4
-LINE_BYTES = 64
 
 
 def _grows(ins, caps) -> bool:
@@ -166,4 +166,4 @@ def _grows(ins, caps) -> bool:
     (the copies share that room), +53% for the 256-channel chain's two 14x14 buffers."""
     x = ins.inputs[0]
     return bool(caps.l2_bytes) and x.nbytes > GROW_L2 * caps.l2_bytes or \
-        x.shape[-1] * x.dtype.itemsize <= LINE_BYTES
+        x.shape[-1] * x.dtype.itemsize <= LINE
