@@ -5,7 +5,8 @@ lie within 1 LSB of onnxruntime. Cases: 3x3 stride 1 with a Relu on 13x11 (odd s
 tiles with partial vectors); 3x3 stride 2 with TF "same" padding on 6x6 over 40 channels (the two
 slots of converted planes alternate 40 times; the layer whose legacy-SSE shuffles cost 2.5x on a
 Zen 3); 5x5 on 15x15 with a saturating bias and per-tensor weights; 7x7 on 9x9 (flat tiles
-where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; uint8 and int8
+where the estimate picks them); a batch of two; a 1-D k5 dilated 2 over 50; 11x11 on 20x22
+(row tiles whose taps run as loops, conv/depthwise_loops.py, at every level); uint8 and int8
 inputs with zero points; both roundings. Then a plane too large for the stack slots takes them
 in the activation region, and one too large for that keeps the float rewrite (DequantizeLinear,
 float Conv, QFinish), exact as well. Strided layers on large planes copy phase-split rows,
@@ -22,14 +23,15 @@ from util import make_graph_model, memory_report
 from vector_levels import params
 
 INPUTS = {"a": (1, 5, 13, 11), "b": (1, 40, 6, 6), "c": (1, 7, 15, 15), "d": (2, 9, 9, 9),
-          "e": (1, 6, 50)}
+          "e": (1, 6, 50), "f": (1, 3, 20, 22)}
 
 
 LAYERS = [("a", 3, [1, 1, 1, 1], dict(relu=True)),
           ("b", 3, [0, 0, 1, 1], dict(stride=2)),
           ("c", 5, [2, 2, 2, 2], dict(per_channel=False, big_bias=True)),
           ("d", 7, [3, 3, 3, 3], {}),
-          ("e", 5, [4, 4], dict(dil=2))]
+          ("e", 5, [4, 4], dict(dil=2)),
+          ("f", 11, [5, 5, 5, 5], {})]
 
 
 def model_of(dtype, rng, inputs=INPUTS, layers=LAYERS):
@@ -63,7 +65,9 @@ def test_depthwise_float_qconv_is_exact(dtype, level, rounding, tmp_path):
     exact_against_direct(model, feeds, tmp_path, opts, dtype, saturated=2)
     kinds = [(i["op"], i["variant"]["name"]) for i in plan(tmp_path) if "Conv" in i["op"] or
              i["op"] in ("DequantizeLinear", "QFinish")]
-    assert kinds == [("QConv", "depthwise_float")] * 5, kinds
+    assert kinds == [("QConv", "depthwise_float")] * 6, kinds
+    tilings = [i["variant"]["params"]["tiling"] for i in plan(tmp_path) if i["op"] == "QConv"]
+    assert tilings[5][0] == "rows" and tilings[5][1] <= 5, tilings  # looped_plan: 11 - 4 >= 3
 
 
 @pytest.mark.parametrize("level", params())

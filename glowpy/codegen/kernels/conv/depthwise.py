@@ -9,7 +9,9 @@ constants, and loaded inputs are reused from registers:
     once per kernel column (a strided tap is a wide load and a shuffle) and feeds every output
     row of the block that reads it -- (R + KH - 1) loads for R * KH multiply-adds. Blocks
     whose valid kernel rows are the same (the interior) run in a loop; edge blocks and edge
-    column tiles are their own code.
+    column tiles are their own code. From 7x7 (looped_plan), the input rows that feed every
+    output row of a block run as a loop, and from 13 columns so do runs of kernel columns with
+    the same lane masks: the code then grows with the kernel's width, not its area.
   * flat: stride-1 planes whose output is as wide as the input (6x6, 25x5, 24x24): a tap is
     the whole plane shifted by a constant, so the plane's vectors run across row ends and no
     lane idles at the end of a short row; each vector's masks per tap are constants. Large
@@ -30,6 +32,7 @@ from glowpy.codegen import cgutils as cg
 
 from glowpy.codegen.kernels.tiles import Shape, row_runs, shape_of
 from glowpy.codegen.kernels.accumulators import Acc
+from glowpy.codegen.kernels.conv.depthwise_loops import looped_plan, looped_rows
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.vector_epilogue import Finisher
 from glowpy.codegen.registry import variant
@@ -109,6 +112,7 @@ class DepthwiseEmitter:
         reach = (s.kh * s.dh + 1) * s.win + s.kw * s.dw + (w - 1) * s.sw + 2 * w
         self.room = k.readable(k.in_buf(0), reach)  # (before, after)
         self.safe = False
+        self.loops = looped_plan(s, choice)
 
     def emit(self):
         k, b, s = self.k, self.b, self.s
@@ -130,7 +134,11 @@ class DepthwiseEmitter:
         """Called as each (batch, channel) plane begins (self.xb, self.ob, self.lead set)."""
 
     def weight(self, a, c):
-        return self.vec.load_splat(self.wsrc, self.b.add(self.wb, self.k.c(a * self.s.kw + c)))
+        return self.weight_at(self.k.c(a * self.s.kw + c))
+
+    def weight_at(self, tap):
+        """The weight of kernel tap `tap` (an IR value: row * kw + column) in every lane."""
+        return self.vec.load_splat(self.wsrc, self.b.add(self.wb, tap))
 
     def finish(self, acc, p0, mask):
         b, k = self.b, self.k
@@ -325,15 +333,18 @@ class DepthwiseEmitter:
             for a in rows:
                 users.setdefault(i * s.sh + a * s.dh, []).append((i, a))
         top = b.sub(b.mul(oh0, k.c(s.sh)), k.c(s.pt))
-        for rr in sorted(users):
-            row = b.add(self.xb, b.add(b.mul(b.add(top, k.c(rr)), k.c(s.win)), b.mul(ow0, k.c(s.sw))))
-            taps = self.row_taps(row, masks, nv)
-            for c in range(s.kw):
-                vals = taps[c]
-                if all(v is None for v in vals):
-                    continue
-                for i, a in users[rr]:
-                    acc.fma([None] * i + [self.weight(a, c)], vals)
+
+        def row_at(rr):
+            return b.add(self.xb, b.add(b.mul(b.add(top, rr), k.c(s.win)), b.mul(ow0, k.c(s.sw))))
+        if self.loops:
+            looped_rows(self, acc, users, row_at, masks, nrows)
+        else:
+            for rr in sorted(users):
+                taps = self.row_taps(row_at(k.c(rr)), masks, nv)
+                for c in range(s.kw):
+                    if any(v is not None for v in taps[c]):
+                        for i, a in users[rr]:
+                            acc.fma([None] * i + [self.weight(a, c)], taps[c])
         for i in range(nrows):
             for j in range(nv):
                 p0 = b.add(b.mul(b.add(oh0, k.c(i)), k.c(s.wo)), b.add(ow0, k.c(j * vec.w)))
