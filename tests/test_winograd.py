@@ -18,7 +18,7 @@ from onnx import helper
 import glowpy
 from util import check_against_onnxruntime, compile_and_run, make_graph_model, model_path, \
     run_onnxruntime
-from vector_levels import LEVELS, params, plan_only
+from vector_levels import LEVELS, RUNNABLE, params, plan_only
 
 RNG = np.random.default_rng(7)
 
@@ -396,3 +396,62 @@ def test_cli_winograd_flag(tmp_path):
     assert run([f"-model={model_path('mlperf_tiny_resnet8')}", f"-emit-bundle={out}2",
                 "-winograd=maybe"], "model-compiler", cmd) == 2
     assert not os.path.exists(out + "2")
+
+
+# column blocks (winograd_plan._blocking): a block is one tile row's run of `cols` tiles, the
+# first and last blocks (edge masks) their own code, those between in a loop
+COLUMN_CASES = [  # n, c, h, w, k, pads, m, cols in vectors of the level's lanes
+    (1, 16, 9, 210, 24, [1, 1, 1, 1], 4, 1),  # 53 tiles a row: 8-lane blocks 7, 16-lane 4
+    (1, 16, 7, 101, 20, [0, 2, 1, 0], 2, 2),  # F2, asymmetric pads, a last block of 3 tiles
+    (2, 24, 10, 135, 16, [1, 1, 1, 1], 4, 2),  # batch 2, partial tiles in both directions
+]
+
+
+@pytest.mark.parametrize("level", params([lv for lv in RUNNABLE if lv.lanes >= 8]))
+@pytest.mark.parametrize("case", COLUMN_CASES, ids=[f"{c[3]}wide-F{c[6]}" for c in COLUMN_CASES])
+def test_column_blocks_match_onnxruntime(case, level, tmp_path):
+    """Column blocks forced through the registry ({"cols": t}) on wide planes, against
+    onnxruntime at the F4 / F2 tolerance above: a slot of V or M read from the wrong block,
+    a column block's vectors run past their block, or an edge mask lost changes the numbers."""
+    n, c, h, w, k, pads, m, nvec = case
+    lanes = level.lanes
+    model = conv_model(n, c, h, w, k, pads, relu=True)
+    feeds = {"x": rand(n, c, 4 * h, 4 * w)}
+    report = str(tmp_path / "memory.json")
+    got, ref = check_against_onnxruntime(model, feeds, tmp_path / "b", rtol=1e-4, atol=2e-4,
+                                         dump_memory_report=report,
+                                         kernel_variants=forced(m, cols=nvec * lanes),
+                                         **level.options)
+    assert np.abs(got[0] - ref[0]).max() <= 2e-5 * np.abs(ref[0]).max()
+    [a] = winograd_attrs(report)
+    tw = -(-(w + pads[1] + pads[3] - 2) // m)
+    assert a["m"] == m and a["cols"] == a["tpad"] == nvec * lanes and a["rows"] == 1
+    assert -(-tw // a["cols"]) >= 3  # first, between (a loop) and last blocks
+
+
+@pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
+def test_wide_planes_take_column_blocks(level, tmp_path):
+    """Unforced: 64 -> 32 channels on 480 columns, where one tile row's V (36 x 64 x 120 tiles,
+    1.1 MB in F4) passes the scratch bound (ESPCN's 64 -> 32 on 360 x 640 ran direct at 1.16x
+    onnxruntime's time before, Winograd in column blocks 0.53x: Zen 3, AVX2 code,
+    layer_profile). Compiles only, for AVX2 and AVX-512 on every host: the plan takes column
+    blocks of whole vectors within the bound."""
+    from glowpy.codegen.kernels.conv import winograd_select
+    from glowpy.codegen.kernels.conv.winograd_plan import scratch_max
+    from glowpy.codegen.target import resolve_target
+    model = conv_model(1, 64, 6, 480, 32, [1, 1, 1, 1])
+    path = str(tmp_path / "m.onnx")
+    import onnx
+    onnx.save(model, path)
+    report = str(tmp_path / "memory.json")
+    glowpy.compile(path, str(tmp_path / "b"), dump_memory_report=report, **level.options)
+    with open(report) as f:
+        r = json.load(f)
+    [ins] = [i for i in r["instructions"] if i["kernel"] == "ConvWinograd"]
+    a = ins["in_place"]["winograd"]
+    assert a["m"] == 4 and a["rows"] == 1
+    assert a.get("cols") and a["cols"] % level.lanes == 0 and a["cols"] < 120
+    [size] = [b["size"] for b in r["buffers"] if b["name"] == ins["name"] + winograd_select.SCRATCH]
+    assert size <= scratch_max(resolve_target(**level.options).caps)
+    whole_row = 36 * 64 * 120 * 4  # one tile row's V alone
+    assert whole_row > scratch_max(resolve_target(**level.options).caps)

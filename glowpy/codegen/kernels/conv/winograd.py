@@ -6,7 +6,8 @@ input tile (alpha = m + 2) with alpha^2 multiplies per input/output channel pair
 factored transforms are in winograd_transforms.py). F(2x2) does 16/4 = 4 multiplies per
 output, 2.25x fewer than direct; F(4x4) 36/16 = 2.25, 4x fewer. The weight transform
 U = G g G^T is done at compile time and packed in the kernel's read order; at run time, per
-block of tile rows:
+block of tile rows (on planes too wide for one tile row's scratch, per block of a tile row's
+columns, winograd_plan._blocking):
 
   1. input transform: V[xi][c][tau] = (B^T d B)[xi] for the block's tiles tau (tiles of one
      row are consecutive in tau); vectorized over the tiles of a row (stride-m loads);
@@ -74,6 +75,10 @@ class _Emitter:
         self.a2 = self.alpha ** 2
         self.vec = Vec(k, Simd.of(k.caps))
         self.th, self.tw = math.ceil(self.ho / self.m), math.ceil(self.wo / self.m)
+        # column blocks (winograd_plan._blocking): a block is `cols` tiles of one tile row;
+        # tcb: the tile slots of a block row in V and M
+        self.cols = a.get("cols", 0)
+        self.tcb = self.cols or self.tw
         self.nkb = math.ceil(self.kk / self.mr)
         self.outer = a["points_outer"]
         self.vplane = layout(self.a2, self.c, self.kk, self.mr, self.tpad, self.outer)[0]
@@ -99,7 +104,7 @@ class _Emitter:
         k, vec = self.k, self.vec
         # tile slots past the last row's tiles are read by the GEMM and never written: zero
         # them once, so no stale bits (NaNs, denormals) slow the multiply-adds
-        used = self.rows * self.tw
+        used = self.rows * self.tcb
         if used < self.tpad:  # (points outermost: every plane, M's rows too)
             planes, start = (self.a2 + 1, k.out(1)) if self.outer else (self.a2, self.vp)
             with k.for_range(planes, name="vzx") as xi, k.for_range(self.vrows, name="vzc") as c:
@@ -111,7 +116,7 @@ class _Emitter:
         # M's slots past a block's lone tiles (lone_tiles) are read by the output transform
         # and never written: zero them once too (in place, they are V's)
         if not self.outer and self.mp is not self.vp and any(
-                lone_tiles(vec.simd, self.mr, r * self.tw) for r in {self.rows, tail} if r):
+                lone_tiles(vec.simd, self.mr, r * self.tcb) for r in {self.rows, tail} if r):
             with k.for_range(self.a2 * self.mplane // vec.w, name="mz") as r:
                 vec.store(vec.zero(), self.mp, self.b.mul(r, k.c(vec.w)))
         with k.for_range(self.n, name="n") as n:
@@ -122,7 +127,29 @@ class _Emitter:
                 self.block(n, k.c(full * self.rows), tail)
 
     def block(self, n, r0, rows):
+        """The block(s) of tile rows r0 .. r0 + rows: whole rows, or one tile row's column
+        blocks, the first and last (edge masks) as their own code, those between in a loop."""
+        k, b, cols, w = self.k, self.b, self.cols, self.vec.w
+        if not cols:
+            self.columns(n, r0, rows, 0, self.tw)
+            return
+        ncb = math.ceil(self.tw / cols)
+        inner = range(cols // w, (ncb - 1) * cols // w)
+        free = not any(self.in_masked(j) or self.out_masked(j) for j in inner)
+        self.columns(n, r0, rows, 0, cols)
+        if free and ncb > 2:
+            with k.for_range(ncb - 1, start=1, name="cb") as cb:
+                self.columns(n, r0, rows, b.mul(cb, k.c(cols)), cols)
+        else:
+            for cb in range(1, ncb - 1):
+                self.columns(n, r0, rows, cb * cols, cols)
+        self.columns(n, r0, rows, (ncb - 1) * cols, self.tw - (ncb - 1) * cols)
+
+    def columns(self, n, r0, rows, c0, ncols):
+        """Tiles c0 .. c0 + ncols of tile rows r0 .. r0 + rows (c0 an int, or an IR value for
+        column blocks whose vectors need no masks), through V and M."""
         k, b = self.k, self.b
+        self.span = (c0, ncols)
         with k.for_range(rows, name="ri") as rr:
             with k.for_range(self.c, name="c") as c:
                 self.input_tiles(n, b.add(r0, rr), rr, c)
@@ -144,25 +171,38 @@ class _Emitter:
                     self.output_tiles(n, b.add(r0, rr), rr, b.add(b.mul(kb, k.c(self.mr)), i), i)
 
     def vectors(self, body, masked):
-        """body(j0, j) per vector of a row's tiles (first tile j0, an IR value): the vectors that
-        need masks (masked(j)) one by one with their index j, the unmasked ones between them in
-        one loop (j None): a wide plane's transforms are emitted once, not once per vector."""
-        k, w = self.k, self.vec.w
-        nj = math.ceil(self.tw / w)
-        lo, hi = 0, nj
+        """body(j0, j, s0) per vector of the span's tiles (self.span; first tile j0, an IR
+        value; s0 = j0 - c0, its slot in a block row): the vectors that need masks (masked(j))
+        one by one with their index j, the unmasked ones between them in one loop (j None): a
+        wide plane's transforms are emitted once, not once per vector."""
+        k, b, w = self.k, self.b, self.vec.w
+        c0, ncols = self.span
+        if not isinstance(c0, int):  # a column block between the edges: no masks (block)
+            with k.for_range(ncols, 0, w, name="s0") as s0:
+                body(b.add(c0, s0), None, s0)
+            return
+        j_lo, nj = c0 // w, math.ceil((c0 + ncols) / w)
+        lo, hi = j_lo, nj
         while lo < nj and masked(lo):
             lo += 1
         while hi > lo and masked(hi - 1):
             hi -= 1
-        for j in range(lo):
-            body(k.c(j * w), j)
+        for j in list(range(j_lo, lo)) + ([lo] if hi - lo == 1 else []) + list(range(hi, nj)):
+            body(k.c(j * w), j, k.c(j * w - c0))
         if hi - lo > 1:
             with k.for_range(hi * w, lo * w, w, name="j0") as j0:
-                body(j0, None)
-        elif hi - lo == 1:
-            body(k.c(lo * w), lo)
-        for j in range(hi, nj):
-            body(k.c(j * w), j)
+                body(j0, None, b.sub(j0, k.c(c0)))
+
+    def in_masked(self, j):
+        """Whether the input transform's vector j of a row needs masks: its window leaves the
+        row, or its lanes pass the row's tiles."""
+        m, w = self.m, self.vec.w
+        c0 = m * j * w - self.pl
+        return (j + 1) * w > self.tw or \
+            not all(0 <= c0 + e < self.w for e in range(m * w + self.alpha - m))
+
+    def out_masked(self, j):
+        return (j + 1) * self.vec.w * self.m > self.wo
 
     # -- 1. B^T d B ------------------------------------------------------------------------------
     def input_tiles(self, n, r, rr, c):
@@ -175,7 +215,7 @@ class _Emitter:
             rows.append((self._splat_bool(ok),
                          b.add(plane, b.mul(b.select(ok, iy, k.c(0)), k.c(self.w)))))
         ar = tf.Ir(vec)
-        vrow = b.add(b.mul(c, k.c(self.tpad)), b.mul(rr, k.c(self.tw)))  # V[0][c][row's tiles]
+        vrow = b.add(b.mul(c, k.c(self.tpad)), b.mul(rr, k.c(self.tcb)))  # V[0][c][row's tiles]
 
         def mask(j):
             # per element of a row's window (the alpha columns at stride m): only what lies
@@ -183,22 +223,19 @@ class _Emitter:
             c0 = m * j * w - self.pl
             return tuple(0 <= c0 + e < self.w for e in range(m * w + al - m))
 
-        def masked(j):
-            return (j + 1) * w > self.tw or not all(mask(j))
-
-        def body(j0, j):
+        def body(j0, j, s0):
             mj = b.mul(j0, k.c(m))
             d = [[b.select(ok, v, vec.zero()) for v in vec.load_phases(
                 k.inp(0), b.add(b.add(row, mj), k.c(-self.pl)), m, al,
                 None if j is None else mask(j))] for ok, row in rows]
             v = tf.input_2d(m, ar, d)
-            slot = b.add(vrow, j0)
+            slot = b.add(vrow, s0)
             keep = None if j is None else tuple(j * w + l < self.tw for l in range(w))
             for a in range(al):
                 for e in range(al):
                     vec.store(v[a][e], self.vp, b.add(slot, k.c((al * a + e) * self.vplane)),
                               keep)
-        self.vectors(body, masked)
+        self.vectors(body, self.in_masked)
 
     def _splat_bool(self, x):
         b, w = self.b, self.vec.w
@@ -213,8 +250,8 @@ class _Emitter:
         every block inside each register tile's columns of V (points outermost: that panel
         of V stays in L1 while U[xi] streams past)."""
         k, b, vec, mr = self.k, self.b, self.vec, self.mr
-        nvec = tpad(vec.simd, self.tw, rows) // vec.w
-        lone = lone_tiles(vec.simd, mr, rows * self.tw)
+        nvec = tpad(vec.simd, self.tcb, rows) // vec.w
+        lone = lone_tiles(vec.simd, mr, rows * self.tcb)
         if lone:
             nvec -= 1
         vbase = b.mul(xi, k.c(self.vplane))
@@ -295,14 +332,14 @@ class _Emitter:
 
     # -- 3. A^T M A, bias, epilogue --------------------------------------------------------------
     def output_tiles(self, n, r, rr, oc, i):
-        k, b, vec, m, al, w = self.k, self.b, self.vec, self.m, self.alpha, self.vec.w
+        k, b, vec, m, al = self.k, self.b, self.vec, self.m, self.alpha
         bias = vec.splat(k.load(k.inp(2), oc, np.float32)) if k.inp(2) is not None else None
         plane = b.mul(b.add(b.mul(n, k.c(self.kk)), oc), k.c(self.ho * self.wo))
         ar = tf.Ir(vec)
-        mrow = b.add(b.mul(i, k.c(self.tpad)), b.mul(rr, k.c(self.tw)))  # M[0][i][row's tiles]
+        mrow = b.add(b.mul(i, k.c(self.tpad)), b.mul(rr, k.c(self.tcb)))  # M[0][i][row's tiles]
 
-        def body(j0, j):
-            slot = b.add(mrow, j0)
+        def body(j0, j, s0):
+            slot = b.add(mrow, s0)
             x = [[vec.load(self.mp, b.add(slot, k.c((al * a + e) * self.mplane)))
                   for e in range(al)] for a in range(al)]
             for row, y in enumerate(tf.output_2d(m, ar, x)):
@@ -314,7 +351,7 @@ class _Emitter:
                         self.store_row(n, oc, oy, plane, j0, j, y)
                 else:
                     self.store_row(n, oc, oy, plane, j0, j, y)
-        self.vectors(body, lambda j: (j + 1) * w * m > self.wo)
+        self.vectors(body, self.out_masked)
 
     def store_row(self, n, oc, oy, plane, j0, j, y):
         """Lane l of y[p] is output column m(j0 + l) + p: the m vectors interleaved into m

@@ -118,32 +118,41 @@ def layout(a2, c, kk, mr, tp, outer):
 
 
 def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
-    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes, points outermost),
-    or None when the budget holds too few tiles to repay streaming U once per block. Blocks are
-    as few as the budget allows, and even. forced["rows"] (through the registry, e.g.
-    `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fixes the tile rows per block."""
+    """(tile rows per block, padded tiles per block, MR, NV, scratch bytes, points outermost,
+    tile columns per block or 0), or None when the budget holds too few tiles to repay
+    streaming U once per block. Blocks are as few as the budget allows, and even. Where one
+    tile row does not fit (wide planes: 64 channels of 640 columns in F4 hold 1.5 MB of V a
+    row), a block is one tile row's run of `cols` tiles, a multiple of the lanes (column
+    blocks, _Emitter.block). forced["rows"] / forced["cols"] (through the registry, e.g.
+    `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fix the tile rows and columns per
+    block."""
     a2 = tf.alpha(m) ** 2
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
+    w = simd.width
 
     def outer(tp):
         return forced.get("outer", points_outer(l2_bytes, a2 * plane(c * tp, a2) * 4))
 
-    def scratch(r, mr):
-        tp = tpad(simd, tw, r)
+    def scratch(tp, mr):
         return layout(a2, c, kk, mr, tp, outer(tp))[1]
 
     # tile counts are F(2x2)'s: F(4x4) tiles hold 36/16 the scratch each
     def tiles(t):
         return t * 16 // a2
 
-    def fits(r):
-        tp = tpad(simd, tw, r)
-        return scratch(r, choose_tile(simd, kk, tp, 1)[0]) <= budget and r * tw <= tiles(MAX_TILES)
+    def fits(r, tc=tw):
+        tp = tpad(simd, tc, r)
+        return scratch(tp, choose_tile(simd, kk, tp, 1)[0]) <= budget and r * tc <= tiles(MAX_TILES)
 
     # U in cache: blocks of ~BLOCK_TILES tiles (less scratch); U beyond: as few blocks as fit,
     # since every block streams all of U once
     want = tiles(BLOCK_TILES if 4 * a2 * c * kk <= U_CACHED else MAX_TILES)
-    if "rows" in forced:
+    cols = 0
+    if "cols" in forced and forced["cols"] and forced["cols"] < tw:
+        cols, rows = forced["cols"], 1
+        if cols % w or not fits(1, cols):
+            return None
+    elif "rows" in forced:
         rows = min(forced["rows"], th)
         if not fits(rows):
             return None
@@ -151,12 +160,21 @@ def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
         rows = 1
         while rows < th and rows * tw < want and fits(rows + 1):
             rows += 1
-        if not fits(rows) or rows * tw < min(tiles(MIN_TILES), th * tw):
+        if not fits(rows):  # column blocks: the widest run of whole vectors that fits
+            cols = min(tw, max(want, tiles(MIN_TILES))) // w * w
+            while cols >= w and not fits(1, cols):
+                cols -= w
+            if cols < max(w, tiles(MIN_TILES)) or cols >= tw:
+                return None
+        elif rows * tw < min(tiles(MIN_TILES), th * tw):
             return None
-    rows = math.ceil(th / math.ceil(th / rows))
-    tp = tpad(simd, tw, rows)
+    if cols:
+        tp = cols
+    else:
+        rows = math.ceil(th / math.ceil(th / rows))
+        tp = tpad(simd, tw, rows)
     mr, nv, _ = choose_tile(simd, kk, tp, 1)
-    return rows, tp, mr, nv, scratch(rows, mr), outer(tp)
+    return rows, tp, mr, nv, scratch(tp, mr), outer(tp), cols
 
 
 def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
@@ -169,12 +187,15 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     transform, per output channel: alpha^2 loads, the transform, and per output vector its
     bias, interleave and store."""
     rows, tp, mr = blocking[:3]
+    cols = blocking[6]
     a2, w = tf.alpha(m) ** 2, simd.width
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
     full, tail = divmod(th, rows)
     # per block: vectors of tile slots, MR multiply-adds a channel each; tiles alone, one
     vecs = lone = 0
-    for r, count in ((rows, full), (tail, 1 if tail else 0)):
+    if cols:  # column blocks: every block runs its whole vectors
+        vecs = th * math.ceil(tw / cols) * (cols // w)
+    for r, count in (() if cols else ((rows, full), (tail, 1 if tail else 0))):
         alone = lone_tiles(simd, mr, r * tw) if count else 0
         vecs += count * (tpad(simd, tw, r) // w - (1 if alone else 0))
         lone += count * alone
@@ -205,8 +226,8 @@ def u_fits(c: int, kk: int) -> bool:
 
 def plan(simd, s, budget, forced=None, l2_bytes=0):
     """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
-    scratch fit, or None. `forced` (registry params): {"m": 2 or 4}, {"rows": r} and/or
-    {"outer": bool} (the GEMM's order, points_outer); l2_bytes: the target's L2 (0: no figures)."""
+    scratch fit, or None. `forced` (registry params): {"m": 2 or 4}, {"rows": r}, {"cols": t}
+    and/or {"outer": bool} (the GEMM's order, points_outer); l2_bytes: the target's L2 (0: no figures)."""
     n, c, h, w, kk, pads = s
     ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
     forced = forced or {}

@@ -120,7 +120,7 @@ def select(prog, caps):
         chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"), caps.l2_bytes)
         if chosen is None:
             continue
-        m, (rows, tp, mr, nv, nbytes, outer) = chosen
+        m, (rows, tp, mr, nv, nbytes, outer, cols) = chosen
         a2 = tf.alpha(m) ** 2
         order = f"[{a2}][K/{mr}]" if outer else f"[K/{mr}][{a2}]"
         transformed_weights(prog, ins, _weights(ins.inputs[1].value.const, m, mr, outer),
@@ -131,7 +131,7 @@ def select(prog, caps):
         # counted), for the report's "executed_macs"
         macs = n * math.ceil(ho / m) * math.ceil(wo / m) * a2 * c * kk
         ins.attrs["winograd"] = dict(m=m, rows=rows, tpad=tp, mr=mr, nv=nv, macs=macs,
-                                     points_outer=outer)
+                                     points_outer=outer, **({"cols": cols} if cols else {}))
         ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                               (nbytes // 4,), ACTIVATION)]
     return prog
