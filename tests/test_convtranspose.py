@@ -2,7 +2,8 @@
 attribute: strides, pads, dilations, group, output_padding, output_shape, auto_pad, kernel_shape,
 1-D/2-D/3-D, with and without bias) and with the op's numpy reference, along each of its three
 paths (glowpy/ir/passes/convtranspose.py): on a host the rewrites (stride 1 as a Conv, strided
-as a 1x1 product + Col2Im), with -activation-memory=min the scatter kernel for strided ones,
+as a 1x1 product + Col2Im, or, where those columns pass COL_GROWTH, a Conv per output phase
+interleaved by DepthToSpace and cropped), with -activation-memory=min the scatter kernel for strided ones,
 at -O0 the scatter kernel for all. Col2Im itself against onnxruntime."""
 import json
 
@@ -46,6 +47,16 @@ CASES = {
     "tiles_exactly": ((2, 4, 5, 6), (4, 3, 2, 2), True, {"strides": [2, 2]}),
     "tiles_exactly_1d": ((1, 3, 7), (3, 5, 3), False, {"strides": [3]}),
     "pads_past_kernel": ((1, 2, 6, 6), (2, 2, 3, 3), True, {"pads": [3, 1, 2, 0]}),
+    # columns past COL_GROWTH: one Conv per output phase (convtranspose._as_phase_conv)
+    "phase_9x9s2": ((1, 4, 6, 7), (4, 2, 9, 9), True,
+                    {"strides": [2, 2], "pads": [4, 4, 4, 4], "output_padding": [1, 1]}),  # FSRCNN
+    "phase_9x9s3": ((2, 3, 5, 4), (3, 1, 9, 9), False,
+                    {"strides": [3, 3], "pads": [4, 4, 4, 4], "output_padding": [2, 2]}),
+    "phase_5x5s2": ((1, 3, 6, 5), (3, 4, 5, 5), True,
+                    {"strides": [2, 2], "pads": [2, 2, 1, 1], "output_padding": [1, 1]}),
+    "phase_7x5s23": ((1, 2, 4, 5), (2, 3, 7, 5), True, {"strides": [2, 3], "pads": [3, 1, 2, 2]}),
+    "phase_output_shape": ((1, 2, 4, 4), (2, 2, 9, 9), True,
+                           {"strides": [2, 2], "output_shape": [11, 12]}),
 }
 
 
@@ -80,7 +91,9 @@ def _kernels(case, tmp_path, **options):
     ("no_bias", ["Conv"], ["Conv"]),
     ("output_shape", ["Conv", "Col2Im", "Add"], ["ConvTranspose"]),
     ("group", ["ConvTranspose"], ["ConvTranspose"]),  # strided and grouped: the scatter kernel
-    ("wide_kernel", ["ConvTranspose"], ["ConvTranspose"]),  # columns 7x the output: scatter
+    ("wide_kernel", ["Conv", "Transpose", "Slice"], ["ConvTranspose"]),  # columns 7x: phases
+    ("phase_9x9s2", ["Conv", "DepthToSpace"], ["ConvTranspose"]),  # rows the crop keeps only
+    ("phase_output_shape", ["Conv", "DepthToSpace", "Slice"], ["ConvTranspose"]),
     ("tiles_exactly", ["Conv", "Col2Im"], ["ConvTranspose"]),  # 2x2/2: the bias in the product
     ("pads_past_kernel", ["ConvTranspose"], ["ConvTranspose"]),  # no Conv pads that equal it
 ])
