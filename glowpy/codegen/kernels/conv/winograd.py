@@ -193,13 +193,18 @@ class _Emitter:
             with k.for_range(hi * w, lo * w, w, name="j0") as j0:
                 body(j0, None, b.sub(j0, k.c(c0)))
 
+    def window_mask(self, j):
+        """Per element of vector j's input window (the alpha columns at stride m): only what
+        lies outside the row is masked; lanes past the row's tiles compute values no store
+        keeps."""
+        m, w = self.m, self.vec.w
+        c0 = m * j * w - self.pl
+        return tuple(0 <= c0 + e < self.w for e in range(m * w + self.alpha - m))
+
     def in_masked(self, j):
         """Whether the input transform's vector j of a row needs masks: its window leaves the
         row, or its lanes pass the row's tiles."""
-        m, w = self.m, self.vec.w
-        c0 = m * j * w - self.pl
-        return (j + 1) * w > self.tw or \
-            not all(0 <= c0 + e < self.w for e in range(m * w + self.alpha - m))
+        return (j + 1) * self.vec.w > self.tw or not all(self.window_mask(j))
 
     def out_masked(self, j):
         return (j + 1) * self.vec.w * self.m > self.wo
@@ -217,17 +222,11 @@ class _Emitter:
         ar = tf.Ir(vec)
         vrow = b.add(b.mul(c, k.c(self.tpad)), b.mul(rr, k.c(self.tcb)))  # V[0][c][row's tiles]
 
-        def mask(j):
-            # per element of a row's window (the alpha columns at stride m): only what lies
-            # outside the row is masked; lanes past the row's tiles compute values no store keeps
-            c0 = m * j * w - self.pl
-            return tuple(0 <= c0 + e < self.w for e in range(m * w + al - m))
-
         def body(j0, j, s0):
             mj = b.mul(j0, k.c(m))
             d = [[b.select(ok, v, vec.zero()) for v in vec.load_phases(
                 k.inp(0), b.add(b.add(row, mj), k.c(-self.pl)), m, al,
-                None if j is None else mask(j))] for ok, row in rows]
+                None if j is None else self.window_mask(j))] for ok, row in rows]
             v = tf.input_2d(m, ar, d)
             slot = b.add(vrow, s0)
             keep = None if j is None else tuple(j * w + l < self.tw for l in range(w))
