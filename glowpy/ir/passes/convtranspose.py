@@ -146,11 +146,13 @@ def _as_phase_conv(graph: Graph, n: Node) -> list[Node] | None:
     would pass COL_GROWTH (9x9/2: 20x the output): one Conv over the input to M x s_h x s_w
     channels, one per output phase (py, px), each with its taps py + s*j of the kernel,
     reversed and zero-filled to J = ceil(k / s) a dim; DepthToSpace(s, CRD) interleaves the
-    phases into the uncropped output, and a Slice drops the padding. Output row u = oy + pad
-    of phase u % s sums x[u // s - j] w[u % s + s j] over j: the Conv's row q = u // s with
-    J - 1 rows of padding before, computed for the rows the crop keeps. The multiply-adds are (J s / k)^2 the scatter's (1.23x for
-    9x9/2), on the register-blocked Conv kernels; FSRCNN's 9x9/2 56 -> 1 on 360x640 took
-    377 ms in the scatter kernel against onnxruntime's 43 (Zen 3, AVX2 code)."""
+    phases, and a Slice drops what the padding cuts. Output row u = oy + pad of phase u % s
+    sums x[u // s - j] w[u % s + s j] over j: the Conv's row q = u // s with J - 1 rows of
+    padding before, computed for the rows the crop keeps only. The multiply-adds are
+    (J s / k)^2 the scatter's (1.23x for 9x9/2, 1.44x for 5x5/2), on the register-blocked
+    Conv kernels. Zen 3, AVX2 code: FSRCNN's 9x9/2 56 -> 1 from 360x640 377 -> 86 ms in the
+    scatter kernel and as phases (onnxruntime 41); a 5x5/2 256 -> 128 on 16x16 59.8 -> 6.3 ms
+    (5.4)."""
     win, w = _candidate(n) or (None, None)
     if win is None or len(win.in_size) != 2 or n.attrs["group"] != 1 or not w.is_const or \
             all(s == 1 for s in win.strides) or any(d != 1 for d in win.dilations):
@@ -170,6 +172,7 @@ def _as_phase_conv(graph: Graph, n: Node) -> list[Node] | None:
     end_w = max(0, -(-(pl + wo) // sw) - wd)
     qh, qw = h + jh - 1 - q0h + end_h - jh + 1, wd + jw - 1 - q0w + end_w - jw + 1
     c, m = w.shape[:2]
+    c64 = lambda a, what: graph.constant(np.array(a, np.int64), n.name + what)  # noqa: E731
     wt = np.zeros((m, sh, sw, c, jh, jw), np.float32)
     src = w.const.astype(np.float32)
     for py in range(sh):
@@ -191,7 +194,6 @@ def _as_phase_conv(graph: Graph, n: Node) -> list[Node] | None:
                                {"blocksize": sh, "mode": "CRD"}, n.name + "_interleave")]
     else:  # (DepthToSpace takes one block size): [N, M, sh, sw, qh, qw] -> [N, M, qh, sh, qw, sw]
         nb = x.shape[0]
-        c64 = lambda a, what: graph.constant(np.array(a, np.int64), n.name + what)  # noqa: E731
         r = make_node(graph, "Reshape", [conv.outputs[0], c64([nb, m, sh, sw, qh, qw], "_ph6")],
                       {}, n.name + "_phases6")
         t = make_node(graph, "Transpose", [r.outputs[0]], {"perm": [0, 1, 4, 2, 5, 3]},
@@ -203,7 +205,6 @@ def _as_phase_conv(graph: Graph, n: Node) -> list[Node] | None:
     if full.shape[2:] == (ho, wo) and top == left == 0:
         out[-1] = make_node(graph, out[-1].op, out[-1].inputs, out[-1].attrs, out[-1].name, y)
         return out
-    c64 = lambda a, what: graph.constant(np.array(a, np.int64), n.name + what)  # noqa: E731
     out.append(make_node(graph, "Slice", [full, c64([top, left], "_crop_start"),
                                           c64([top + ho, left + wo], "_crop_end"),
                                           c64([2, 3], "_crop_axes")], {}, n.name + "_crop", y))
