@@ -73,13 +73,14 @@ def test_small_kernels_stay_unrolled():
 @pytest.mark.parametrize("level", params())
 def test_large_kernel_code_is_bounded(level, tmp_path):
     """A 31x31 depthwise layer on 56x56 planes (RepLKNet's first stage) as the registry plans
-    it: its object file stays under 256 KB (unrolled, its 45 edge and interior tiles of 34 x
-    31 taps each took 2.7 MB of AVX2 code and 20 s to emit), and the numbers agree."""
+    it: its object file stays under 512 KB (with the loops 164 / 112 / 254 KB at SSE2 / AVX2
+    / AVX-512; unrolled, its 45 edge and interior tiles of 34 x 31 taps each took 2.7 MB of
+    AVX2 code and 20 s to emit), and the numbers agree."""
     g = GraphBuilder(x=f32(1, 2, 56, 56))
     g.node("Conv", ["x", f32(2, 1, 31, 31, scale=0.05), f32(2)], group=2, pads=[15] * 4)
     check_guarded(g.model(opset=13), g.feeds, tmp_path, level)
     objs = glob.glob(os.path.join(str(tmp_path), "bundle", "*.o"))
-    assert len(objs) == 1 and os.path.getsize(objs[0]) < 256 * 1024, \
+    assert len(objs) == 1 and os.path.getsize(objs[0]) < 512 * 1024, \
         [(o, os.path.getsize(o)) for o in objs]
 
 
