@@ -69,6 +69,9 @@ ZOO = {
     "bifpn": detection.bifpn,
     "detr": vision_tf.detr,
     "t5_encoder": text_tf.t5_encoder,
+    "replknet": mobile.replknet,
+    "espcn": generative.espcn,
+    "fsrcnn": generative.fsrcnn,
 }
 
 

@@ -3,7 +3,8 @@
 planes, self-attention over 8x8 latents, nearest upsampling and skip Concats) and a
 Real-ESRGAN-style x4 generator (residual-in-residual dense blocks: every 3x3 conv reads the
 Concat of all before it; LeakyRelu; nearest x2 upsampling twice) and a StyleGAN2 generator
-(modulated convolutions: weights computed at run time from a style vector)."""
+(modulated convolutions: weights computed at run time from a style vector); ESPCN and FSRCNN
+super-resolution on 640x360 (sub-pixel DepthToSpace; a 9x9/2 ConvTranspose)."""
 from __future__ import annotations
 
 import numpy as np
@@ -121,3 +122,39 @@ def stylegan2(perf=False):
             y = net.node("Add", [y, net.init("b", 0.1 * net.rng.standard_normal((1, c, 1, 1)))])
             x, cin = net.node("Mul", [net.node("LeakyRelu", [y], alpha=0.2), net.f32(np.sqrt(2))]), c
     return net.model(_modulated_conv(net, x, w, zdim, cin, 3, 1, demodulate=False))
+
+
+def espcn(perf=False):
+    """ESPCN x3 (Shi et al., 2016) on a 640x360 luma plane: 5x5 conv to 64 + Tanh, 3x3 to 32 +
+    Tanh, 3x3 to 9, DepthToSpace(3), Sigmoid. Its 3x3 64 -> 32 on 640 columns holds more V a
+    tile row than Winograd's scratch bound (column blocks)."""
+    net = Net("espcn", 49)
+    h, w = (360, 640) if perf else (20, 150)
+    x = net.input("input", (1, 1, h, w))
+    x = net.act(net.convnd(x, 1, 64, 5), "tanh")
+    x = net.act(net.convnd(x, 64, 32, 3), "tanh")
+    x = net.node("DepthToSpace", [net.convnd(x, 32, 9, 3)], blocksize=3, mode="CRD")
+    return net.model(net.act(x, "sigmoid"))
+
+
+def fsrcnn(perf=False):
+    """FSRCNN x2 (Dong et al., 2016) on a 640x360 luma plane: 5x5 feature extraction to 56,
+    1x1 shrink to 12, four 3x3 maps, 1x1 expansion, PReLU after each, and a 9x9 stride-2
+    ConvTranspose (pad 4, output padding 1) to 1280x720: taps 20x its output per stride^2
+    (the phase Conv of ir/passes/convtranspose.py)."""
+    net = Net("fsrcnn", 52)
+    h, w = (360, 640) if perf else (12, 20)
+    d, s = 56, 12
+    x = net.input("input", (1, 1, h, w))
+
+    def prelu(y, c):
+        return net.node("PRelu", [y, net.init("a", np.full((c, 1, 1), 0.25))])
+    x = prelu(net.convnd(x, 1, d, 5), d)
+    x = prelu(net.convnd(x, d, s, 1), s)
+    for _ in range(4):
+        x = prelu(net.convnd(x, s, s, 3), s)
+    x = prelu(net.convnd(x, s, d, 1), d)
+    return net.model(net.node("ConvTranspose", [x, net.weight((d, 1, 9, 9), fan_in=d * 9),
+                                                 net.init("b", np.zeros(1))],
+                              kernel_shape=[9, 9], strides=[2, 2], pads=[4, 4, 4, 4],
+                              output_padding=[1, 1]))

@@ -1,5 +1,6 @@
 """Efficient classifiers as torchvision exports them: MobileNetV1/V2/V3-small, EfficientNet-B0
-and V2-S, MnasNet, ShuffleNetV2, GhostNet and ConvNeXt. Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
+and V2-S, MnasNet, ShuffleNetV2, GhostNet, ConvNeXt and RepLKNet (depthwise kernels up to
+31x31). Depthwise convolutions, ReLU6 as Clip, HardSwish and HardSigmoid
 (opset 14), SiLU as x*Sigmoid(x), squeeze-and-excitation, channel shuffle with torch's
 Shape/Gather size arithmetic and Split, ConvNeXt's LayerNorm over channels via Transpose."""
 from __future__ import annotations
@@ -281,3 +282,28 @@ def xception(perf=False):
             y = sep(net.node("Relu", [y]), 728, 728)
         x = net.node("Add", [x, y])
     return net.model(net.classifier(net.node("Relu", [sep(x, 728, 1024)]), 1024, 1000))
+
+
+def replknet(perf=False):
+    """RepLKNet-31B's layout narrowed (Ding et al., 2022), as the re-parameterized model
+    exports: a stem of 3x3 and depthwise convs; per stage blocks of BatchNorm, 1x1, a large
+    depthwise kernel (31, 29, 27, 13) + BatchNorm, 1x1, residual Add, then BatchNorm, a 1x1
+    4x expansion with GELU and a 1x1 back, residual Add; transitions by 1x1 and a depthwise
+    3x3/2. Kernels larger than their planes (27x27 on 14x14)."""
+    net = Net("replknet", 42)
+    hw, stages = (224, ((64, 31, 2), (128, 29, 2), (256, 27, 4), (512, 13, 2))) if perf else \
+        (64, ((16, 31, 1), (24, 13, 1)))
+    x = net.input("input", (1, 3, hw, hw))
+    c = stages[0][0]
+    x = net.conv_bn(net.conv_bn(x, 3, c, 3, 2), c, c, 3, group=c)
+    x = net.conv_bn(net.conv_bn(x, c, c, 1), c, c, 3, 2, group=c)
+    for i, (out, k, n) in enumerate(stages):
+        if i:
+            x = net.conv_bn(net.conv_bn(x, c, out, 1), out, out, 3, 2, group=out)
+            c = out
+        for _ in range(n):
+            y = net.conv_bn(net.conv_bn(net.bn(x, c), c, c, 1), c, c, k, group=c, act=None)
+            x = net.node("Add", [x, net.conv_bn(y, c, c, 1, act=None)])
+            y = net.act(net.convnd(net.bn(x, c), c, 4 * c, 1), "gelu")
+            x = net.node("Add", [x, net.convnd(y, 4 * c, c, 1)])
+    return net.model(net.classifier(x, c, 1000 if perf else 10))
