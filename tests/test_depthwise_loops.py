@@ -4,7 +4,6 @@ from 13 columns, runs of kernel columns with the same lane masks in a loop. At e
 level the host runs, against onnxruntime under guard pages (a tap that strays out of its plane
 or a store past the output faults), and the code of a 31x31 layer bounded."""
 import glob
-import json
 import os
 
 import pytest
@@ -14,6 +13,7 @@ from glowpy.codegen.kernels.tiles import Shape
 from glowpy.codegen.target import resolve_target
 from glowpy.codegen.kernels.vectors import Simd
 from test_kernels_fast import check_guarded, f32
+from test_depthwise_phase import check_forced_depthwise
 from util import GraphBuilder
 from vector_levels import LEVELS, params
 
@@ -43,20 +43,10 @@ def test_looped_tiles(xshape, k, attrs, choice, level, tmp_path):
     """Each tiling, forced through the kernel registry, with and without bias; every case runs
     its taps in loops (looped_plan), so a wrong kernel row or column in a loop, or a loop
     that runs one row too many, changes the numbers or faults."""
-    c = xshape[1]
     s = shape(xshape[2:], k, attrs.get("pads", [0] * 4), attrs.get("strides", (1, 1)),
               attrs.get("dilations", (1, 1)))
     assert depthwise_loops.looped_plan(s, choice)
-    g = GraphBuilder(x=f32(*xshape))
-    y = g.node("Conv", ["x", f32(c, 1, k, k, scale=0.1), f32(c)], output=False, group=c, **attrs)
-    g.node("Relu", [y])
-    g.node("Conv", ["x", f32(c, 1, k, k, scale=0.1)], group=c, **attrs)
-    report = tmp_path / "m.json"
-    check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
-                  kernel_variants={"Conv": ("depthwise", choice)})
-    got = [i["variant"] for i in json.loads(report.read_text())["instructions"]
-           if i["kernel"] == "Conv"]
-    assert got == [{"name": "depthwise", "params": list(choice)}] * 2
+    check_forced_depthwise(xshape, k, attrs, "depthwise", choice, level, tmp_path, 0.1)
 
 
 def test_small_kernels_stay_unrolled():

@@ -26,17 +26,24 @@ from vector_levels import LEVELS, params
 ])
 def test_phase_tilings(shape, k, attrs, choice, level, tmp_path):
     """Each tiling, forced through the kernel registry, with and without bias."""
+    check_forced_depthwise(shape, k, attrs, "depthwise_phase", choice, level, tmp_path, 0.3)
+
+
+def check_forced_depthwise(shape, k, attrs, variant, choice, level, tmp_path, scale):
+    """A depthwise k x k Conv with bias and Relu and one without, both forced to `variant`
+    with `choice`, against onnxruntime under guard pages; both take that variant."""
     c = shape[1]
     g = GraphBuilder(x=f32(*shape))
-    y = g.node("Conv", ["x", f32(c, 1, k, k, scale=0.3), f32(c)], output=False, group=c, **attrs)
+    y = g.node("Conv", ["x", f32(c, 1, k, k, scale=scale), f32(c)], output=False, group=c,
+               **attrs)
     g.node("Relu", [y])
-    g.node("Conv", ["x", f32(c, 1, k, k, scale=0.3)], group=c, **attrs)
+    g.node("Conv", ["x", f32(c, 1, k, k, scale=scale)], group=c, **attrs)
     report = tmp_path / "m.json"
     check_guarded(g.model(opset=13), g.feeds, tmp_path, level, dump_memory_report=str(report),
-                  kernel_variants={"Conv": ("depthwise_phase", choice)})
+                  kernel_variants={"Conv": (variant, choice)})
     got = [i["variant"] for i in json.loads(report.read_text())["instructions"]
            if i["kernel"] == "Conv"]
-    assert got == [{"name": "depthwise_phase", "params": list(choice)}] * 2
+    assert got == [{"name": variant, "params": list(choice)}] * 2
 
 
 @pytest.mark.parametrize("level", params())
