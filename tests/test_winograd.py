@@ -1,5 +1,5 @@
-"""Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions (codegen/kernels/conv/winograd.py): chosen
-on vector targets of 8+ float lanes (AVX2, AVX-512) for 3x3 stride-1 convolutions, m per layer
+"""Winograd F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) convolutions (codegen/kernels/conv/winograd.py):
+chosen on vector targets of 8+ float lanes (AVX2, AVX-512) for 3x3 and 5x5 stride-1 convolutions, m per layer
 by a cost model, checked against onnxruntime through the real compile-and-run path, with
 every epilogue form, padding and odd size, each m forced through the kernel registry. Each
 test compiles for explicit x86 vector levels (tests/vector_levels.py), never for "the host":
@@ -27,21 +27,21 @@ def rand(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
 
-def conv_model(n, c, h, w, k, pads, bias=True, residual=False, relu=False):
-    """x (4h x 4w) -> 1x1 -> Relu -> 4x4 MaxPool = t -> 3x3 conv [+ t] [-> Relu]. The big
-    tensors before the pooling make room in the activations, so the 3x3's scratch costs no
+def conv_model(n, c, h, w, k, pads, bias=True, residual=False, relu=False, r=3):
+    """x (4h x 4w) -> 1x1 -> Relu -> 4x4 MaxPool = t -> r x r conv [+ t] [-> Relu]. The big
+    tensors before the pooling make room in the activations, so the r x r's scratch costs no
     memory and the planner keeps the Winograd form."""
-    inits = {"we": rand(c, c, 1, 1, scale=0.3), "w": rand(k, c, 3, 3, scale=0.2)}
+    inits = {"we": rand(c, c, 1, 1, scale=0.3), "w": rand(k, c, r, r, scale=0.6 / r)}
     nodes = [helper.make_node("Conv", ["x", "we"], ["e"]), helper.make_node("Relu", ["e"], ["er"]),
              helper.make_node("MaxPool", ["er"], ["t"], kernel_shape=[4, 4], strides=[4, 4])]
     ins = ["t", "w"]
     if bias:
         inits["b"] = rand(k)
         ins.append("b")
-    nodes.append(helper.make_node("Conv", ins, ["y0"], kernel_shape=[3, 3], pads=pads))
+    nodes.append(helper.make_node("Conv", ins, ["y0"], kernel_shape=[r, r], pads=pads))
     out = "y0"
     if residual:
-        ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+        ho, wo = h + pads[0] + pads[2] - r + 1, w + pads[1] + pads[3] - r + 1
         assert (k, ho, wo) == (c, h, w)
         nodes.append(helper.make_node("Add", ["y0", "t"], ["y1"]))
         out = "y1"
@@ -79,21 +79,23 @@ def winograd_attrs(report_path):
 def test_transforms_are_the_matrices():
     """The factored transforms the kernel emits (winograd_transforms.input_1d / output_1d, run
     on numpy through the same code) are B^T and A^T, and with G they compute the 3-tap
-    correlation of every m x m tile exactly (float64)."""
+    correlation of every m x m tile exactly (float64), for 3x3 and 5x5 kernels."""
     from glowpy.codegen.kernels.conv import winograd_transforms as tf
     rng = np.random.default_rng(0)
-    for m in tf.SIZES:
-        a = tf.alpha(m)
+    pairs = [(m, r) for r, sizes in tf.SIZES.items() for m in sizes]
+    assert pairs == [(2, 3), (4, 3), (2, 5)]
+    for m, r in pairs:
+        a, gm = tf.alpha(m, r), tf.G[(m, r)]
         unit = list(np.eye(a))
-        np.testing.assert_array_equal(np.array(tf.input_1d(m, tf.Numeric, unit)), tf.BT[m])
-        np.testing.assert_array_equal(np.array(tf.output_1d(m, tf.Numeric, unit)), tf.AT[m])
-        d, g = rng.standard_normal((a, a)), rng.standard_normal((3, 3))
-        v = np.array(tf.input_2d(m, tf.Numeric, [list(r) for r in d]))
-        y = np.array(tf.output_2d(m, tf.Numeric, [list(r) for r in (tf.G[m] @ g @ tf.G[m].T) * v]))
-        ref = [[(d[i:i + 3, j:j + 3] * g).sum() for j in range(m)] for i in range(m)]
+        np.testing.assert_array_equal(np.array(tf.input_1d(tf.Numeric, unit)), tf.BT[a])
+        np.testing.assert_array_equal(np.array(tf.output_1d(m, tf.Numeric, unit)), tf.AT[(m, r)])
+        d, g = rng.standard_normal((a, a)), rng.standard_normal((r, r))
+        v = np.array(tf.input_2d(tf.Numeric, [list(row) for row in d]))
+        y = np.array(tf.output_2d(m, tf.Numeric, [list(row) for row in (gm @ g @ gm.T) * v]))
+        ref = [[(d[i:i + r, j:j + r] * g).sum() for j in range(m)] for i in range(m)]
         np.testing.assert_allclose(y, ref, rtol=0, atol=1e-12)
     # the cost model's operation counts: the factored forms, not the matrices' 2 * 4 * 4 ...
-    assert tf.ops(2) == (32, 24) and tf.ops(4) == (144, 100)
+    assert tf.ops(2) == (32, 24) and tf.ops(4) == (144, 100) and tf.ops(2, 5) == (144, 64)
 
 
 F4_CASES = [  # n, c, h, w, k, pads (t, l, b, r), epilogue
@@ -163,6 +165,40 @@ def test_winograd_deep_channels_within_issue_tolerance(m, level, tmp_path):
     print(f"F{m} {level}: max error {err / top:.2e} of max|ref|")
     assert err <= 1e-3 * top + 1e-4
     assert err <= 2e-5 * top
+
+
+FIVE_CASES = [  # n, c, h, w, k, pads (t, l, b, r), epilogue: 5x5 kernels in F(2x2, 5x5)
+    (1, 16, 16, 16, 16, [2, 2, 2, 2], dict(residual=True, relu=True)),  # whole tiles
+    (1, 32, 13, 19, 24, [2, 2, 2, 2], dict(relu=True)),  # partial tiles: 13, 19
+    (2, 16, 12, 40, 23, [0, 1, 3, 2], dict()),  # batch 2, asymmetric pads, K = 23 (prime)
+    (1, 24, 17, 17, 32, [0, 0, 0, 0], dict(bias=False)),  # no padding (13 x 13 out), no bias
+    (1, 16, 10, 70, 16, [2, 2, 2, 2], dict(relu=True)),  # wide: unmasked vectors in a loop
+    (1, 192, 20, 20, 64, [2, 2, 2, 2], dict(relu=True)),  # deep: sums of 4,800 products
+]
+
+
+@pytest.mark.parametrize("level", params())
+@pytest.mark.parametrize("case", FIVE_CASES, ids=[f"{c[1]}x{c[2]}x{c[3]}to{c[4]}" for c in FIVE_CASES])
+def test_five_by_five_matches_onnxruntime(case, level, tmp_path):
+    """5x5 stride-1 convolutions take F(2x2, 5x5) at 8+ lanes (36 multiplies per 2x2 tile against
+    100), with every epilogue form, padding and odd size; SSE2 keeps the direct kernels. Its
+    six points are F4's, and so is the rounding: measured on AVX2 4.9e-7 - 1.0e-6 of the largest
+    output, 3.2e-6 on 192 channels (the direct kernel on SSE2: 7.7e-7 - 2.5e-6)."""
+    n, c, h, w, k, pads, extra = case
+    m = conv_model(n, c, h, w, k, pads, r=5, **extra)
+    feeds = {"x": rand(n, c, 4 * h, 4 * w)}
+    report = str(tmp_path / "memory.json")
+    # (elementwise: atol 1e-3 for the deep case's outputs up to ~200; then against the largest)
+    got, ref = check_against_onnxruntime(m, feeds, tmp_path / "b", rtol=1e-4, atol=1e-3,
+                                         dump_memory_report=report, **level.options)
+    err, top = np.abs(got[0] - ref[0]).max(), np.abs(ref[0]).max()
+    print(f"F(2,5) {level}: max error {err / top:.2e} of max|ref|")
+    assert err <= 2e-5 * top
+    attrs = winograd_attrs(report)
+    assert [(a["m"], a["r"]) for a in attrs] == ([(2, 5)] if level.lanes >= 8 else [])
+    if attrs:  # executed multiply-adds: 36 per 2x2 tile and channel pair
+        ho, wo = h + pads[0] + pads[2] - 4, w + pads[1] + pads[3] - 4
+        assert attrs[0]["macs"] == n * (-(-ho // 2)) * (-(-wo // 2)) * 36 * c * k
 
 
 PLAN_CASES = [  # c, plane, k, m per level (lanes: m)

@@ -1,4 +1,4 @@
-"""The architecture zoo (benchmarks/zoo: 60 networks written in the op patterns PyTorch's
+"""The architecture zoo (benchmarks/zoo: 62 networks written in the op patterns PyTorch's
 exporter produces, random weights from fixed seeds, small test sizes) compiles through the
 real path and matches onnxruntime within the issue's model tolerance,
 |bundle - onnxruntime| <= 1e-3 * max|onnxruntime| + 1e-4 per output. The whole file takes

@@ -72,6 +72,8 @@ ZOO = {
     "replknet": mobile.replknet,
     "espcn": generative.espcn,
     "fsrcnn": generative.fsrcnn,
+    "srcnn": generative.srcnn,
+    "alexnet": classic.alexnet,
 }
 
 

@@ -4,7 +4,8 @@ planes, self-attention over 8x8 latents, nearest upsampling and skip Concats) an
 Real-ESRGAN-style x4 generator (residual-in-residual dense blocks: every 3x3 conv reads the
 Concat of all before it; LeakyRelu; nearest x2 upsampling twice) and a StyleGAN2 generator
 (modulated convolutions: weights computed at run time from a style vector); ESPCN and FSRCNN
-super-resolution on 640x360 (sub-pixel DepthToSpace; a 9x9/2 ConvTranspose)."""
+super-resolution on 640x360 (sub-pixel DepthToSpace; a 9x9/2 ConvTranspose) and SRCNN on
+256x256 (9x9 and 5x5 convolutions)."""
 from __future__ import annotations
 
 import numpy as np
@@ -135,6 +136,17 @@ def espcn(perf=False):
     x = net.act(net.convnd(x, 64, 32, 3), "tanh")
     x = net.node("DepthToSpace", [net.convnd(x, 32, 9, 3)], blocksize=3, mode="CRD")
     return net.model(net.act(x, "sigmoid"))
+
+
+def srcnn(perf=False):
+    """SRCNN 9-5-5 (Dong et al., 2014) on a 256x256 luma plane (bicubic-upscaled beforehand):
+    9x9 to 64 + Relu, 5x5 64 -> 32 + Relu (Winograd F(2x2, 5x5)), 5x5 to 1."""
+    net = Net("srcnn", 62)
+    h, w = (256, 256) if perf else (20, 26)
+    x = net.input("input", (1, 1, h, w))
+    x = net.act(net.convnd(x, 1, 64, 9), "relu")
+    x = net.act(net.convnd(x, 64, 32, 5), "relu")
+    return net.model(net.convnd(x, 32, 1, 5))
 
 
 def fsrcnn(perf=False):

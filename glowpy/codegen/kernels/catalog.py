@@ -79,9 +79,8 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
         x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
         c, taps = w.shape[1], math.prod(w.shape[2:])
         win = node.opdef.window(node)
-        if winograd and tuple(win.kernel) == (3, 3) and tuple(win.strides) == (1, 1) and \
-                tuple(win.dilations) == (1, 1) and \
-                wg.may_take(width, c, w.shape[0], math.prod(y.shape[2:])):
+        r = wg.kernel_size(win)
+        if winograd and r and wg.may_take(width, c, w.shape[0], math.prod(y.shape[2:]), r):
             return None  # Winograd's own blocks stream its transformed weights
         block = 2 * width * taps * 4  # one block's weight bytes per input channel
         if block * c <= caps.l2_bytes // 2 or math.prod(y.shape[2:]) < MIN_PLANE:

@@ -198,11 +198,11 @@ class Vec:
         element of the window of w*stride + count - stride floats, or None for all). The window
         is loaded once: `stride` vectors and one for the elements past them. log2(stride)
         rounds of two-source shuffles split it into the stride phases, and each further column
-        is its phase moved on by a lane. Winograd F4's input tiles need 6 columns at stride 4:
+        is the column `stride` before it moved on by a lane. Winograd F4's input tiles need 6 columns at stride 4:
         5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4, 64 channels on
         56x56: the input transform was 26% of the layer). For vectors of w > 1 lanes, a
         stride that is a power of two dividing w, and at most w columns past the stride (its
-        one caller, winograd.py, on 8 or 16 lanes at stride 2 or 4)."""
+        one caller, winograd.py, on 8 or 16 lanes: 4 or 6 columns at stride 2, 6 at stride 4)."""
         b, w = self.b, self.w
         extra = count - stride
         assert w > 1 and stride >= 2 and not stride & (stride - 1) and not w % stride \
@@ -233,8 +233,11 @@ class Vec:
             return phases
         tail = m[stride * w:stride * w + extra] + (False,) * (w - extra)
         past = self.load(ptr, at(stride * w), tail)
-        return phases + [b.shuffle_vector(phases[c], past, idx(list(range(1, w)) + [w + c]))
-                         for c in range(extra)]
+        cols = phases  # column c: column c - stride moved on by a lane, its last from `past`
+        for c in range(stride, count):
+            cols.append(b.shuffle_vector(cols[c - stride], past,
+                                         idx(list(range(1, w)) + [w + c - stride])))
+        return cols
 
     def pairs_in_lanes(self) -> bool:
         """Whether `load_pairs` applies (Simd.pairs_in_lanes)."""

@@ -1,10 +1,12 @@
-"""Winograd F(m x m, 3x3) convolution, m = 2 or 4, for vector targets (ConvWinograd).
+"""Winograd F(m x m, r x r) convolution for vector targets (ConvWinograd): 3x3 kernels in
+F(2x2) or F(4x4), 5x5 kernels in F(2x2).
 
-A 3x3, stride-1, ungrouped float Conv computes each m x m output tile from an alpha x alpha
-input tile (alpha = m + 2) with alpha^2 multiplies per input/output channel pair instead of
-9 m^2: Y = A^T [sum_c (G g G^T) . (B^T d B)] A (Lavin & Gray, 2015; the matrices and the
-factored transforms are in winograd_transforms.py). F(2x2) does 16/4 = 4 multiplies per
-output, 2.25x fewer than direct; F(4x4) 36/16 = 2.25, 4x fewer. The weight transform
+An r x r, stride-1, ungrouped float Conv computes each m x m output tile from an alpha x alpha
+input tile (alpha = m + r - 1) with alpha^2 multiplies per input/output channel pair instead
+of r^2 m^2: Y = A^T [sum_c (G g G^T) . (B^T d B)] A (Lavin & Gray, 2015; the matrices and the
+factored transforms are in winograd_transforms.py). F(2x2, 3x3) does 16/4 = 4 multiplies per
+output, 2.25x fewer than direct; F(4x4, 3x3) 36/16 = 2.25, 4x fewer; F(2x2, 5x5) 36/4 = 9,
+2.8x fewer. The weight transform
 U = G g G^T is done at compile time and packed in the kernel's read order; at run time, per
 block of tile rows (on planes too wide for one tile row's scratch, per block of a tile row's
 columns, winograd_plan._blocking):
@@ -35,7 +37,7 @@ With the channel blocks outermost and one block of MR channels covering all K, M
 written over V[xi] and the scratch is V alone (ResNet-8's 16-channel layers: half the
 scratch). Chosen by `select` (winograd_select.py), the backend's post-lowering step, on
 targets with 8 or more float lanes: the transforms cost vector shuffles that only wide
-vectors repay, and U is alpha^2/9 the weights' size. Other targets and other convolutions
+vectors repay, and U is alpha^2/r^2 the weights' size. Other targets and other convolutions
 keep the direct kernels.
 
 m per layer: winograd_plan.py (the cost model), with the blocking."""
@@ -71,7 +73,8 @@ class _Emitter:
         self.pt, self.pl = win.pads_begin
         a = k.instr.attrs["winograd"]
         self.m, self.rows, self.tpad, self.mr, self.nv = a["m"], a["rows"], a["tpad"], a["mr"], a["nv"]
-        self.alpha = tf.alpha(self.m)
+        self.r = a.get("r", 3)
+        self.alpha = tf.alpha(self.m, self.r)
         self.a2 = self.alpha ** 2
         self.vec = Vec(k, Simd.of(k.caps))
         self.th, self.tw = math.ceil(self.ho / self.m), math.ceil(self.wo / self.m)
@@ -227,7 +230,7 @@ class _Emitter:
             d = [[b.select(ok, v, vec.zero()) for v in vec.load_phases(
                 k.inp(0), b.add(b.add(row, mj), k.c(-self.pl)), m, al,
                 None if j is None else self.window_mask(j))] for ok, row in rows]
-            v = tf.input_2d(m, ar, d)
+            v = tf.input_2d(ar, d)
             slot = b.add(vrow, s0)
             keep = None if j is None else tuple(j * w + l < self.tw for l in range(w))
             for a in range(al):

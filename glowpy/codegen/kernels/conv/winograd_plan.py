@@ -117,7 +117,7 @@ def layout(a2, c, kk, mr, tp, outer):
     return p, a2 * (p + (0 if in_place(mr, c, kk) else plane(mr * tp, a2))) * 4
 
 
-def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
+def _blocking(simd, m, r, c, kk, ho, wo, budget, forced, l2_bytes):
     """(tile rows per block, padded tiles per block, MR, NV, scratch bytes, points outermost,
     tile columns per block or 0), or None when the budget holds too few tiles to repay
     streaming U once per block. Blocks are as few as the budget allows, and even. Where one
@@ -126,7 +126,7 @@ def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
     blocks, _Emitter.block). forced["rows"] / forced["cols"] (through the registry, e.g.
     `forcing({"ConvWinograd": ("winograd", {"rows": 1})})`) fix the tile rows and columns per
     block."""
-    a2 = tf.alpha(m) ** 2
+    a2 = tf.alpha(m, r) ** 2
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
     w = simd.width
 
@@ -177,7 +177,7 @@ def _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes):
     return rows, tp, mr, nv, scratch(tp, mr), outer(tp), cols
 
 
-def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
+def _cost(simd, m, r, n, c, kk, ho, wo, blocking) -> float:
     """Vector operations of the layer in F(m x m) with this blocking (the unit: one vector
     instruction; multiply-adds, loads, stores and shuffles each issue about two a cycle on the
     targets that take Winograd). GEMM: alpha^2 multiply-adds per channel pair and vector of
@@ -188,26 +188,26 @@ def _cost(simd, m, n, c, kk, ho, wo, blocking) -> float:
     bias, interleave and store."""
     rows, tp, mr = blocking[:3]
     cols = blocking[6]
-    a2, w = tf.alpha(m) ** 2, simd.width
+    a2, w = tf.alpha(m, r) ** 2, simd.width
     th, tw = math.ceil(ho / m), math.ceil(wo / m)
     full, tail = divmod(th, rows)
     # per block: vectors of tile slots, MR multiply-adds a channel each; tiles alone, one
     vecs = lone = 0
     if cols:  # column blocks: every block runs its whole vectors
         vecs = th * math.ceil(tw / cols) * (cols // w)
-    for r, count in (() if cols else ((rows, full), (tail, 1 if tail else 0))):
-        alone = lone_tiles(simd, mr, r * tw) if count else 0
-        vecs += count * (tpad(simd, tw, r) // w - (1 if alone else 0))
+    for nr, count in (() if cols else ((rows, full), (tail, 1 if tail else 0))):
+        alone = lone_tiles(simd, mr, nr * tw) if count else 0
+        vecs += count * (tpad(simd, tw, nr) // w - (1 if alone else 0))
         lone += count * alone
     gemm = a2 * math.ceil(kk / mr) * c * (mr * vecs + lone)
-    t_in, t_out = tf.ops(m)
+    t_in, t_out = tf.ops(m, r)
     row_vecs = th * math.ceil(tw / w)
     inp = row_vecs * c * (a2 * (2 * m + 2) + t_in)
     out = row_vecs * kk * (a2 + t_out + 3 * m * m)
     return n * (gemm + inp + out)
 
 
-def u_fits(c: int, kk: int) -> bool:
+def u_fits(c: int, kk: int, r: int = 3) -> bool:
     """Some F(m x m)'s transformed weights for C -> K channels stay within MAX_U (Winograd may take
     the layer; it streams U in its own blocks). U is streamed from memory once per block, and a
     plane of MIN_PLANE outputs or more (winograd_select.py) gives each of its floats 36 or more
@@ -221,24 +221,24 @@ def u_fits(c: int, kk: int) -> bool:
     DenseNet, Inception, U-Net and VGG unchanged (their layers under 4 MiB or under MIN_PLANE).
     Past 16 MiB untried: 7x7 planes are under MIN_PLANE, and larger layers come in channel
     chunks (catalog.split_reduction)."""
-    return any(4 * tf.alpha(m) ** 2 * c * kk <= MAX_U for m in tf.SIZES)
+    return any(4 * tf.alpha(m, r) ** 2 * c * kk <= MAX_U for m in tf.SIZES[r])
 
 
 def plan(simd, s, budget, forced=None, l2_bytes=0):
     """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
     scratch fit, or None. `forced` (registry params): {"m": 2 or 4}, {"rows": r}, {"cols": t}
     and/or {"outer": bool} (the GEMM's order, points_outer); l2_bytes: the target's L2 (0: no figures)."""
-    n, c, h, w, kk, pads = s
-    ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+    n, c, h, w, kk, pads, r = s
+    ho, wo = h + pads[0] + pads[2] - r + 1, w + pads[1] + pads[3] - r + 1
     forced = forced or {}
     best = None
-    for m in ([forced["m"]] if "m" in forced else tf.SIZES):
-        if 4 * tf.alpha(m) ** 2 * c * kk > MAX_U:
+    for m in ([forced["m"]] if forced.get("m") in tf.SIZES[r] else tf.SIZES[r]):
+        if 4 * tf.alpha(m, r) ** 2 * c * kk > MAX_U:
             continue
-        blocking = _blocking(simd, m, c, kk, ho, wo, budget, forced, l2_bytes)
+        blocking = _blocking(simd, m, r, c, kk, ho, wo, budget, forced, l2_bytes)
         if blocking is None:
             continue
-        cost = _cost(simd, m, n, c, kk, ho, wo, blocking)
+        cost = _cost(simd, m, r, n, c, kk, ho, wo, blocking)
         if best is None or cost < best[0]:
             best = (cost, m, blocking)
     return best and best[1:]

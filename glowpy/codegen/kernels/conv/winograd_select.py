@@ -22,8 +22,17 @@ MIN_CHANNELS = 16  # below this the transforms cost more than the multiplies the
 MIN_PLANE = 144  # output pixels at least (smaller planes: too few tiles per weight)
 
 
+def kernel_size(win) -> int | None:
+    """r when Winograd has transforms for the window (an r x r kernel, stride 1, no dilation:
+    3x3 and 5x5, winograd_transforms.SIZES), else None."""
+    r = win.kernel[0] if len(win.kernel) == 2 and win.kernel[0] == win.kernel[1] else None
+    if r not in tf.SIZES or tuple(win.strides) != (1, 1) or tuple(win.dilations) != (1, 1):
+        return None
+    return r
+
+
 def _shape(ins):
-    """(N, C, H, W, K, pads t/l/b/r) of a Conv instruction Winograd F(m x m, 3x3) computes
+    """(N, C, H, W, K, pads t/l/b/r, r) of a Conv instruction Winograd F(m x m, r x r) computes
     exactly, or None."""
     n = ins.node
     if ins.op != "Conv" or n is None or len(ins.inputs) < 2:
@@ -33,21 +42,21 @@ def _shape(ins):
             w.region != CONSTANT or w.value is None or w.value.const is None:
         return None
     win = n.opdef.window(n)
-    if tuple(win.kernel) != (3, 3) or tuple(win.strides) != (1, 1) or \
-            tuple(win.dilations) != (1, 1) or n.attrs.get("group", 1) != 1:
+    r = kernel_size(win)
+    if r is None or n.attrs.get("group", 1) != 1:
         return None
     pt, pl = win.pads_begin
     pb, pr = win.pads_end
-    return (*x.shape, w.shape[0], (pt, pl, pb, pr))
+    return (*x.shape, w.shape[0], (pt, pl, pb, pr), r)
 
 
-def may_take(lanes: int, c: int, kk: int, outputs: int) -> bool:
-    """Whether Winograd may take a 3x3 stride-1 convolution of C -> K channels and `outputs`
+def may_take(lanes: int, c: int, kk: int, outputs: int, r: int = 3) -> bool:
+    """Whether Winograd may take a 3x3 or 5x5 stride-1 convolution of C -> K channels and `outputs`
     output positions on a target of `lanes` float lanes, before its scratch budget is known:
     what `select` asks first, and what catalog.late_rewrites asks before it leaves a deep layer
     unsplit for Winograd's own blocks."""
     return lanes >= MIN_LANES and min(c, kk) >= MIN_CHANNELS and outputs >= MIN_PLANE and \
-        u_fits(c, kk)
+        u_fits(c, kk, r)
 
 
 def live_bytes(prog) -> list[int]:
@@ -112,25 +121,25 @@ def select(prog, caps):
         s = _shape(ins)
         if s is None or ins.node.outputs[0].name in exact:
             continue
-        n, c, h, w, kk, pads = s
-        ho, wo = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
-        if not may_take(simd.width, c, kk, ho * wo):
+        n, c, h, w, kk, pads, r = s
+        ho, wo = h + pads[0] + pads[2] - r + 1, w + pads[1] + pads[3] - r + 1
+        if not may_take(simd.width, c, kk, ho * wo, r):
             continue
         budget = min(scratch_max(caps), int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
         chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"), caps.l2_bytes)
         if chosen is None:
             continue
         m, (rows, tp, mr, nv, nbytes, outer, cols) = chosen
-        a2 = tf.alpha(m) ** 2
+        a2 = tf.alpha(m, r) ** 2
         order = f"[{a2}][K/{mr}]" if outer else f"[K/{mr}][{a2}]"
         transformed_weights(prog, ins, _weights(ins.inputs[1].value.const, m, mr, outer),
-                            f"winograd F({m}x{m},3x3) {order}[C][{mr}]")
+                            f"winograd F({m}x{m},{r}x{r}) {order}[C][{mr}]")
         ins.op = "ConvWinograd"
         prog.transformed = True
         # executed multiply-adds: alpha^2 per tile and channel pair (the transforms' adds not
         # counted), for the report's "executed_macs"
         macs = n * math.ceil(ho / m) * math.ceil(wo / m) * a2 * c * kk
-        ins.attrs["winograd"] = dict(m=m, rows=rows, tpad=tp, mr=mr, nv=nv, macs=macs,
+        ins.attrs["winograd"] = dict(m=m, r=r, rows=rows, tpad=tp, mr=mr, nv=nv, macs=macs,
                                      points_outer=outer, **({"cols": cols} if cols else {}))
         ins.outputs = [ins.outputs[0], Buffer(ins.name + SCRATCH, np.dtype(np.float32),
                                               (nbytes // 4,), ACTIVATION)]

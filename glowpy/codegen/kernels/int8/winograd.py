@@ -206,7 +206,7 @@ class WinogradPairs:
             vs.append(rows)
         slot = b.add(b.mul(cp, k.c(self.tpad)), b.mul(rr, k.c(self.tw)))
         for first in range(0, self.tw, W):
-            v = [tf.input_2d(2, IntAr(b), [self._phases(row, ok, first) for row, ok in rows])
+            v = [tf.input_2d(IntAr(b), [self._phases(row, ok, first) for row, ok in rows])
                  for rows in vs]
             for xi in range(16):
                 a, e = divmod(xi, 4)
