@@ -6,12 +6,16 @@ import glob
 import os
 import platform
 
+import numpy as np
 import pytest
 from dataclasses import replace
+from onnx import helper, numpy_helper
 
 from glowpy.codegen.kernels.tiles import tiles_outermost
 from glowpy.codegen.target import resolve_target
 from glowpy.codegen.target.caps import FAMILY_CACHES
+from util import check_against_onnxruntime
+from vector_levels import RUNNABLE
 
 
 def _sysfs_caches():
@@ -62,3 +66,46 @@ def test_loop_order_follows_the_caches(l2, expected):
 def test_microcontrollers_have_no_cache_figures():
     caps = resolve_target(target="arm", mcpu="cortex-m7", float_abi="hard").caps
     assert (caps.l1d_bytes, caps.l2_bytes) == (0, 0)
+
+
+# DeepSpeech2's second conv: 21x11 / (2, 1), 32 -> 32, two 16-channel blocks of 473 KB; a 3x3
+# 512 -> 512 on 7x7 in 32 blocks of 295 KB (ResNet-18's last stage)
+DS2 = dict(w_bytes=32 * 32 * 21 * 11 * 4, nblk=2)
+R18_7 = dict(w_bytes=512 * 512 * 9 * 4, nblk=32)
+
+
+@pytest.mark.parametrize("l2, ds2", [(0, False), (512 << 10, True), (1 << 20, False)])
+def test_blocks_past_the_l2_run_the_tiles_outermost(l2, ds2):
+    """Where one block's weights take 3/4 of the L2 or more, every tile streams them from L3
+    in either order and the tiles go outermost (tiles.block_streams); blocks that stay in L2
+    (ResNet-18's 295 KB on 512 KiB) keep the blocks outermost, as does a target without cache
+    figures; a single block has no order to choose."""
+    from glowpy.codegen.kernels.tiles import block_streams
+    caps = replace(resolve_target(target="x86_64", mcpu="x86-64-v3").caps,
+                   l1d_bytes=32 << 10 if l2 else 0, l2_bytes=l2)
+    assert block_streams(caps, **DS2) is ds2
+    assert block_streams(caps, **R18_7) is False
+    assert block_streams(caps, DS2["w_bytes"], 1) is False
+
+
+@pytest.mark.parametrize("level", RUNNABLE, ids=str)
+def test_streamed_blocks_match_onnxruntime(level, tmp_path):
+    """DeepSpeech2's 21x11 / (2, 1) conv on a short spectrogram against onnxruntime, with the
+    Clip(0, 20) it carries: at AVX2 (two blocks of 16 channels, 473 KB each, on the family's
+    512 KiB L2) through the tiles-outermost order of tiles.block_streams, at SSE2 (four
+    blocks of 236 KB) the blocks outermost."""
+    rng = np.random.default_rng(3)
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Conv", ["r", "w", "b"], ["c"], kernel_shape=[21, 11], strides=[2, 1],
+                          pads=[10, 5, 10, 5]),
+         helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], "ds2",
+        [helper.make_tensor_value_info("x", 1, [1, 32, 30, 37])],
+        [helper.make_empty_tensor_value_info("y")],
+        [numpy_helper.from_array((rng.standard_normal((32, 32, 21, 11)) / 80).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b"),
+         numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(20), "hi")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    feeds = {"x": rng.standard_normal((1, 32, 30, 37)).astype(np.float32)}
+    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)

@@ -141,6 +141,25 @@ def tiles_outermost(caps, w_bytes: int, x_bytes: int, ntile: int, nblk: int) -> 
     return ntile * reread_cost(caps, w_bytes) <= nblk * reread_cost(caps, x_bytes)
 
 
+# share of the L2 from which one block's weights count as streamed from L3 by every tile
+BLOCK_L2 = 0.75
+
+
+def block_streams(caps, w_bytes: int, nblk: int) -> bool:
+    """Tiles outermost (conv/channel.py, besides tiles_outermost) where one block of output
+    channels has BLOCK_L2 of the L2 in weights or more: they do not stay there from one tile to
+    the next beside the tiles' input and output lines, so every tile streams its block's
+    weights from L3 in either order, and with the tiles outermost each tile's input lines
+    serve every block from L1 instead of being read again per block. tiles_outermost sees
+    only the weights re-read per tile against the input per block. DeepSpeech2's second
+    conv (21x11, stride (2, 1), 32 -> 32 on 81x150: 946 KB of weights, two blocks of 473 KB;
+    real Zen 3, 512 KiB L2, AVX2, with a Relu before and after, best of 4 alternating rounds):
+    34.6 -> 30.2 ms, onnxruntime 29.8; the whole model 61.4 -> 56.4 ms (onnxruntime 62.7).
+    Blocks of 295 KB (a 3x3 512 -> 512 in 16-channel blocks) stay in a 512 KiB L2 and keep
+    the blocks outermost, as measured there (conv/channel.py's flat tiles)."""
+    return nblk > 1 and bool(caps.l2_bytes) and w_bytes / nblk >= BLOCK_L2 * caps.l2_bytes
+
+
 # floats ahead in a packed weight stream to prefetch (4 KiB): in a whole model a deep layer's
 # weights come from memory (MobileNetV1's 1024 -> 1024 on 7x7: 4 MB of its 17), not L3 as in
 # a one-layer probe; Zen 3, best of 20 alternating rounds: MobileNetV1 14.59 / 14.78 -> 14.24 /

@@ -26,7 +26,7 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernel import Kernel
 from glowpy.codegen.kernels.tiles import (Shape, _blocks, _pack, kh_range, prefetch_ahead,
-                                         shape_of, tap_range, tiles_outermost)
+                                         block_streams, shape_of, tap_range, tiles_outermost)
 from glowpy.codegen.kernels.accumulators import Acc, const_input, pack_constant
 from glowpy.codegen.kernels.vectors import Simd, Vec
 from glowpy.codegen.kernels.conv import channel_chunks, channel_edges, runtime_weights
@@ -145,8 +145,9 @@ class ChanEmitter:
         w_bytes, x_bytes = s.mg * s.ktot * 4, s.cg * s.hin * s.win * 4
         plane = s.ho * s.wo
         ntile = math.ceil(plane / self.npx) if self.flat else s.ho * math.ceil(s.wo / self.npx)
-        outer = s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, full + (tail > 0)) \
-            or self.copy_outweighs(w_bytes, x_bytes)
+        nblk = full + (tail > 0)
+        outer = s.g > 1 or tiles_outermost(k.caps, w_bytes, x_bytes, ntile, nblk) \
+            or self.copy_outweighs(w_bytes, x_bytes) or block_streams(k.caps, w_bytes, nblk)
         if not outer and full > 1 and ntile > 1:
             self.next_block = self.ob * s.ktot  # (see below)
         if self.flat:  # every tile its own code: the taps each pixel reads are constants
