@@ -102,9 +102,11 @@ def test_streamed_blocks_match_onnxruntime(level, tmp_path):
          helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], "ds2",
         [helper.make_tensor_value_info("x", 1, [1, 32, 30, 37])],
         [helper.make_empty_tensor_value_info("y")],
-        [numpy_helper.from_array((rng.standard_normal((32, 32, 21, 11)) / 80).astype(np.float32), "w"),
+        [numpy_helper.from_array((rng.standard_normal((32, 32, 21, 11)) / 80).astype(np.float32),
+                                 "w"),
          numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b"),
-         numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(20), "hi")])
+         numpy_helper.from_array(np.float32(0), "lo"),
+         numpy_helper.from_array(np.float32(20), "hi")])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     feeds = {"x": rng.standard_normal((1, 32, 30, 37)).astype(np.float32)}

@@ -122,6 +122,29 @@ def test_short_rows_copy_grows_the_region_where_time_comes_first(level, tmp_path
     assert nhwc == [] and region < act + scratch_bytes(100, 14, 14), (region, nhwc)
 
 
+@pytest.mark.parametrize("level", params())
+def test_tall_window_on_short_rows_grows_the_region(level, tmp_path):
+    """Inception-v3's 7x1 on 17x17 (rows of 68 bytes, two lines) over 120 channels (a tail at
+    every width): the input is the graph's, no gap is free, and a window of 7 input rows
+    sweeps past L1 on the planes, so where time comes first the region grows by the copy and
+    the tiles read it (channel_last.TALL_ROWS); a 3x3/2 over the same input (3 rows, strided)
+    keeps the planes. Against onnxruntime under guard pages."""
+    g = GraphBuilder(x=f32(1, 120, 17, 17))
+    g.node("Relu", [g.node("Conv", ["x", f32(40, 120, 7, 1, scale=0.04), f32(40)],
+                           output=False, pads=[3, 0, 3, 0])])
+    check_guarded(g.model(opset=13), g.feeds, tmp_path, level,
+                  dump_memory_report=str(tmp_path / "m.json"))
+    region, nhwc = _copies(tmp_path / "m.json")
+    assert len(nhwc) == 1 and region >= scratch_bytes(120, 17, 17), (region, nhwc)
+    g = GraphBuilder(x=f32(1, 120, 17, 17))
+    g.node("Conv", ["x", f32(40, 120, 3, 3, scale=0.05), f32(40)], strides=[2, 2])
+    strided = tmp_path / "strided"
+    strided.mkdir()
+    check_guarded(g.model(opset=13), g.feeds, strided, level,
+                  dump_memory_report=str(strided / "m.json"))
+    assert _copies(strided / "m.json")[1] == []
+
+
 def test_pitches_are_odd_lines():
     """Column and row pitches are whole 64-byte lines, an odd number of them, never below the
     channels or the row."""

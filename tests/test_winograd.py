@@ -1,5 +1,6 @@
-"""Winograd F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) convolutions (codegen/kernels/conv/winograd.py):
-chosen on vector targets of 8+ float lanes (AVX2, AVX-512) for 3x3 and 5x5 stride-1 convolutions, m per layer
+"""Winograd F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) convolutions
+(codegen/kernels/conv/winograd.py): chosen on vector targets of 8+ float lanes (AVX2, AVX-512)
+for 3x3 and 5x5 stride-1 convolutions, m per layer
 by a cost model, checked against onnxruntime through the real compile-and-run path, with
 every epilogue form, padding and odd size, each m forced through the kernel registry. Each
 test compiles for explicit x86 vector levels (tests/vector_levels.py), never for "the host":
@@ -178,7 +179,8 @@ FIVE_CASES = [  # n, c, h, w, k, pads (t, l, b, r), epilogue: 5x5 kernels in F(2
 
 
 @pytest.mark.parametrize("level", params())
-@pytest.mark.parametrize("case", FIVE_CASES, ids=[f"{c[1]}x{c[2]}x{c[3]}to{c[4]}" for c in FIVE_CASES])
+@pytest.mark.parametrize("case", FIVE_CASES,
+                         ids=[f"{c[1]}x{c[2]}x{c[3]}to{c[4]}" for c in FIVE_CASES])
 def test_five_by_five_matches_onnxruntime(case, level, tmp_path):
     """5x5 stride-1 convolutions take F(2x2, 5x5) at 8+ lanes (36 multiplies per 2x2 tile against
     100), with every epilogue form, padding and odd size; SSE2 keeps the direct kernels. Its

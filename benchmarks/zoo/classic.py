@@ -1,8 +1,8 @@
 """Classic convolutional classifiers as torchvision exports them (Conv without bias +
 BatchNormalization unfused, Relu, MaxPool, GlobalAveragePool/Flatten/Gemm, opset 13):
 AlexNet (with its LocalResponseNormalization), VGG, ResNet (basic and bottleneck blocks),
-ResNeXt, RegNetY, SqueezeNet, DenseNet and an Inception-v3-style network. `perf=False` gives the small test size, `perf=True` a realistic
-one for timing."""
+ResNeXt, RegNetY, SqueezeNet, DenseNet and an Inception-v3-style network. `perf=False` gives
+the small test size, `perf=True` a realistic one for timing."""
 from __future__ import annotations
 
 from .net import Net
@@ -13,14 +13,16 @@ def alexnet(perf=False):
     LRN, 3x3/2 max pool, 5x5 to 192 (Winograd F(2x2, 5x5)), LRN, pool, three 3x3s, pool and
     the two 4,096-wide Gemms (narrowed for the test size)."""
     net = Net("alexnet", 61)
-    hw, c, hidden = (224, (64, 192, 384, 256, 256), 4096) if perf else (115, (16, 48, 64, 32, 32), 128)
+    hw, c, hidden = (224, (64, 192, 384, 256, 256), 4096) if perf else \
+        (115, (16, 48, 64, 32, 32), 128)
     x = net.input("input", (1, 3, hw, hw))
 
     def conv(x, cin, cout, k, stride=1, pad=None):
         p = k // 2 if pad is None else pad
         w = net.weight((cout, cin, k, k), fan_in=cin * k * k)
-        return net.node("Relu", [net.node("Conv", [x, w, net.init("b", net.rng.standard_normal(cout) * 0.1)],
-                                          kernel_shape=[k, k], strides=[stride, stride], pads=[p] * 4)])
+        b = net.init("b", net.rng.standard_normal(cout) * 0.1)
+        return net.node("Relu", [net.node("Conv", [x, w, b], kernel_shape=[k, k],
+                                          strides=[stride, stride], pads=[p] * 4)])
 
     def lrn_pool(x):
         x = net.node("LRN", [x], size=5, alpha=1e-4, beta=0.75, bias=2.0)

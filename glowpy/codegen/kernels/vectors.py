@@ -198,9 +198,9 @@ class Vec:
         element of the window of w*stride + count - stride floats, or None for all). The window
         is loaded once: `stride` vectors and one for the elements past them. log2(stride)
         rounds of two-source shuffles split it into the stride phases, and each further column
-        is the column `stride` before it moved on by a lane. Winograd F4's input tiles need 6 columns at stride 4:
-        5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4, 64 channels on
-        56x56: the input transform was 26% of the layer). For vectors of w > 1 lanes, a
+        is the column `stride` before it moved on by a lane. Winograd F4's input tiles need 6
+        columns at stride 4: 5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4,
+        64 channels on 56x56: the input transform was 26% of the layer). For vectors of w > 1 lanes, a
         stride that is a power of two dividing w, and at most w columns past the stride (its
         one caller, winograd.py, on 8 or 16 lanes: 4 or 6 columns at stride 2, 6 at stride 4)."""
         b, w = self.b, self.w

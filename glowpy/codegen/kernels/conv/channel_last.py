@@ -140,11 +140,12 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
 # little for the bytes (ResNet-50's 56x56 128-channel 3x3, Inception's 35x35 3x3s: activations
 # +35-43%, the layers level to 4% faster, Zen 3, -instrument-profile, min of 6 alternating rounds)
 GROW_L2 = 4
+TALL_ROWS = 5  # input rows a tile's window spans from which short rows may grow the region
 
 
 def _grows(ins, caps) -> bool:
-    """Whether the copy may grow the region: an input past GROW_L2 times the L2, or one whose
-    rows each fit a cache line (14x14, 7x7 planes).
+    """Whether the copy may grow the region: an input past GROW_L2 times the L2, one whose
+    rows each fit a cache line (14x14, 7x7 planes), or rows of two lines under a tall window.
 
     Large inputs: on the planes each block of output channels sweeps the input from L3, a line
     per plane and tile, as many pages as channels in a chunk: with 4 KiB pages such a layer
@@ -163,7 +164,21 @@ def _grows(ins, caps) -> bool:
     Relu (real Zen 3, AVX2, best of 3 alternating rounds, planes -> copy, onnxruntime): 160 on
     14x14 3,564 -> 2,880 us (2,826), 256 on 14x14 9,845 -> 7,158 (7,676), 384 (chunked on the
     planes) 17.8 -> 17.0 ms (16.9), 512 31.2 -> 30.5 ms (29.6); the region grows by one copy
-    (the copies share that room), +53% for the 256-channel chain's two 14x14 buffers."""
+    (the copies share that room), +53% for the 256-channel chain's two 14x14 buffers.
+
+    Rows within two lines under a tall unstrided window (TALL_ROWS input rows or more a tile,
+    dilation counted): the tile sweeps as many rows of every plane, twice the lines where a
+    row straddles two. One layer between Relus (real Zen 3, AVX2, best of 5 alternating
+    rounds, planes -> copy, onnxruntime): Inception-v3's 7x1 160 -> 160 on 17x17 1,175 ->
+    1,014 us (1,059), 192 -> 192 1,776 -> 1,440 (1,504); 7x1 128 -> 128 on 28x28 2,331 ->
+    1,908 (2,016) and on 32x32 3,094 -> 2,638 (2,568); 3x3 dilation 2 160 -> 160 on 17x17
+    1,530 -> 1,246 (1,401). Level where the window is short or strided: 3x3 dilation 2 256 on
+    28x28 9.95 -> 10.09 ms (9.88), 3x3/2 192 on 17x17 536 -> 573 us (610); those keep the
+    planes."""
     x = ins.inputs[0]
-    return bool(caps.l2_bytes) and x.nbytes > GROW_L2 * caps.l2_bytes or \
-        x.shape[-1] * x.dtype.itemsize <= LINE
+    row = x.shape[-1] * x.dtype.itemsize
+    if bool(caps.l2_bytes) and x.nbytes > GROW_L2 * caps.l2_bytes or row <= LINE:
+        return True
+    win = ins.node.opdef.window(ins.node)
+    return row <= 2 * LINE and len(win.kernel) == 2 and tuple(win.strides) == (1, 1) and \
+        (win.kernel[0] - 1) * win.dilations[0] + 1 >= TALL_ROWS
