@@ -203,6 +203,30 @@ def test_five_by_five_matches_onnxruntime(case, level, tmp_path):
         assert attrs[0]["macs"] == n * (-(-ho // 2)) * (-(-wo // 2)) * 36 * c * k
 
 
+@pytest.mark.parametrize("level", [pytest.param(lv, id=lv.name) for lv in LEVELS[1:]])
+def test_five_by_five_plan(level, tmp_path):
+    """Compiles only, for AVX2 and AVX-512 on every host (the AVX-512 code runs on AVX-512
+    hosts in test_five_by_five_matches_onnxruntime): SRCNN's 5x5 64 -> 32 on a 48x48 plane takes
+    F(2x2, 5x5), its weights transformed to 6x6 points, 36 multiply-adds per tile and channel
+    pair counted as executed (2.8x fewer than direct)."""
+    import onnx
+    model = conv_model(1, 64, 48, 48, 32, [2, 2, 2, 2], r=5, relu=True)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    report = str(tmp_path / "memory.json")
+    glowpy.compile(path, str(tmp_path / "b"), dump_memory_report=report, **level.options)
+    [a] = winograd_attrs(report)
+    assert (a["m"], a["r"]) == (2, 5)
+    with open(report) as f:
+        rep = json.load(f)
+    [ins] = [i for i in rep["instructions"] if i["kernel"] == "ConvWinograd"]
+    assert ins["executed_macs"] == a["macs"] == 24 * 24 * 36 * 64 * 32
+    assert ins["executed_macs"] * 2.7 < 48 * 48 * 32 * 64 * 25
+    with open(os.path.join(str(tmp_path / "b"), "m.json")) as f:
+        layouts = [c.get("layout", "") for c in json.load(f)["constants"]]
+    assert any(lay.startswith("winograd F(2x2,5x5) ") for lay in layouts), layouts
+
+
 PLAN_CASES = [  # c, plane, k, m per level (lanes: m)
     (64, 56, 64, {8: 4, 16: 4}),  # ResNet-18's first stage: 4x fewer multiplies pay
     (128, 28, 128, {8: 4, 16: 4}),  # its second
