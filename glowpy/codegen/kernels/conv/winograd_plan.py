@@ -1,5 +1,5 @@
-"""The plan of a Winograd convolution (conv/winograd.py): F(m x m) per layer, m = 2 or 4, and
-the blocking of its tile rows into the scratch.
+"""The plan of a Winograd convolution (conv/winograd.py): F(m x m) per layer, m = 2 or 4 for
+3x3 kernels (2 for 5x5), and the blocking of its tile rows into the scratch.
 
 m (`_cost`): F4's multiplies are 2.25/4 of F2's, but its transforms cost more per
 tile, its tiles per row halve (vectors over the tiles of a row fill worse on small planes:
@@ -226,7 +226,8 @@ def u_fits(c: int, kk: int, r: int = 3) -> bool:
 
 def plan(simd, s, budget, forced=None, l2_bytes=0):
     """(m, blocking) for a Conv of shape `s` (_shape), the cheaper F(m x m) of those whose U and
-    scratch fit, or None. `forced` (registry params): {"m": 2 or 4}, {"rows": r}, {"cols": t}
+    scratch fit, or None. `forced` (registry params): {"m": 2 or 4} (where the kernel size has
+    that m: 5x5 keeps F2), {"rows": r}, {"cols": t}
     and/or {"outer": bool} (the GEMM's order, points_outer); l2_bytes: the target's L2 (0: no figures)."""
     n, c, h, w, kk, pads, r = s
     ho, wo = h + pads[0] + pads[2] - r + 1, w + pads[1] + pads[3] - r + 1
