@@ -3,18 +3,18 @@ convolutions take from them (tiles.tiles_outermost)."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import platform
 
 import numpy as np
 import pytest
 from dataclasses import replace
-from onnx import helper, numpy_helper
 
 from glowpy.codegen.kernels.tiles import tiles_outermost
 from glowpy.codegen.target import resolve_target
 from glowpy.codegen.target.caps import FAMILY_CACHES
-from util import check_against_onnxruntime
+from util import GraphBuilder, check_against_onnxruntime
 from vector_levels import RUNNABLE
 
 
@@ -91,23 +91,25 @@ def test_blocks_past_the_l2_run_the_tiles_outermost(l2, ds2):
 @pytest.mark.parametrize("level", RUNNABLE, ids=str)
 def test_streamed_blocks_match_onnxruntime(level, tmp_path):
     """DeepSpeech2's 21x11 / (2, 1) conv on a short spectrogram against onnxruntime, with the
-    Clip(0, 20) it carries: at AVX2 (two blocks of 16 channels, 473 KB each, on the family's
-    512 KiB L2) through the tiles-outermost order of tiles.block_streams, at SSE2 (four
-    blocks of 236 KB) the blocks outermost."""
+    Clip(0, 20) it carries; at AVX2 the plan is checked to be the one tiles.block_streams sends
+    through the tiles-outermost order (two blocks of 16 channels, 473 KB each, on the family's
+    512 KiB L2)."""
     rng = np.random.default_rng(3)
-    g = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["r"]),
-         helper.make_node("Conv", ["r", "w", "b"], ["c"], kernel_shape=[21, 11], strides=[2, 1],
-                          pads=[10, 5, 10, 5]),
-         helper.make_node("Clip", ["c", "lo", "hi"], ["y"])], "ds2",
-        [helper.make_tensor_value_info("x", 1, [1, 32, 30, 37])],
-        [helper.make_empty_tensor_value_info("y")],
-        [numpy_helper.from_array((rng.standard_normal((32, 32, 21, 11)) / 80).astype(np.float32),
-                                 "w"),
-         numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b"),
-         numpy_helper.from_array(np.float32(0), "lo"),
-         numpy_helper.from_array(np.float32(20), "hi")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    feeds = {"x": rng.standard_normal((1, 32, 30, 37)).astype(np.float32)}
-    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4, **level.options)
+    g = GraphBuilder(x=rng.standard_normal((1, 32, 30, 37)).astype(np.float32))
+    w = (rng.standard_normal((32, 32, 21, 11)) / 80).astype(np.float32)
+    c = g.node("Conv", [g.node("Relu", ["x"], output=False), w,
+                        rng.standard_normal(32).astype(np.float32)], output=False,
+               kernel_shape=[21, 11], strides=[2, 1], pads=[10, 5, 10, 5])
+    g.node("Clip", [c, np.float32(0), np.float32(20)])
+    model, feeds = g.model(opset=13), g.feeds
+    report = tmp_path / "m.json"
+    check_against_onnxruntime(model, feeds, tmp_path, rtol=1e-4, atol=1e-4,
+                              dump_memory_report=str(report), **level.options)
+    if level.lanes == 8:  # the path under test: two blocks of 16 channels, streamed
+        from glowpy.codegen.kernels.tiles import block_streams
+        rows = json.loads(report.read_text())["instructions"]
+        [conv] = [i for i in rows if i["kernel"] == "Conv"]
+        assert conv["variant"]["name"] == "channel_vectorized", conv["variant"]
+        assert conv["variant"]["params"]["nvo"] * 8 == 16, conv["variant"]
+        caps = resolve_target(target="x86_64", mcpu=level.cpu).caps
+        assert block_streams(caps, DS2["w_bytes"], 2)

@@ -227,6 +227,25 @@ def test_five_by_five_plan(level, tmp_path):
     assert any(lay.startswith("winograd F(2x2,5x5) ") for lay in layouts), layouts
 
 
+def test_forced_m_without_transforms_is_refused(tmp_path):
+    """A forced F(m x m) that no kernel size has (m = 3) ends in one clear usage error naming
+    the instruction, and leaves no bundle behind; a forced m = 4, which 3x3 kernels have, leaves
+    a 5x5 in F(2x2, 5x5)."""
+    import onnx
+    from glowpy.errors import UsageError
+    path = str(tmp_path / "m.onnx")
+    onnx.save(conv_model(1, 16, 16, 16, 16, [2, 2, 2, 2], r=5), path)
+    with pytest.raises(UsageError, match=r"instruction '.*' \(Conv\): the forced Winograd params "
+                                         r"ask for F\(3x3\); force m = 2 or 4"):
+        glowpy.compile(path, str(tmp_path / "b"), target="x86_64", mcpu="x86-64-v3",
+                       kernel_variants=forced(3))
+    assert not (tmp_path / "b").exists()
+    report = str(tmp_path / "memory.json")
+    glowpy.compile(path, str(tmp_path / "b"), target="x86_64", mcpu="x86-64-v3",
+                   kernel_variants=forced(4), dump_memory_report=report)
+    assert [(a["m"], a["r"]) for a in winograd_attrs(report)] == [(2, 5)]
+
+
 PLAN_CASES = [  # c, plane, k, m per level (lanes: m)
     (64, 56, 64, {8: 4, 16: 4}),  # ResNet-18's first stage: 4x fewer multiplies pay
     (128, 28, 128, {8: 4, 16: 4}),  # its second

@@ -200,9 +200,10 @@ class Vec:
         rounds of two-source shuffles split it into the stride phases, and each further column
         is the column `stride` before it moved on by a lane. Winograd F4's input tiles need 6
         columns at stride 4: 5 loads and 10 shuffles, where strided loads take 24 and 18 (Zen 4,
-        64 channels on 56x56: the input transform was 26% of the layer). For vectors of w > 1 lanes, a
-        stride that is a power of two dividing w, and at most w columns past the stride (its
-        one caller, winograd.py, on 8 or 16 lanes: 4 or 6 columns at stride 2, 6 at stride 4)."""
+        64 channels on 56x56: the input transform was 26% of the layer). For vectors of w > 1
+        lanes, a stride that is a power of two dividing w, and at most w columns past the
+        stride (its one caller, winograd.py, on 8 or 16 lanes: 4 or 6 columns at stride 2, 6 at
+        stride 4)."""
         b, w = self.b, self.w
         extra = count - stride
         assert w > 1 and stride >= 2 and not stride & (stride - 1) and not w % stride \

@@ -13,6 +13,7 @@ from glowpy.codegen import registry
 from glowpy.codegen.kernels.conv import winograd_transforms as tf
 from glowpy.codegen.kernels.conv.winograd_plan import plan, scratch_max, u_fits
 from glowpy.codegen.kernels.vectors import Simd
+from glowpy.errors import UsageError, show
 from glowpy.ir import planner
 from glowpy.ir.program import ACTIVATION, CONSTANT, Buffer
 
@@ -126,7 +127,12 @@ def select(prog, caps):
         if not may_take(simd.width, c, kk, ho * wo, r):
             continue
         budget = min(scratch_max(caps), int(bound * (1 + planner.TRANSFORM_GROWTH)) - live[idx])
-        chosen = plan(simd, s, budget, registry.forced_params("ConvWinograd"), caps.l2_bytes)
+        forced = registry.forced_params("ConvWinograd")
+        if forced and "m" in forced and not any(forced["m"] in ms for ms in tf.SIZES.values()):
+            raise UsageError(f"instruction '{show(ins.name)}' (Conv): the forced Winograd params "
+                             f"ask for F({forced['m']}x{forced['m']}); force m = 2 or 4 (3x3 "
+                             "kernels; 5x5 ones take 2)")
+        chosen = plan(simd, s, budget, forced, caps.l2_bytes)
         if chosen is None:
             continue
         m, (rows, tp, mr, nv, nbytes, outer, cols) = chosen
