@@ -303,6 +303,17 @@ def deform_conv(c, hw):
     return build
 
 
+def broadcast_short(shape, bshape, const_first=True):
+    """Mul of a constant of `shape` by the input of `bshape`, broadcast with short contiguous
+    runs: StyleGAN2's modulated weights (w0 [1, cout, cin, 3, 3] times the style [1, 1, cin, 1,
+    1] at run time: runs of 9 floats per style value)."""
+    def build():
+        x, w = _rand(*bshape), _rand(*shape)
+        node = helper.make_node("Mul", ["w", "x"] if const_first else ["x", "w"], ["y"])
+        return _model([node], x, {"w": w}), x
+    return build
+
+
 PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": softmax(-1, "LogSoftmax"),
           # DETR's encoder self-attention: 8 heads over a 25x34 map
           "softmax_850": softmax(-1, shape=(1, 8, 850, 850)),
@@ -350,7 +361,10 @@ PROBES = {"softmax": softmax(-1), "softmax_axis1": softmax(1), "logsoftmax": sof
           "stft_400x160_10s": stft(10), "stft_512x128_1s": stft(1, 512, 128),
           "deform_conv_64x56": deform_conv(64, 56), "deform_conv_128x28": deform_conv(128, 28),
           "gridsample_nearest_16x128": grid_sample(1, 16, (128, 128), (128, 128), "nearest",
-                                                   "reflection")}
+                                                   "reflection"),
+          "modulate_256x256x3x3": broadcast_short((1, 256, 256, 3, 3), (1, 1, 256, 1, 1)),
+          "modulate_128x64x3x3": broadcast_short((1, 64, 128, 3, 3), (1, 1, 128, 1, 1)),
+          "scale_rows_4096x5": broadcast_short((1, 64, 4096, 5), (1, 64, 4096, 1), False)}
 
 
 def measure(name, work, a):

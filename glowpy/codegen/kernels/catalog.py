@@ -4,7 +4,7 @@ Order does not matter: variants of one op are ranked, not ordered by import."""
 from glowpy.codegen.kernels.conv import channel, channel_last, col2im, depthwise, depthwise_phase, direct  # noqa: F401,E501
 from glowpy.codegen.kernels.conv import im2col, pixel  # noqa: F401
 from glowpy.codegen.kernels.conv import pointwise_inplace, pointwise_packed, pointwise_strided, transpose, winograd, winograd_select  # noqa: F401,E501
-from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, softplus  # noqa: F401,E501
+from glowpy.codegen.kernels.elementwise import arith, fused, integer, logical, runs, softplus  # noqa: F401,E501
 from glowpy.codegen.kernels.gemm import direct as gemm_direct, dot as gemm_dot, einsum  # noqa: F401
 from glowpy.codegen.kernels.gemm import vector as gemm_vector  # noqa: F401
 from glowpy.codegen.kernels.gemm import blocking as gemm_blocking

@@ -8,10 +8,10 @@ from glowpy.codegen.registry import emits
 from glowpy.ir import epilogue
 
 
-@emits("FusedElementwise")
-def emit_fused_elementwise(k):
+def fused_parts(k):
+    """(the ops in order, the operands read, element(get)): the instruction's per-element code,
+    get(j) giving operand j's element (scalars or vectors alike)."""
     node = k.node
-    out = k.out_buf()
     nb = epilogue.base_count(node)
     attrs = node.attrs
     if node.op == "Clip":
@@ -20,16 +20,22 @@ def emit_fused_elementwise(k):
     else:
         base = [j for j in range(nb) if k.in_buf(j) is not None]
     used = sorted(set(base) | set(extras(k)))
+    ops = [node.op] + [st["op"] for st in epilogue.steps(node)]
+
+    def element(get):
+        acc = scalar(k.b, node.op, attrs, k.out_buf().dtype, [get(j) for j in base], k.caps)
+        return run_steps(k, acc, get)
+    return ops, used, element
+
+
+@emits("FusedElementwise")
+def emit_fused_elementwise(k):
+    out = k.out_buf()
+    ops, used, element = fused_parts(k)
     loaded = [j for j in used if immediate(k, j) is None]
     strides = [cg.broadcast_strides(k.in_buf(j).shape, out.shape) for j in loaded]
-    ops = [node.op] + [st["op"] for st in epilogue.steps(node)]
     with k.strided_loop(out.shape, strides + [cg.contiguous_strides(out.shape)],
                         interleave=interleave_for(k, ops, len(ops) > 1)) as offs:
         vals = {j: k.load(k.inp(j), o, k.in_buf(j).dtype) for j, o in zip(loaded, offs)}
-
-        def get(j):
-            return vals[j] if j in vals else immediate(k, j)
-
-        acc = scalar(k.b, node.op, attrs, out.dtype, [get(j) for j in base], k.caps)
-        k.store(run_steps(k, acc, get), k.out(), offs[-1])
+        k.store(element(lambda j: vals[j] if j in vals else immediate(k, j)), k.out(), offs[-1])
     k.epilogue_done = True
