@@ -54,9 +54,11 @@ def _layout(k):
     """(ops, operands read, element, loaded operands, runs), runs being (outer shape, outer
     strides per loaded operand and the output, m, n, kinds) or None where the variant does
     not apply: vector targets only, float32 throughout, ops whose code runs on vectors, and an
-    innermost run n after collapsing that is no multiple of a vector and under two (a vector
-    loop with a scalar remainder serves longer runs: at most a vector of remainder a run,
-    against two for n = 2W - 1)."""
+    innermost run n after collapsing shorter than two vectors (a vector loop with a scalar
+    remainder serves longer runs: at most a vector of remainder a run, against two for
+    n = 2W - 1). A run of exactly one vector is taken too: CapsNet's routing weights
+    [1, 1152, 10, 1] times its predictions [1, 1152, 10, 16] took 3.6 cycles a float in the
+    loop (LLVM vectorized the outer loop with gathers, as for StyleGAN2's runs of 9)."""
     ops, used, element = _parts(k)
     out = k.out_buf()
     loaded = [j for j in used if immediate(k, j) is None]
@@ -70,7 +72,7 @@ def _layout(k):
         return ops, used, element, loaded, None
     m, n = shape[-2:]
     kinds = [FLAT if tuple(st[-2:]) == (n, 1) else tuple(st[-2:]) for st in strides]
-    if n % w == 0 or n >= 2 * w or m * n < w or kinds[-1] != FLAT or \
+    if n >= 2 * w or m * n < w or kinds[-1] != FLAT or \
             not all(kind in KINDS for kind in kinds):
         return ops, used, element, loaded, None
     return ops, used, element, loaded, (shape[:-2] or [1], [st[:-2] or [0] for st in strides],
