@@ -20,6 +20,7 @@ in ResNet-50 (layer_profile, min of 4 rounds) its 3x3/2 3,461 -> 2,745 us and it
 from __future__ import annotations
 
 from glowpy.codegen.kernels import gaps
+from glowpy.codegen.kernels.conv.channel_chunks import stream_chunk
 from glowpy.codegen.kernels.vectors import LINE
 from glowpy.codegen.registry import variants
 from glowpy.codegen.kernels.conv.pixel import form
@@ -132,6 +133,9 @@ def place(prog, caps, plan, rank: int, grow: bool = False) -> None:
         if p is None or any(v.rank > rank and v.params_for(k) is not None
                             for v in variants("Conv")):
             return None  # (a variant ranked above the channel-vectorized one takes it)
+        if p.get("kc") and not p.get("flat") and \
+                stream_chunk(caps, s, p["nvo"] * f[1].width, p["npx"]) == p["kc"]:
+            return None  # (its blocks' weights stream: chunks of them without the copy)
         return scratch_bytes(s.c, s.hin, s.win), SCRATCH, "float32", 64
     gaps.place(prog, wants, grow=(lambda ins: _grows(ins, caps)) if grow else None)
 
