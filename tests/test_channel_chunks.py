@@ -127,24 +127,37 @@ def test_colliding_planes_are_chunked_and_match_onnxruntime(case, level, tmp_pat
     assert variant["name"] == "channel_vectorized" and variant["params"]["kc"] == 4, variant
 
 
+# CapsNet's primary capsules with 32 output channels: 9x9 / 2 over 256 channels, 20x20 -> 6x6
+STREAMED = (256, 32, (20, 20), 9, 2, 0)
+
 
 @pytest.mark.parametrize("level", RUNNABLE, ids=str)
-def test_streamed_blocks_are_chunked_and_match_onnxruntime(level, tmp_path):
-    """CapsNet's primary capsules with 32 output channels: a 9x9 / 2 conv over 256 channels,
-    20x20 -> 6x6. On AVX-512 its one block of 32 channels holds 2.65 MB of weights, past 3/4 of
-    the family's 512 KiB L2, read by six rows of tiles, and no chunk of a kernel row's taps
-    within L1 has MIN_STEPS steps, so the reduction goes in chunks of a quarter of the L2
-    (channel_chunks.stream_chunk: 12 channels, 972 steps) and the input gets no channels-last
-    copy. SSE2 and AVX2 take L1 chunks (their blocks are narrower)."""
+def test_streamed_blocks_match_onnxruntime(level, tmp_path):
+    """The layer below against onnxruntime at each level this host runs, whichever chunks the
+    level takes (SSE2 and AVX2: L1 chunks, their blocks being narrower)."""
+    variants = _checked_plans(*_model(*STREAMED, residual=False), level, tmp_path)
+    assert [v["name"] for v in variants] == ["channel_vectorized"]
+    assert "kc" in variants[0]["params"], variants
+
+
+def test_streamed_blocks_are_chunked_for_l2(tmp_path):
+    """On AVX-512 (compiled for x86-64-v4 on any host, not run) the layer's one block of 32
+    channels holds 2.65 MB of weights, past 3/4 of the family's 512 KiB L2, read by six rows of
+    tiles, and no chunk of a kernel row's taps within L1 has MIN_STEPS steps: the reduction
+    goes in chunks of a quarter of the L2 (channel_chunks.stream_chunk: 12 channels, 972
+    steps) and the input gets no channels-last copy."""
     from glowpy.codegen.kernels.conv.channel_chunks import stream_chunk
     from glowpy.codegen.kernels.tiles import Shape
     from glowpy.codegen.target import resolve_target
-    variants = _checked_plans(*_model(256, 32, (20, 20), 9, 2, 0, residual=False), level,
-                              tmp_path)
-    assert {v["name"] for v in variants} == {"channel_vectorized"}
-    if level.lanes == 16:
-        [p] = [v["params"] for v in variants]
-        caps = resolve_target(target="x86_64", mcpu=level.cpu).caps
-        s = Shape(1, 256, 32, 1, 20, 20, 6, 6, 9, 9, 2, 2, 1, 1, 0, 0, 2)
-        assert "nhwc" not in p and "flat" not in p, p
-        assert p["kc"] == stream_chunk(caps, s, p["nvo"] * 16, p["npx"]) == 12, p
+    from vector_levels import LEVELS
+    [level] = [lv for lv in LEVELS if lv.lanes == 16]
+    model, _ = _model(*STREAMED, residual=False)
+    onnx.save(model, tmp_path / "m.onnx")
+    report = tmp_path / "plan.json"
+    compile_model(str(tmp_path / "m.onnx"), str(tmp_path / "plan"),
+                  Options(dump_memory_report=str(report), **level.options))
+    [p] = [v["params"] for v in _convs(report)]
+    caps = resolve_target(target="x86_64", mcpu=level.cpu).caps
+    s = Shape(1, 256, 32, 1, 20, 20, 6, 6, 9, 9, 2, 2, 1, 1, 0, 0, 2)
+    assert "nhwc" not in p and "flat" not in p, p
+    assert p["kc"] == stream_chunk(caps, s, p["nvo"] * 16, p["npx"]) == 12, p

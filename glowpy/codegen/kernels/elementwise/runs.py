@@ -1,5 +1,5 @@
-"""Broadcasts whose contiguous runs are shorter than a vector, in explicit vectors over the flat
-output.
+"""Broadcasts whose contiguous runs are shorter than two vectors, in explicit vectors over the
+flat output.
 
 A float elementwise loop is one strided nest (arith.elementwise_loop) whose innermost loop LLVM
 vectorizes. Where an operand is broadcast along the innermost dimension and the dimension is
@@ -27,17 +27,13 @@ from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.elementwise.arith import scalar
 from glowpy.codegen.kernels.elementwise.fused import fused_parts
 from glowpy.codegen.kernels.epilogue import immediate
+from glowpy.codegen.kernels.vector_epilogue import VECTOR_SAFE
 from glowpy.codegen.kernels.vectors import F32, Simd, Vec
 from glowpy.codegen.registry import variant
-from glowpy.ir import epilogue
 from glowpy.ir.ops.elementwise import BINARY, VARIADIC
 
-FLAT, ROW, COLUMN, SPLAT = (2, 1), (1, 0), (0, 1), (0, 0)  # (row, column) strides over n
-KINDS = {FLAT: "flat", ROW: "row", COLUMN: "column", SPLAT: "splat"}
-
-# ops whose per-element code builds valid IR on vectors (epilogue.SCALAR_OPS less Abs, whose
-# llvm.fabs llvmlite names for scalar types only: vector_epilogue.VECTOR_SAFE)
-VECTOR_SAFE = epilogue.SCALAR_OPS - {"Abs"}
+# how an operand walks the m x n runs, by its (row, column) strides ((n, 1): flat)
+KINDS = {(1, 0): "row", (0, 1): "column", (0, 0): "splat"}
 
 
 def _parts(k):
@@ -71,9 +67,8 @@ def _layout(k):
     if len(shape) < 2:
         return ops, used, element, loaded, None
     m, n = shape[-2:]
-    kinds = [FLAT if tuple(st[-2:]) == (n, 1) else tuple(st[-2:]) for st in strides]
-    if n >= 2 * w or m * n < w or kinds[-1] != FLAT or \
-            not all(kind in KINDS for kind in kinds):
+    kinds = [{**KINDS, (n, 1): "flat"}.get(tuple(st[-2:])) for st in strides]
+    if n >= 2 * w or m * n < w or kinds[-1] != "flat" or None in kinds:
         return ops, used, element, loaded, None
     return ops, used, element, loaded, (shape[:-2] or [1], [st[:-2] or [0] for st in strides],
                                         m, n, kinds)
@@ -85,7 +80,7 @@ def plan(k):
     if runs is None:
         return None
     _, _, m, n, kinds = runs
-    return {"rows": m, "run": n, "operands": [KINDS[kind] for kind in kinds[:-1]]}
+    return {"rows": m, "run": n, "operands": kinds[:-1]}
 
 
 def emit(k, params):
@@ -125,9 +120,9 @@ def run_loop(k, runs, ptrs, compute):
     with k.strided_loop(outer, ostrides) as base:
         held = {}
         for i, kind in enumerate(kinds[:-1]):
-            if kind == COLUMN:
+            if kind == "column":
                 held[i] = vec.load(ptrs[i], base[i], n=n)
-            elif kind == SPLAT:
+            elif kind == "splat":
                 held[i] = vec.load_splat(ptrs[i], base[i])
 
         def vector(q, f, lanes):
@@ -135,11 +130,11 @@ def run_loop(k, runs, ptrs, compute):
             mask = None if lanes == w else tuple(j < lanes for j in range(w))
             vals = []
             for i, kind in enumerate(kinds[:-1]):
-                if kind == FLAT:
+                if kind == "flat":
                     vals.append(vec.load(ptrs[i], at(base[i], q, period, f), mask))
-                elif kind == SPLAT:
+                elif kind == "splat":
                     vals.append(held[i])
-                elif kind == COLUMN:
+                elif kind == "column":
                     vals.append(_spread(b, held[i], [(f + j) % n for j in range(lanes)], w))
                 else:
                     lo, hi = f // n, (f + lanes - 1) // n
