@@ -12,6 +12,7 @@ onto 6x20 from 6x40: vectors within a row loaded whole, and across; 3 on the Con
 and int8 inputs with zero points; both roundings."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -461,14 +462,16 @@ def lanes_of(convs) -> list:
     return sorted(v["params"]["lanes"] for v in convs)  # (the plan's order is its own)
 
 
-@pytest.mark.parametrize("level,group", QUADS)
+@pytest.mark.parametrize("level,group", QUADS + [g for g in GROUPINGS if g.values[1] == "quads16"])
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_output_channels_on_the_lanes(dtype, level, group, tmp_path):
-    """lanes_model's QConvs as quads on every level (forced but on VNNI's): with 32 vector
-    registers (AVX-512) the first three put the output channels on the lanes
-    (pairs_lanes.py), the 20x20 plane keeps the positions there, as every layer does with 16
-    registers; uint8 and int8 inputs; equal to the scalar kernel and the references, within 1
-    LSB of onnxruntime."""
+    """lanes_model's QConvs as quads on every level (forced but on VNNI's), and as quads16 on
+    AVX2's and AVX-512's: the first three put the output channels on the lanes (pairs_lanes.py:
+    4 vectors of them with 32 vector registers, 2 with 16), the 20x20 plane keeps the
+    positions there (but as quads with 16 registers); quads16's corrections (these weights
+    have saturating pairs) made with the positions on the lanes and added transposed; uint8
+    and int8 inputs; equal to the scalar kernel and the references, within 1 LSB of
+    onnxruntime."""
     from glowpy.codegen.kernels.int8.pairs_tiles import simd_of
     from glowpy.codegen.target.resolve import resolve_target
     model, feeds = lanes_model(dtype, np.random.default_rng(37))
@@ -477,21 +480,34 @@ def test_output_channels_on_the_lanes(dtype, level, group, tmp_path):
                                    [opts, dict(opts, kernel_variants={"QConv": "direct"})])
     convs = [i["variant"] for i in plan(tmp_path) if i["op"] == "QConv"]
     simd = simd_of(resolve_target(mcpu=level.cpu).caps)
-    assert [v["name"] for v in convs] == ["quads"] * 4, convs
-    assert lanes_of(convs) == [0] + [64 if simd.registers >= 32 else 0] * 3, convs
+    assert [v["name"] for v in convs] == [group] * 4, convs
+    nvc = 4 if simd.registers >= 32 else 2
+    # the 20x20 plane's 16 output channels: one block of 6 x 2 quads on 16 registers (the
+    # positions' tiles take 6 channels at a time); quads16's corrections cost a transposing
+    # store an output there (pairs_lanes.FIX), and 4 vectors of 16 channels are no block of 16
+    small = nvc * simd.width if group == "quads" and nvc == 2 else 0
+    assert lanes_of(convs) == [small] + [nvc * simd.width] * 3, convs
+    if group == "quads16":
+        tables = json.loads(next((tmp_path / "b0").glob("*.json")).read_text())["constants"]
+        fixed = {t["for"] for t in tables if t["name"].endswith("quads16 correction offsets")}
+        assert len(fixed) == 4, fixed  # every layer has corrections to make
     for p in info.outputs:
         assert len(np.unique(got[p["name"]])) > 20, p["name"]  # a spread, not a clamp
 
 
-def test_channels_on_the_lanes_for_avx512_vnni(tmp_path):
-    """The plan lanes_model's QConvs get for an AVX-512 VNNI target on any host (compiled, not
-    run: test_output_channels_on_the_lanes runs them where the host can): blocks of 64 output
-    channels on the lanes for the three small planes, the positions for the 20x20 one."""
+@pytest.mark.parametrize("mcpu,mattr,lanes", [("cascadelake", None, 64),
+                                               ("x86-64-v3", "+avxvnni", 16)])
+def test_channels_on_the_lanes_for_vnni(mcpu, mattr, lanes, tmp_path):
+    """The plan lanes_model's QConvs get for VNNI targets on any host (compiled, not run:
+    test_output_channels_on_the_lanes runs them where the host can): blocks of output channels
+    on the lanes for the three small planes (AVX-512 VNNI: 4 vectors of 16; AVX-VNNI on ymm
+    registers: 2 of 8), the positions for the 20x20 one but with 16 registers (its 16 output
+    channels one 6 x 2 block)."""
     model, _ = lanes_model(np.uint8, np.random.default_rng(37))
-    convs = [i["variant"] for i in memory_report(model, tmp_path / "b", mcpu="cascadelake")[
+    convs = [i["variant"] for i in memory_report(model, tmp_path / "b", mcpu=mcpu, mattr=mattr)[
         "instructions"] if i["op"] == "QConv"]
     assert [v["name"] for v in convs] == ["quads"] * 4, convs
-    assert lanes_of(convs) == [0, 64, 64, 64], convs
+    assert lanes_of(convs) == [0 if lanes == 64 else lanes, lanes, lanes, lanes], convs
 
 
 @pytest.mark.parametrize("mcpu,group", [("cascadelake", "quads"), ("x86-64-v3", "pairs")])

@@ -113,6 +113,21 @@ def test_winograd_is_chosen_where_it_pays(level, tmp_path):
     assert variants(model, tmp_path / "d", mcpu="cascadelake") == ["quads"]
 
 
+def test_winograd_leaves_small_planes_to_the_direct(tmp_path):
+    """The cost model counts each form's weight bytes (winograd_choice.WEIGHT_BYTE): a 3x3 over
+    512 channels on 7x7, where 4U is 8.4 MB against 2.4 MB of int8 weights and 16 tiles share
+    each word, stays direct (quads16 with its output channels on the lanes, pairs_lanes.py);
+    256 on 14x14 and 64 on 28x28 take Winograd. The AVX2 plan, compiled on any host."""
+    rng = np.random.default_rng(43)
+    plans = {}
+    for c, hw in ((512, 7), (256, 14), (64, 28)):
+        plan = memory_report(layer(c, c, hw, rng, wmax=60), tmp_path / f"p{c}",
+                             mcpu="x86-64-v3")["instructions"]
+        [conv] = [i["variant"] for i in plan if i["op"] == "QConv"]
+        plans[c] = (conv["name"], conv["params"].get("lanes"))
+    assert plans == {512: ("quads16", 16), 256: ("winograd", None), 64: ("winograd", None)}, plans
+
+
 def test_winograd_needs_four_sums_in_int32(tmp_path):
     """4 x the sums must fit int32 (winograd_choice.exact): 2048 input channels of weights
     +-127 bound 4 x 2048 x 9 x 127 x 252 = 2.36e9 past 2**31 (zero point 3): the layer stays

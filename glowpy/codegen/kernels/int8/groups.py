@@ -322,6 +322,11 @@ class Quads16(Quads):
         return b.add(acc, b.call(wd, [pairs, cg.const(ht, 1)]))
 
 
+# registers a grouping's multiply-add holds besides a register tile: quads16 keeps pmaddwd's
+# vector of ones and pmaddubsw's product (pairs_matmul.py, pairs_lanes.py)
+HELD = {"quads16": 2}
+
+
 def fix_steps(k, fixes, slot, size: int, acc, step):
     """step(q, at) for each of slot's corrections, in a loop carrying acc: fixes = (offsets,
     entries) tables, slot's entries offsets[slot] .. offsets[slot + 1] - 1 of `size` int32

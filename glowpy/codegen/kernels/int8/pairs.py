@@ -168,7 +168,9 @@ def plan(k, name: str = "pairs"):
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if pointwise(k.node) else 1
-    lanes = lanes_width(simd_of(k.caps), name, y.shape[1], steps, math.prod(y.shape[2:]), cycles)
+    fixes = name == "quads16" and Quads16.share(Quads16.ordered(k.node, k.const(1))) > 0
+    lanes = lanes_width(simd_of(k.caps), name, y.shape[1], steps, math.prod(y.shape[2:]),
+                        cycles, fixes)
     return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles, "lanes": lanes,
             "window": not pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
 
@@ -271,7 +273,6 @@ class PairsEmitter(LanesTile):
         self.nr = self.nv * self.w
         self.lanes = p.get("lanes", 0)  # output channels a block with them on the lanes
         self.wp = weights(k, self.grp, self.lanes or self.mr)
-        self.stage = self.lanes_stage() if self.lanes else None
         self.bias = bias_of(k, self.grp)
         # the input channels' plane offsets in the packed order, ahead of the corrections
         # (whose sizes depend on the weights), where quads16 re-pairs them (pair_order.py)
@@ -279,6 +280,7 @@ class PairsEmitter(LanesTile):
         self.chans = None if order is None else \
             k.add_table((order * self.in_plane).astype(np.int32), "quads16 channel order")
         self.fixes = self.grp.tables(k) if isinstance(self.grp, Quads16) else None
+        self.stage = self.lanes_stage() if self.lanes else None
         if scratch_of(k) is not None:
             self.buf = k.out(1)
         else:

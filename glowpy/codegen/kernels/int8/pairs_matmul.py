@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
-from glowpy.codegen.kernels.int8.groups import Quads16, fix_steps, grouping
+from glowpy.codegen.kernels.int8.groups import HELD, Quads16, fix_steps, grouping
 from glowpy.codegen.kernels.int8.pairs import (GROUP, PairAcc, bias_of, chosen, epilogue,
                                                simd_of, store_lanes, weights)
 from glowpy.codegen.kernels.int8.quant import I32, clamp, requantize, runtime_zp
@@ -32,12 +32,11 @@ from glowpy.codegen.kernels.vectors import Vec
 from glowpy.codegen.registry import variant
 
 FLIP = -0x7F7F7F80  # 0x80808080: each byte's sign bit
-# registers a grouping's multiply-add holds besides the tile (plan_tiles): quads16 keeps
-# pmaddwd's vector of ones and pmaddubsw's product, and on AVX2's 16 registers 6 x 2 spilled
-# an accumulator every step; 5 x 2 instead (MatMulInteger alone, AVX2 code, Zen 4): 128 x 256
-# by 8192 columns 2.51 -> 2.46 ms, other transformer shapes 0-1.5% faster, none slower; both
-# at 107-110 G multiply-adds/s, the 115 that pmaddubsw + pmaddwd on two pipes allow
-HELD = {"quads16": 2}
+# the registers a grouping's multiply-add holds besides the tile (groups.HELD) count in
+# plan_tiles: quads16 on AVX2's 16 registers spilled an accumulator every step at 6 x 2; 5 x 2
+# instead (MatMulInteger alone, AVX2 code, Zen 4): 128 x 256 by 8192 columns 2.51 -> 2.46 ms,
+# other transformer shapes 0-1.5% faster, none slower; both at 107-110 G multiply-adds/s, the
+# 115 that pmaddubsw + pmaddwd on two pipes allow
 ROWS_MAX = 8  # rows of a register block at most (AVX2: 6 x 2 accumulators fill the registers)
 
 

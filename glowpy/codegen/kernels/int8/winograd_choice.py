@@ -19,8 +19,9 @@ its transforms (INPUT per tile vector and channel pair, shared by the output cha
 OUTPUT and four epilogues per tile vector and output channel). Fitted to single layers on
 this Zen 3 (Winograd / quads16, forced, rounds interleaved): 16 -> 16 on 112x112 0.65 (model
 0.66), 32 -> 32 on 112x112 0.72 (0.70), 64 -> 64 on 56x56 0.63-0.66 (0.65), 128 -> 128 on
-28x28 0.62 (0.65), 256 on 14x14 0.65 (0.66). Below MIN_CHANNELS input or output channels the
-transforms are not repaid: 3 -> 16 on 32x32 1.2 of pairs' time, 8 -> 8 1.0."""
+28x28 0.62 (0.65), 256 on 14x14 0.65 (0.66); and both weights' bytes (WEIGHT_BYTE). Below
+MIN_CHANNELS input or output channels the transforms are not repaid: 3 -> 16 on 32x32 1.2 of
+pairs' time, 8 -> 8 1.0."""
 from __future__ import annotations
 
 import math
@@ -35,6 +36,12 @@ PAIR_COST = 0.7  # time of a pmaddwd pair step against a quads16 step (the modul
 EPILOGUE = 15  # per vector of outputs and output channel, in quads16 steps
 INPUT, OUTPUT = 60, 13  # transforms per tile vector: of a channel pair, of an output channel
 MIN_CHANNELS = 16
+# model steps a byte of weights costs, streamed from past the L2 once a call: 4U is 3.6x the
+# int8 weights (16 int16 a channel pair against 9 bytes a channel), and on small planes few
+# tiles share each word. ResNet-18 int8's 3x3 512 on 7x7 (8.4 MB of 4U against 2.4 MB), AVX2
+# code on a Zen 5: Winograd 1.03x the direct (positions on the lanes) where the model without
+# this term gave 0.76; 256 on 14x14 0.78 (0.73 without, 0.81 with)
+WEIGHT_BYTE = 0.19
 
 
 def fits(node) -> bool:
@@ -77,12 +84,13 @@ def pays(node, direct: str | None) -> bool:
     ho, wo = node.outputs[0].shape[2:]
     w = 8
     steps = math.ceil(9 * c / 4) if direct == "quads16" else math.ceil(9 * c / 2) * PAIR_COST
-    direct_cost = (steps + EPILOGUE) * m * math.ceil(ho * wo / w)
+    direct_cost = (steps + EPILOGUE) * m * math.ceil(ho * wo / w) + \
+        WEIGHT_BYTE * 9 * c * m * (1 if direct == "quads16" else 2)
     tvec = th * math.ceil(tw / w)  # vectors over each row's tiles, as the transforms run
     gvec = math.ceil(th * tw / w)  # the GEMM's vectors over the block's tiles
     gemm = 16 * math.ceil(c / 2) * math.ceil(m / MR) * MR * gvec * PAIR_COST
     transforms = tvec * (math.ceil(c / 2) * INPUT + m * (OUTPUT + 4 * EPILOGUE))
-    return gemm + transforms < direct_cost
+    return gemm + transforms + WEIGHT_BYTE * 16 * math.ceil(c / 2) * m * 4 < direct_cost
 
 
 def blocking(caps, node, budget: int) -> dict | None:
