@@ -196,13 +196,21 @@ class Quads16(Quads):
         pairs the input channels (ordered); with `lanes` (a QMatMul's output columns on the
         lanes) by LANE_FIX_MAX over the share of its correction steps (lane_share). Computed
         once per node."""
-        w = node.inputs[1].const
+        share = cls.fix_share(node, lanes)
+        if lanes:
+            return share <= LANE_FIX_MAX
+        return -(-node.inputs[1].const[0].size // 4) >= Q16_MIN and share <= FIX_MAX
+
+    @classmethod
+    def fix_share(cls, node, lanes: int = 0) -> float:
+        """The share of a QConv's quads in its packed order that need a correction (share), or
+        with `lanes` a QMatMul's share of correction steps (lane_share). Computed once per
+        node."""
         if "_fix_share" not in node.attrs:
+            w = node.inputs[1].const
             node.attrs["_fix_share"] = cls.lane_share(w, lanes) if lanes else \
                 cls.share(cls.ordered(node, w))
-        if lanes:
-            return node.attrs["_fix_share"] <= LANE_FIX_MAX
-        return -(-w[0].size // 4) >= Q16_MIN and node.attrs["_fix_share"] <= FIX_MAX
+        return node.attrs["_fix_share"]
 
     @staticmethod
     def order(node) -> np.ndarray | None:

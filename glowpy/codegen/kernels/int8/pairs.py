@@ -168,7 +168,7 @@ def plan(k, name: str = "pairs"):
     nr = nv * simd_of(k.caps).width
     tiles = panel_tiles(steps, nr, math.ceil(math.prod(y.shape[2:]) / nr), SCRATCH_MAX) \
         if pointwise(k.node) else 1
-    fixes = name == "quads16" and Quads16.share(Quads16.ordered(k.node, k.const(1))) > 0
+    fixes = name == "quads16" and Quads16.fix_share(k.node) > 0
     lanes = lanes_width(simd_of(k.caps), name, y.shape[1], steps, math.prod(y.shape[2:]),
                         cycles, fixes)
     return {"group": name, "mr": mr, "nv": nv, "rows": rows, "tiles": tiles, "lanes": lanes,

@@ -71,11 +71,12 @@ def lanes_width(simd, name: str, m: int, steps: int, npos: int, positions: float
     7x7 4% and 64 on 56x56 7% slower than the positions; with 6 x 2 ResNet-18 int8 runs in
     0.956 of the positions' time, ResNet-50 int8 in 0.977. quads16 (AVX2 code on the Zen 5,
     ResNet-18 int8, every convolution direct, bundle-profile, builds alternated), the channels
-    on the lanes against the positions: cycles 0.84-0.86 on its 3x3 512 on 7x7 (the model 0.78), 0.88 on 256 on 14x14 (0.86),
-    0.90-0.91 on 128 on 28x28 (0.87), 0.90-0.93 at stride 2 (0.80-0.95); 64 on 56x56 0.92
-    forced without corrections (the model 1.02: it keeps the positions). Whole models, AVX2
-    code: ResNet-18 int8 0.964 of the time, ResNet-50 int8 0.972; as AVX-512 code without VNNI
-    (-mcpu=skylake-avx512, 16-lane quads16) ResNet-18 int8 0.80."""
+    on the lanes against the positions: cycles 0.84-0.86 on its 3x3 512 on 7x7 (the model
+    0.78), 0.88 on 256 on 14x14 (0.86), 0.90-0.91 on 128 on 28x28 (0.87), 0.90-0.93 at stride
+    2 (0.80-0.95); 64 on 56x56 0.92 forced without corrections (the model 1.02: it keeps the
+    positions). The corrections' block is NR x NVC w int32 of stack (AVX2: 1 KiB). Whole
+    models, AVX2 code: ResNet-18 int8 0.964 of the time, ResNet-50 int8 0.972; as AVX-512 code
+    without VNNI (-mcpu=skylake-avx512, 16-lane quads16) ResNet-18 int8 0.80."""
     if name not in ("quads", "quads16") or m % simd.width:
         return 0
     if lanes_cycles(simd, name, m, steps, npos, fixes) >= GAIN * positions:
