@@ -268,6 +268,15 @@ def alloca_in_entry(b: ir.IRBuilder, ty: ir.Type, name=""):
         return b.alloca(ty, name=name)
 
 
+def stack_block(b: ir.IRBuilder, ty: ir.Type, count: int, name=""):
+    """An entry-block array of `count` ty, aligned to a cache line (its rows start on vector
+    boundaries), as an untyped pointer like the arguments (llvmlite's view only)."""
+    block = alloca_in_entry(b, ir.ArrayType(ty, count), name)
+    block.align = 64
+    block.type = PTR
+    return block
+
+
 def for_runs(b: ir.IRBuilder, count: int, nr: int, body, intp=I64, name="q", start=None):
     """body(first, n) over [start, start + count) in runs of nr (start: an IR value, 0 when
     None): a loop over the full runs (none for a single one), then the rest with its own n

@@ -104,10 +104,7 @@ class PhaseEmitter(DepthwiseEmitter):
         k, b, s, vec = self.k, self.b, self.s, self.vec
         w = vec.w
         self.rows, self.len, self.offs = geometry(s, w, self.choice[1])
-        buf = cg.alloca_in_entry(b, ir.ArrayType(cg.F32, self.rows * s.sw * self.len), "phases")
-        buf.align = 64  # a cache line: aligned rows start on vector boundaries
-        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
-        self.buf = buf
+        self.buf = cg.stack_block(b, cg.F32, self.rows * s.sw * self.len, "phases")
         self.filled = (s.pt, s.pt + s.hin)  # the padded rows input rows fill
         super().emit()
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels import gaps
@@ -207,10 +206,7 @@ class PointwiseTiles:
         self.bias = k.inp(2)
 
     def stack_buffer(self, floats: int, name: str):
-        buf = cg.alloca_in_entry(self.b, ir.ArrayType(cg.F32, floats), name)
-        buf.align = 64
-        buf.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
-        return buf
+        return cg.stack_block(self.b, cg.F32, floats, name)
 
     def tile(self, n, o0, rows, tnv, xoff, q0, last):
         """Output channels o0 .. o0 + rows x tnv vectors of positions: xoff(c) is the offset in

@@ -284,11 +284,7 @@ class PairsEmitter(LanesTile):
         if scratch_of(k) is not None:
             self.buf = k.out(1)
         else:
-            buf = cg.alloca_in_entry(self.b, ir.ArrayType(I32, self.nt * self.c2 * self.nr),
-                                     "pairs")
-            buf.align = 64
-            buf.type = cg.PTR
-            self.buf = buf
+            self.buf = cg.stack_block(self.b, I32, self.nt * self.c2 * self.nr, "pairs")
         self.q, self.s = channel_params(k, 3), channel_params(k, 4)
 
     def emit(self):

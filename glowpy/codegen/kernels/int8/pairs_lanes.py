@@ -92,16 +92,10 @@ class LanesTile:
         """The stack block [P][NVC w] the outputs leave through (_store_channels), and where
         quads16 has corrections the block [NR][NVC w] of a packed tile's (_fix_block)."""
         p, nvc = lanes_tile(self.vec.simd, self.grp.name)
-        out_stage = self._stack(cg.llvm_type(self.k.out_buf().dtype), p * nvc * self.w, "lanes")
-        self.fix_stage = self._stack(I32, self.nr * nvc * self.w, "fixes") if self.fixes \
-            else None
-        return out_stage
-
-    def _stack(self, et, count: int, name: str):
-        block = cg.alloca_in_entry(self.b, ir.ArrayType(et, count), name)
-        block.align = 64
-        block.type = cg.PTR
-        return block
+        self.fix_stage = cg.stack_block(self.b, I32, self.nr * nvc * self.w, "fixes") \
+            if self.fixes else None
+        return cg.stack_block(self.b, cg.llvm_type(self.k.out_buf().dtype), p * nvc * self.w,
+                              "lanes")
 
     def lanes_block(self, n, t, o0, chans, spots):
         """Output channels o0 .. o0 + chans over the packed tile t, whose lanes hold the

@@ -232,9 +232,7 @@ def emit_resample(k):
         loads and 8 products (each pair of weights multiplied, then each input)."""
         t = lv.taps
         n_in = int(t.idx.max()) + 1
-        row = cg.alloca_in_entry(b, ir.ArrayType(ety, n_in), "rows")
-        row.align = 64
-        row.type = cg.PTR  # an untyped pointer, as the arguments are (llvmlite's view only)
+        row = cg.stack_block(b, ety, n_in, "rows")
         with k.for_range(n_in, name="rb") as j:
             acc = None
             for off, w in combos:
