@@ -216,6 +216,17 @@ class OrtTimer:
         return best_per_call(lambda: run(b), seconds, batches, clock)
 
 
+def quanta(outs: list, others: list, grids: list | None = None) -> float:
+    """The largest distance of a quantized model's (dequantized) `outs` from `others` in steps
+    of the output grid: the smallest nonzero spacing of `grids` (default: `outs`) values."""
+    worst = 0.0
+    for o, e, g in zip(outs, others, grids or outs):
+        spacing = np.diff(np.unique(np.asarray(g, np.float64)))
+        step = spacing.min() if spacing.size else 1.0
+        worst = max(worst, float(np.abs(np.asarray(o, np.float64) - e).max() / step))
+    return worst
+
+
 def best_per_call(call, seconds: float, batches: int, clock: str = "wall") -> float:
     """Milliseconds per call of `call()` in the best of `batches` batches of back-to-back
     calls, each batch about `seconds` long (the peers' timer: onnxruntime, XNNPACK)."""

@@ -93,13 +93,8 @@ def int8_checks(path: str, feeds: dict, outs: list, ort_outs: list) -> dict:
     from glowpy.ir.evaluate import evaluate
     from glowpy.ir.passes.pipeline import optimize
     refs = evaluate(optimize(load_onnx(path)), feeds)
-    quanta = 0.0
-    for g, r, e in zip(outs, refs, ort_outs):
-        grid = np.diff(np.unique(np.asarray(r, np.float64)))
-        step = grid.min() if grid.size else 1.0
-        quanta = max(quanta, float(np.abs(np.asarray(g, np.float64) - e).max() / step))
     return {"agrees": all(np.array_equal(g, r) for g, r in zip(outs, refs)),
-            "quanta_from_ort": quanta}
+            "quanta_from_ort": perf.quanta(outs, ort_outs, grids=refs)}
 
 
 def measure_shared(name: str, path: str, work: str, a) -> dict:

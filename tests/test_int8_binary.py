@@ -218,3 +218,56 @@ def test_qadd_on_ties_by_tables(dtype, level, tmp_path):
     params_ = [i["variant"]["params"] for i in plan(tmp_path) if i["op"] == "QAdd"]
     assert len(params_) == 1 and params_[0]["linear"] is None and params_[0]["tables"], params_
     assert len(np.unique(got[info.outputs[0]["name"]])) > 100
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_split_and_slice_stay_integer(dtype, tmp_path):
+    """A Split and a Slice between QDQ pairs (WaveNet's and the GLU's gates: a convolution's
+    channels in two halves, tanh of one times sigmoid of the other) run on the integer values
+    (patterns.Folder.fold_Split, rules.MOVES): no DequantizeLinear or QuantizeLinear is left,
+    a half on its input's grid is a part of it, a half on another grid is rescaled, and that
+    rescale joins the table after it (tables._compose_chains). Outputs equal the pipeline's
+    without the composition bit for bit and lie within 1 LSB of onnxruntime; the halves split
+    along the last axis (not contiguous) are copied."""
+    from glowpy.ir.passes import pipeline
+    from glowpy.ir.passes.quant.tables import compose_tables
+    m = QDQ(dtype)
+    lo = -128 if np.dtype(dtype) == np.int8 else 0
+    xs, xz = 0.05, lo + 120
+    x = m.dq("x", xs, m.zp(xz))
+    a, b = "half_a", "half_b"
+    m.nodes.append(onnx.helper.make_node("Split", [x, m.c(np.array([4, 4], np.int64))], [a, b],
+                                         axis=1))
+    ta = m.q(m.op("Tanh", [m.dq(m.q(a, xs, xz), xs, m.zp(xz))]), 1 / 128, lo + 128)
+    tb = m.q(m.op("Sigmoid", [m.dq(m.q(b, 0.03, lo + 100), 0.03, m.zp(lo + 100))]), 1 / 256, lo)
+    gate = m.q(m.op("Mul", [m.dq(ta, 1 / 128, m.zp(lo + 128)), m.dq(tb, 1 / 256, m.zp(lo))]),
+               1 / 200, lo + 128)
+    part = m.q(m.op("Slice", [m.dq("x", xs, m.zp(xz)), m.c(np.array([2], np.int64)),
+                              m.c(np.array([6], np.int64)), m.c(np.array([1], np.int64))]),
+               0.07, lo + 90)
+    c, d = "cols_c", "cols_d"
+    m.nodes.append(onnx.helper.make_node("Split", [m.dq("x", xs, m.zp(xz)),
+                                                   m.c(np.array([9, 8], np.int64))], [c, d], axis=3))
+    cols = [m.q(c, xs, xz), m.q(d, xs, xz)]
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.integers(lo, lo + 256, (1, 8, 5, 17)).astype(dtype)}
+    model = make_graph_model(m.nodes, feeds, [gate, part] + cols, m.inits, opset=13)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    plan = memory_report(model, tmp_path / "plan")["instructions"]
+    ops = [i["op"] for i in plan]
+    # the channel halves and the channel Slice are parts of x (no instruction); the Slice
+    # onto another grid is rescaled (read by no table); the halves of the rows are copied
+    assert sorted(ops) == ["QMul", "QTable", "QTable", "Requantize", "Slice", "Slice"], ops
+    info = glowpy.compile(path, str(tmp_path / "b"))
+    got = Bundle(str(tmp_path / "b"), info.name).run(feeds)
+    apart = [p for p in pipeline.PIPELINE if p is not compose_tables]
+    refs = evaluate(optimize(load_onnx(path), passes=apart), feeds)
+    ort = run_onnxruntime(model, feeds)
+    for p, r, e in zip(info.outputs, refs, ort):
+        y = got[p["name"]]
+        np.testing.assert_array_equal(y, r, err_msg=p["name"])
+        assert lsb(y, e) <= 1, p["name"]
+    np.testing.assert_array_equal(got[info.outputs[2]["name"]], feeds["x"][..., :9])
+    np.testing.assert_array_equal(got[info.outputs[3]["name"]], feeds["x"][..., 9:])
+    assert len(np.unique(got[info.outputs[0]["name"]])) > 30
