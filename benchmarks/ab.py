@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
     sides = []
     for n, spec in enumerate(a.variants):
         d = os.path.join(a.work, f"variant{n}")
-        subprocess.run(["rm", "-rf", d], check=True)
+        shutil.rmtree(d, ignore_errors=True)
         info, label, secs = compile_variant(spec, path, os.path.join(d, "bundle"), common)
         sides.append((label, secs, perf.Harness(os.path.join(d, "bundle"), info, d)))
     ort = perf.OrtTimer(path, feeds)
@@ -166,7 +167,8 @@ def main(argv=None) -> int:
     print(f"{os.path.basename(path)}: best of {a.rounds} rounds, calling thread's CPU time"
           + (f", -mcpu={a.mcpu}" if a.mcpu else "") + (f" -mattr={a.mattr}" if a.mattr else "")
           + (", onnxruntime's AVX2 kernels" if a.ort_avx2 else ""))
-    print("| variant | compile (s) | ms | / first | / onnxruntime | max diff from first | error / tolerance |")
+    print("| variant | compile (s, wall) | ms | / first | / onnxruntime | max diff from first | "
+          "from onnxruntime (/ tolerance or quanta) |")
     print("|---|--:|--:|--:|--:|--:|---|")
     for i, (label, secs, _) in enumerate(sides):
         diff = max(float(np.max(np.abs(np.asarray(o, np.float64) - f), initial=0.0))
