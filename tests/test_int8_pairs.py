@@ -325,6 +325,57 @@ def test_qmatmul_quads16_by_its_rule(level, tmp_path):
         assert len(np.unique(y)) > 50
 
 
+@pytest.mark.parametrize("level", QUADS16_LEVELS)
+def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
+    """A QMatMul over K = 128 whose weights are heavy (90-103, a sign per column) in a random
+    half of K and light (within 25) in the rest: in the model's order most (vector of
+    columns, quad) blocks would take a correction step, past LANE_FIX_MAX; in pair_order's
+    order each heavy step pairs with a light one and none does, so quads16 takes it unforced
+    and reads A's rows from a copy in that order (pairs_matmul.place, _reorder_rows: 37 rows
+    of int8 activations with their sign bits flipped). Equal to the scalar kernel and the
+    references bit for bit; the constants hold the order's table and no corrections. Under an
+    activation budget (the region may not grow, and the integer kernels run only forced) the
+    same model reads A in the model's order, with the corrections, and gives the same
+    outputs."""
+    rng = np.random.default_rng(61)
+    m = QDQ(np.int8)
+    heavy = rng.permutation(128) < 64
+    w = rng.integers(-25, 26, (128, 40))
+    w[heavy] = (rng.integers(90, 104, (128, 40)) * rng.choice([-1, 1], (1, 40)))[heavy]
+    sw = rng.uniform(0.002, 0.004, 40).astype(np.float32)
+    wq = m.dq(m.c(w.astype(np.int8)), sw, np.zeros(40, np.int8), 1)
+    out = m.q(m.op("MatMul", [m.dq("a", 0.04, m.zp(-8)), wq]), 0.5, 3)
+    feeds = byte_feeds({"a": (37, 128)}, np.int8, rng)
+    model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
+    wt = w.T.astype(np.int8)  # [N, K], as QMatMul holds it
+    order = pair_order.order_for(wt)
+    lanes = 8 if level.lanes == 8 else 16
+    assert Quads16.lane_share(wt, lanes) > LANE_FIX_MAX, Quads16.lane_share(wt, lanes)
+    assert order is not None and Quads16.lane_share(wt[:, order], lanes) == 0
+    info, got = same_as_references(model, feeds, tmp_path, [
+        level.options, dict(level.options, kernel_variants={"QMatMul": "default"})],
+        ort_lsb=None)
+    assert [i["variant"]["name"] for i in plan(tmp_path) if i["op"] == "QMatMul"] == ["quads16"]
+    assert len(np.unique(got[info.outputs[0]["name"]])) > 50
+    def tables(d, bundle):
+        with open(tmp_path / d / f"{bundle.name}.json") as f:
+            return [c["name"] for c in json.load(f)["constants"]]
+    names = tables("b0", info)
+    assert any(t.endswith("quads16 K order") for t in names), names
+    assert not any("corrections" in t for t in names), names
+    # the rows' copy is the activation region (the only activation besides it: none)
+    assert info.memory["activations"] >= 37 * 128
+    budget = glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "tight"),
+                            max_activations=1 << 20,
+                            **dict(level.options, kernel_variants={"QMatMul": "quads16"}))
+    from glowpy.runtime import Bundle
+    again = Bundle(str(tmp_path / "tight"), budget.name).run(feeds)
+    np.testing.assert_array_equal(again[budget.outputs[0]["name"]], got[info.outputs[0]["name"]])
+    names = tables("tight", budget)
+    assert any("corrections" in t for t in names) and \
+        not any(t.endswith("quads16 K order") for t in names), names
+
+
 def test_pairs_leave_arm_and_can_be_passed_over(tmp_path):
     """AArch64 has no pair multiply-add worth it (TargetCaps.pair_madd): the layers take the
     float kernels there; -kernel-variant=QConv:!pairs does the same on x86, and

@@ -115,14 +115,16 @@ PHASE_WEIGHT_READS = 32  # weight bytes read over all phase images, in L2 sizes,
 def post_planning(target, grow: bool = False):
     """The backend's step between planning and codegen: scratch in the activation region's
     gaps for the kernels that can use it (int8 convolution columns, x86's integer GEMM's packed
-    tiles of several rows, int8 depthwise layers' float planes, the strided 1x1's gathered
-    input, a first layer's gathered columns, the channel-vectorized rows' channels-last input).
-    grow: time comes first and no activation budget was set, so the channels-last copy of a
-    large input, and a first layer's columns that the stack cannot hold, may grow the region
-    where no gap has room (channel_last.place, im2col.place)."""
+    tiles of several rows, quads16 products' rows in their pair order, int8 depthwise layers'
+    float planes, the strided 1x1's gathered input, a first layer's gathered columns, the
+    channel-vectorized rows' channels-last input). grow: time comes first and no activation
+    budget was set, so the channels-last copy of a large input, a first layer's columns that
+    the stack cannot hold and the reordered rows may grow the region where no gap has room
+    (channel_last.place, im2col.place, pairs_matmul.place)."""
     def step(prog):
         column_scratch.place(prog, target.caps)
         pairs_window.place(prog, target.caps)
+        pairs_matmul.place(prog, target.caps, grow)
         depthwise_float.place(prog, target.caps)
         pointwise_strided.place(prog, target.caps)
         im2col.place(prog, target.caps, grow)

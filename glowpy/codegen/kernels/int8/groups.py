@@ -208,8 +208,8 @@ class Quads16(Quads):
         node."""
         if "_fix_share" not in node.attrs:
             w = node.inputs[1].const
-            node.attrs["_fix_share"] = cls.lane_share(w, lanes) if lanes else \
-                cls.share(cls.ordered(node, w))
+            w = cls.ordered(node, w)
+            node.attrs["_fix_share"] = cls.lane_share(w, lanes) if lanes else cls.share(w)
         return node.attrs["_fix_share"]
 
     @staticmethod

@@ -26,10 +26,15 @@ _orders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> (wei
 
 
 def order_of(node) -> np.ndarray | None:
-    """The input channels of a pointwise QConv (one group, C a multiple of 4) in the order
-    quads16 packs them, or None: the model's order (a window layer, or no fewer corrected
-    quads). Computed once per node and its weights."""
-    if node.op != "QConv" or node.attrs.get("group", 1) != 1 or not pointwise(node):
+    """The input channels of a pointwise QConv (one group, C a multiple of 4), or the K of a
+    QMatMul's constant [N, K] weights, in the order quads16 packs them, or None: the model's
+    order (a window layer, or no fewer corrected quads). A QMatMul reads its rows in that
+    order from a copy where it has one (pairs_matmul.place). Computed once per node and its
+    weights."""
+    if node.op == "QMatMul":
+        if node.inputs[1].const is None or node.inputs[1].const.ndim != 2:
+            return None
+    elif node.op != "QConv" or node.attrs.get("group", 1) != 1 or not pointwise(node):
         return None
     w = node.inputs[1].const
     have = _orders.get(node)

@@ -175,10 +175,11 @@ def plan(k, name: str = "pairs"):
             "window": not pointwise(k.node), **epilogue(k, k.attrs["x_zp"])}
 
 
-def weights(k, grp, mr: int):
-    """The packed weights (grp.packed): in place of the model's where they are the same bytes
-    (int16 weights for pairs, int8 ones for quads, K a multiple of g), else a table."""
-    words = grp.packed(grp.ordered(k.node, k.const(1)), mr)
+def weights(k, grp, mr: int, w: np.ndarray | None = None):
+    """The packed weights (grp.packed) of [M, K] w (default: the node's, in grp's order): in
+    place of the model's where they are the same bytes (int16 weights for pairs, int8 ones for
+    quads, K a multiple of g), else a table."""
+    words = grp.packed(grp.ordered(k.node, k.const(1)) if w is None else w, mr)
     dt = k.in_buf(1).dtype
     if np.dtype(dt).itemsize * grp.g == 4:
         return pack_constant(k, 1, words.view(dt), f"[{mr}-block][K/{grp.g}][{mr}] {grp.name}")
