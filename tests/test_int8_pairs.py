@@ -327,12 +327,13 @@ def test_qmatmul_quads16_by_its_rule(level, tmp_path):
 
 @pytest.mark.parametrize("level", QUADS16_LEVELS)
 def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
-    """A QMatMul over K = 128 whose weights are heavy (90-103, a sign per column) in a random
-    half of K and light (within 25) in the rest: in the model's order most (vector of
-    columns, quad) blocks would take a correction step, past LANE_FIX_MAX; in pair_order's
-    order each heavy step pairs with a light one and none does, so quads16 takes it unforced
-    and reads A's rows from a copy in that order (pairs_matmul.place, _reorder_rows: 37 rows
-    of int8 activations with their sign bits flipped). Equal to the scalar kernel and the
+    """A QMatMul over K = 128 to 200 columns whose weights are heavy (90-103, a sign per
+    column) in a random half of K and light (within 25) in the rest: in the model's order
+    most (vector of columns, quad) blocks would take a correction step, past LANE_FIX_MAX; in
+    pair_order's order each heavy step pairs with a light one and none does, which saves more
+    than copying the rows costs (pair_order.copy_pays), so quads16 takes it unforced and
+    reads A's rows from a copy in that order (pairs_matmul.place, _reorder_rows: 37 rows of
+    int8 activations with their sign bits flipped). Equal to the scalar kernel and the
     references bit for bit; the constants hold the order's table and no corrections. Under an
     activation budget (the region may not grow, and the integer kernels run only forced) the
     same model reads A in the model's order, with the corrections, and gives the same
@@ -340,10 +341,10 @@ def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
     rng = np.random.default_rng(61)
     m = QDQ(np.int8)
     heavy = rng.permutation(128) < 64
-    w = rng.integers(-25, 26, (128, 40))
-    w[heavy] = (rng.integers(90, 104, (128, 40)) * rng.choice([-1, 1], (1, 40)))[heavy]
-    sw = rng.uniform(0.002, 0.004, 40).astype(np.float32)
-    wq = m.dq(m.c(w.astype(np.int8)), sw, np.zeros(40, np.int8), 1)
+    w = rng.integers(-25, 26, (128, 200))
+    w[heavy] = (rng.integers(90, 104, (128, 200)) * rng.choice([-1, 1], (1, 200)))[heavy]
+    sw = rng.uniform(0.002, 0.004, 200).astype(np.float32)
+    wq = m.dq(m.c(w.astype(np.int8)), sw, np.zeros(200, np.int8), 1)
     out = m.q(m.op("MatMul", [m.dq("a", 0.04, m.zp(-8)), wq]), 0.5, 3)
     feeds = byte_feeds({"a": (37, 128)}, np.int8, rng)
     model = make_graph_model(m.nodes, feeds, [out], m.inits, opset=13)
@@ -352,6 +353,8 @@ def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
     lanes = 8 if level.lanes == 8 else 16
     assert Quads16.lane_share(wt, lanes) > LANE_FIX_MAX, Quads16.lane_share(wt, lanes)
     assert order is not None and Quads16.lane_share(wt[:, order], lanes) == 0
+    assert pair_order.copy_pays(wt, order)
+    assert not pair_order.copy_pays(wt[:40], order)  # 40 columns: the copy would not pay
     info, got = same_as_references(model, feeds, tmp_path, [
         level.options, dict(level.options, kernel_variants={"QMatMul": "default"})],
         ort_lsb=None)
