@@ -24,7 +24,7 @@ from onnx import numpy_helper
 
 import glowpy
 from glowpy.codegen.kernels.int8 import pair_order
-from glowpy.codegen.kernels.int8.groups import FIX_MAX, LANE_FIX_MAX, Quads16
+from glowpy.codegen.kernels.int8.groups import FIX_MAX, LANE_FIX_MAX, Quads16, copy_pays
 from glowpy.codegen.kernels.int8.pairs import GROUP
 from int8_check import byte_feeds, plan, same_as_references
 from test_int8 import QDQ
@@ -331,7 +331,7 @@ def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
     column) in a random half of K and light (within 25) in the rest: in the model's order
     most (vector of columns, quad) blocks would take a correction step, past LANE_FIX_MAX; in
     pair_order's order each heavy step pairs with a light one and none does, which saves more
-    than copying the rows costs (pair_order.copy_pays), so quads16 takes it unforced and
+    than copying the rows costs (groups.copy_pays), so quads16 takes it unforced and
     reads A's rows from a copy in that order (pairs_matmul.place, _reorder_rows: 37 rows of
     int8 activations with their sign bits flipped). Equal to the scalar kernel and the
     references bit for bit; the constants hold the order's table and no corrections. Under an
@@ -353,8 +353,8 @@ def test_qmatmul_reads_its_rows_in_pair_order(level, tmp_path):
     lanes = 8 if level.lanes == 8 else 16
     assert Quads16.lane_share(wt, lanes) > LANE_FIX_MAX, Quads16.lane_share(wt, lanes)
     assert order is not None and Quads16.lane_share(wt[:, order], lanes) == 0
-    assert pair_order.copy_pays(wt, order)
-    assert not pair_order.copy_pays(wt[:40], order)  # 40 columns: the copy would not pay
+    assert copy_pays(wt, order)
+    assert not copy_pays(wt[:40], order)  # 40 columns: the copy would not pay
     info, got = same_as_references(model, feeds, tmp_path, [
         level.options, dict(level.options, kernel_variants={"QMatMul": "default"})],
         ort_lsb=None)

@@ -214,10 +214,16 @@ class Quads16(Quads):
 
     @staticmethod
     def order(node) -> np.ndarray | None:
-        """The input channels of a pointwise QConv in the order its kernel packs them (the
-        pairs pmaddubsw adds, pair_order.py), or None: the model's order."""
+        """The input channels of a pointwise QConv, or the K of a QMatMul where the copy of
+        its rows pays (copy_pays), in the order its kernel packs them (the pairs pmaddubsw
+        adds, pair_order.py), or None: the model's order. Decided once per node."""
         from glowpy.codegen.kernels.int8 import pair_order
-        return pair_order.order_of(node)
+        order = pair_order.order_of(node)
+        if order is None or node.op != "QMatMul":
+            return order
+        if "_copy_pays" not in node.attrs:
+            node.attrs["_copy_pays"] = copy_pays(node.inputs[1].const, order)
+        return order if node.attrs["_copy_pays"] else None
 
     @classmethod
     def ordered(cls, node, w: np.ndarray) -> np.ndarray:
@@ -328,6 +334,26 @@ class Quads16(Quads):
         wd = declare(b.module, PMADD[w], ir.FunctionType(acc.type, [ht, ht]))
         pairs = b.call(ub, [b.bitcast(act, bt), b.bitcast(wt, bt)])  # (unsigned, signed)
         return b.add(acc, b.call(wd, [pairs, cg.const(ht, 1)]))
+
+
+# A QMatMul reads its rows in the order from a copy (pairs_matmul._reorder_rows: bytes moved
+# through the order's table, 16 a step by vpinsrb as LLVM vectorizes it; 0.7 cycles a byte,
+# 1.5% of the cycles of 99 x 1024 by 1024 x 1024 as AVX2 code on a Zen 5, perf); a
+# correction step costs a row about one cycle (its pmaddubsw + pmaddwd of the rows' quad by a
+# vector of columns). LANES: AVX2's int32 lanes, quads16's main target (AVX-512BW without
+# VNNI counts half the vectors)
+COPY, LANES = 0.7, 8
+
+
+def copy_pays(w: np.ndarray, order: np.ndarray) -> bool:
+    """Do the correction steps a row saves in `order` ((vector, quad) blocks over [N, K]
+    weights w) outweigh the copy of its K bytes? onnxruntime's per-channel quantizer, 8 lanes:
+    N = 1024 by K = 1024 24% -> 14% of the blocks, 3.3 steps a row saved a byte moved; a
+    transformer's 256 x 256 projections 42% -> 21%, 1.7; the Conformer's subsampling Linear
+    (K = 4864, N = 256) 10.7% -> 0, 0.85; 40 columns over K = 128 where the order leaves none
+    of 34%, 0.43: that one keeps the model's order."""
+    saved = Quads16.lane_share(w, LANES) - Quads16.lane_share(w[:, order], LANES)
+    return saved * (w.shape[1] // 4) * -(-w.shape[0] // LANES) > COPY * w.shape[1]
 
 
 # registers a grouping's multiply-add holds besides a register tile: quads16 keeps pmaddwd's

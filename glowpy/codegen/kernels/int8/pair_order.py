@@ -29,8 +29,8 @@ def order_of(node) -> np.ndarray | None:
     """The input channels of a pointwise QConv (one group, C a multiple of 4), or the K of a
     QMatMul's constant [N, K] weights, in the order quads16 packs them, or None: the model's
     order (a window layer, or no fewer corrected quads). A QMatMul reads its rows in that
-    order from a copy where it has one (pairs_matmul.place). Computed once per node and its
-    weights."""
+    order from a copy where it has one and it pays (pairs_matmul.place, groups.copy_pays).
+    Computed once per node and its weights."""
     if node.op == "QMatMul":
         if node.inputs[1].const is None or node.inputs[1].const.ndim != 2:
             return None
@@ -41,31 +41,8 @@ def order_of(node) -> np.ndarray | None:
     if have is not None and have[0] is w:
         return have[1]
     order = None if w is None else order_for(w.reshape(w.shape[0], -1))
-    if order is not None and node.op == "QMatMul" and not copy_pays(w, order):
-        order = None
     _orders[node] = (w, order)
     return order
-
-
-# A QMatMul reads its rows in the order from a copy (pairs_matmul._reorder_rows: bytes moved
-# through the order's table, 16 a step by vpinsrb as LLVM vectorizes it; 0.7 cycles a byte,
-# 1.5% of the cycles of 99 x 1024 by 1024 x 1024 as AVX2 code on a Zen 5, perf); a
-# correction step costs a row about one cycle (its pmaddubsw + pmaddwd of the rows' quad by a
-# vector of columns). LANES: AVX2's int32 lanes, quads16's main target (AVX-512BW without
-# VNNI counts half the vectors)
-COPY, LANES = 0.7, 8
-
-
-def copy_pays(w: np.ndarray, order: np.ndarray) -> bool:
-    """Do the correction steps a row saves in `order` ((vector, quad) blocks over [N, K]
-    weights w) outweigh the copy of its K bytes? onnxruntime's per-channel quantizer, 8 lanes:
-    N = 1024 by K = 1024 24% -> 14% of the blocks, 3.3 steps a row saved a byte moved; a
-    transformer's 256 x 256 projections 42% -> 21%, 1.7; the Conformer's subsampling Linear
-    (K = 4864, N = 256) 10.7% -> 0, 0.85; 40 columns over K = 128 where the order leaves none
-    of 34%, 0.43: that one keeps the model's order."""
-    from glowpy.codegen.kernels.int8.groups import Quads16
-    saved = Quads16.lane_share(w, LANES) - Quads16.lane_share(w[:, order], LANES)
-    return saved * (w.shape[1] // 4) * -(-w.shape[0] // LANES) > COPY * w.shape[1]
 
 
 def order_for(w: np.ndarray) -> np.ndarray | None:

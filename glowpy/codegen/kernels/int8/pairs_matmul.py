@@ -26,7 +26,6 @@ from llvmlite import ir
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.conv.pointwise_strided import plan_tiles
 from glowpy.codegen.kernels import gaps
-from glowpy.codegen.kernels.int8 import pair_order
 from glowpy.codegen.kernels.int8.groups import HELD, Quads16, fix_steps, grouping
 from glowpy.codegen.kernels.int8.pairs import (GROUP, PairAcc, bias_of, chosen, chosen_kind,
                                                epilogue, simd_of, store_lanes, weights)
@@ -76,7 +75,7 @@ def emit(k, p):
     direct = g == 4 and kk % 4 == 0
     flip = direct and cg.is_signed(a.dtype)
     rows_in = k.inp(0)
-    order = pair_order.order_of(k.node) if isinstance(grp, Quads16) and direct else None
+    order = Quads16.order(k.node) if isinstance(grp, Quads16) and direct else None
     if order is not None and _scratch(k) is None:
         order = None  # no copy of A to read in that order (pairs_matmul.place)
     wk = k.const(1).reshape(n, kk)
@@ -177,7 +176,7 @@ def _scratch(k):
 
 def _reorder_rows(k, order, rows: int, kk: int):
     """A's rows copied into the scratch output with their K bytes in `order`
-    (pair_order.order_of: the pairs pmaddubsw adds that saturate least), a byte at a time
+    (groups.Quads16.order: the pairs pmaddubsw adds that saturate least), a byte at a time
     through a table of the order: rows x K byte moves once a call, against rows x K x N
     multiply-adds, so that the corrections, a vector step for every block of w columns and
     quad where one column saturates, come fewer: onnxruntime's per-channel quantizer's
@@ -204,7 +203,7 @@ def place(prog, caps, grow: bool = False) -> None:
         node = ins.node
         if ins.op != "QMatMul" or len(ins.outputs) != 1 or node is None or \
                 chosen_kind(caps, node) != "quads16" or ins.inputs[0].shape[-1] % 4 or \
-                pair_order.order_of(node) is None:
+                Quads16.order(node) is None:
             return None
         return ins.inputs[0].nbytes, SCRATCH, ins.inputs[0].dtype.name, 64
     gaps.place(prog, wants, grow=(lambda ins: True) if grow else None)
