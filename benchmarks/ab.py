@@ -77,6 +77,9 @@ def model_and_feeds(model: str, work: str, feeds_file: str | None) -> tuple[str,
         path = os.path.join(work, model + ".onnx")
         onnx.save(m, path)
         return path, feeds
+    if not os.path.isfile(model):
+        sys.exit(f"ab.py: error: model '{model}' does not exist; give an .onnx file or a zoo "
+                 "model's name")
     npz = feeds_file or model[:-5] + ".npz"
     if os.path.exists(npz):
         return model, dict(np.load(npz))

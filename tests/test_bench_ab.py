@@ -69,5 +69,9 @@ def test_errors(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
         f"ab.py: error: 'no-such-revision' is not a commit of {ROOT}; give a revision or '.'"]
+    r = run(tmp_path / "missing.onnx", ".", "--work", tmp_path / "w")
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"ab.py: error: model '{tmp_path / 'missing.onnx'}' does not exist; give an .onnx file "
+        "or a zoo model's name"]
     r = run(model, ". -no-such-option", "--work", tmp_path / "w")
     assert r.returncode == 1 and r.stderr.startswith("ab.py: error: variant '. -no-such-option' did not compile")

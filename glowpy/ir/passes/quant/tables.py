@@ -36,6 +36,12 @@ def _single(v):
 BYTE_MAPS = ("QTable", "Requantize")  # elementwise functions of one byte, per tensor
 
 
+def _every_byte(dt) -> np.ndarray:
+    """The 256 values of an 8-bit type in table order (QTable indexes by value - min)."""
+    lo = int(np.iinfo(dt).min)
+    return np.arange(lo, lo + 256).astype(dt)
+
+
 def _byte_map(n) -> bool:
     """n maps each 8-bit element to an 8-bit element by a function of that byte alone (its
     table, if any, a constant)."""
@@ -57,9 +63,7 @@ def _compose_chains(graph: Graph) -> None:
             nodes.append(n)
             continue
         x = p.inputs[0]
-        lo = int(np.iinfo(x.dtype).min)
-        grid = np.arange(lo, lo + 256).astype(x.dtype)
-        mid = p.opdef.reference(p, grid, *[v.const for v in p.inputs[1:]])[0]
+        mid = p.opdef.reference(p, _every_byte(x.dtype), *[v.const for v in p.inputs[1:]])[0]
         table = n.opdef.reference(n, np.asarray(mid, p.outputs[0].dtype),
                                   *[v.const for v in n.inputs[1:]])[0]
         t = graph.constant(np.asarray(table, n.outputs[0].dtype).reshape(-1), n.name + "_table")
@@ -91,8 +95,7 @@ def compose_tables(graph: Graph) -> Graph:
                 (ca is None and cb is None and n.inputs[0].shape != n.inputs[1].shape):
             nodes.append(n)
             continue
-        lo = int(np.iinfo(xa.dtype).min)
-        grid = np.arange(lo, lo + 256).astype(xa.dtype)
+        grid = _every_byte(xa.dtype)
         table = n.opdef.reference(n, grid if ta is None else ta, grid if tb is None else tb)[0]
         t = graph.constant(np.asarray(table, y.dtype).reshape(-1), n.name + "_table")
         nodes.append(make_node(graph, "QTable", [xa, t], {}, n.name, out=y))
