@@ -52,12 +52,15 @@ def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | 
 
     from glowpy.ir.passes.dilated import space_to_batch
     from glowpy.ir.passes.gemm_operands import transpose_runtime_b
+    from glowpy.ir.passes.matvec import swap_columns
     from glowpy.ir.passes.quant.float_exact import qconv_in_float
     from glowpy.ir.passes.split_reduction import split_reduction
     from glowpy.codegen.kernels.conv import pointwise_packed, winograd_select as wg
     from glowpy.codegen.kernels.vectors import Simd
     width = Simd.of(caps).width
     def first(graph):
+        if width > 1:  # one column adds no activation bytes: memory-first targets too
+            graph = swap_columns(graph, width, not memory_first)
         if qconv is None:
             return graph
         if qconv == "auto":
