@@ -15,10 +15,14 @@ useful product. Swapped, A's M rows lie on the lanes and every lane works.
 - A batched run-time A is left alone (no kernel takes a batched transB), and so is a
   run-time A by several columns.
 
-AVX2 code (-mcpu znver3) against onnxruntime's AVX2 kernels, this Zen 5, best of 3
-alternating rounds (`benchmarks/ab.py`): a constant [256, 64, 64] by [256, 64, 1] 181 -> 48
+AVX2 code (-mcpu znver3) against onnxruntime's AVX2 kernels on the Zen 5 of
+docs/performance.md (forty-eighth session), best of 3 alternating rounds (`benchmarks/ab.py`):
+a constant [256, 64, 64] by [256, 64, 1] 181 -> 48
 us (onnxruntime 64), a constant 1024 x 1024 by 1024 x 1 289 -> 45 us (onnxruntime 47), a
-run-time 1024 x 1024 by 1024 x 1 245 -> 42 us (onnxruntime 58); by four columns COLS.
+run-time 1024 x 1024 by 1024 x 1 230 -> 43 us (onnxruntime 51); a constant 1024 x 1024 by
+1024 x 4 253 -> 86 us (onnxruntime 229), 512 x 2048 by 2048 x 3 206 -> 62 (222). A stack of
+four RWKV blocks in their parallel form (a [256, 64, 64] decay matrix by exp(k) and exp(k) v
+per block): 1.02 -> 0.69 of onnxruntime's time.
 
 The fused epilogue stays on the product, its operands with their last two dims swapped: for
 one column a view (they broadcast to [..., M, 1]), for a few a constant transposed at compile

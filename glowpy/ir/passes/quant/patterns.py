@@ -247,10 +247,15 @@ class Folder:
         return True
 
     def fold_MaxPool(self, host, act, yq, out, q):
+        """MaxPool, ReduceMax, ReduceMin: a positive scale keeps the order, so the integer
+        maximum (minimum) is the float one's value on the same grid (the other inputs are the
+        axes). (GlobalMaxPool stays float: its kernel is float-only.)"""
         x = dq_operand(host.inputs[0])
         if x is None or len(host.outputs) != 1:
             return False
-        return self.order_preserving(host, x, [x.value], act, yq, out, q)
+        return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
+
+    fold_ReduceMax = fold_ReduceMin = fold_MaxPool
 
     def fold_Concat(self, host, act, yq, out, q):
         ops = [dq_operand(x) for x in host.inputs if x is not None]

@@ -3,12 +3,15 @@ patterns.py) and profile-guided quantization (profile.py) share.
 
   VIEWS        the registry's "view" ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity): same
                values under another shape.
-  MOVES        VIEWS, Transpose and Slice: ops that only move or select values, so an int8
-               tensor passes through them unchanged, on its own grid. Transpose and Slice are no
-               "view" in the registry's sense (they need a kernel that permutes or gathers the
-               data, where a view is a free reinterpretation) but for quantization only the
-               values matter. (Split, several outputs, is folded output by output as Slices:
-               patterns.Folder.fold_Split.)
+  MOVES        VIEWS, Transpose, Slice, the gathers (Gather, GatherElements, GatherND),
+               DepthToSpace, SpaceToDepth, Tile and Expand: ops that only move, select or
+               repeat values, so an int8 tensor passes through them unchanged, on its own
+               grid. They are no "view" in the registry's sense (they need a kernel that
+               permutes or gathers the data, where a view is a free reinterpretation) but for
+               quantization only the values matter. (Split, several outputs, is folded output
+               by output as Slices: patterns.Folder.fold_Split.) onnxruntime's quantizer puts
+               QDQ pairs around each of them; left in float, an embedding table read by
+               Gather was stored dequantized (DLRM's 26 tables: 27.8 -> 7.9 MB of weights).
   ACTS         activations a requantization absorbs as its clamp [lo, hi] (act_bounds).
   HOSTS        ops whose result such an activation may clamp before the QuantizeLinear.
   SAME_GRID    ops whose output keeps its input's (scale, zero point): MaxPool selects values.
@@ -22,7 +25,8 @@ from glowpy.ir.ops.elementwise import UNARY
 from glowpy.ir.passes.util import only_user
 
 VIEWS = frozenset(name for name, op in all_ops().items() if "view" in op.traits)
-MOVES = VIEWS | {"Transpose", "Slice"}
+MOVES = VIEWS | {"Transpose", "Slice", "Gather", "GatherElements", "GatherND", "DepthToSpace",
+                 "SpaceToDepth", "Tile", "Expand"}
 ACTS = frozenset({"Relu", "Clip"})
 HOSTS = frozenset({"Conv", "MatMul", "Gemm", "Add", "Mul", "AveragePool", "GlobalAveragePool",
                    "MaxPool", "Concat"}) | MOVES | (set(UNARY) - ACTS)
