@@ -90,24 +90,28 @@ def repeat_factor(lv: _Level) -> tuple[int, int] | None:
     return (f, n) if f > 1 and np.array_equal(t.idx[0], np.arange(lv.size) // f) else None
 
 
-def repeat_run(k, off, out_off, f: int, n_in: int):
+def repeat_run(k, off, out_off, f: int, n_in: int, dtype):
     """Output run [out_off, out_off + f*n_in) = each of input[off : off + n_in] f times: a vector
     of input, f shuffles, f stores (the table loop costs a load of the table, a load and a store
-    per output element: YOLO's 2x neck upsampling ran 3.2x onnxruntime's time)."""
+    per output element: YOLO's 2x neck upsampling ran 3.2x onnxruntime's time). A vector is a
+    float vector's bytes of any element type (32 int8 values on AVX2: the QDQ models' nearest
+    upsampling on their integers, quant/moves.py)."""
     b = k.b
-    vec = Vec(k, Simd.of(k.caps))
-    v_w = vec.w
+    ety = cg.llvm_type(dtype)
+    v_w = Simd.of(k.caps).width * 4 // np.dtype(dtype).itemsize
+    vty = ir.VectorType(ety, v_w)
     full = n_in // v_w
     if full:
         with k.for_range(full, name="rv") as j:
-            v = vec.load(k.inp(0), b.add(off, b.mul(j, k.c(v_w))))
+            v = b.load(cg.gep(b, k.inp(0), b.add(off, b.mul(j, k.c(v_w))), ety), typ=vty, align=1)
             dst = b.add(out_off, b.mul(j, k.c(v_w * f)))
             for q in range(f):
                 lanes = ir.Constant(ir.VectorType(cg.I32, v_w), [(q * v_w + i) // f for i in range(v_w)])
-                vec.store(b.shuffle_vector(v, v, lanes), k.out(), b.add(dst, k.c(q * v_w)))
+                b.store(b.shuffle_vector(v, v, lanes), cg.gep(b, k.out(), b.add(dst, k.c(q * v_w)), ety),
+                        align=1)
     if n_in % v_w:
         with k.for_range(n_in, start=full * v_w, name="rt") as j:
-            x = k.load(k.inp(0), b.add(off, j), np.float32)
+            x = k.load(k.inp(0), b.add(off, j), dtype)
             dst = b.add(out_off, b.mul(j, k.c(f)))
             for q in range(f):
                 k.store(x, k.out(), b.add(dst, k.c(q)))
@@ -124,8 +128,8 @@ def emit_resample(k):
     ety = cg.llvm_type(y.dtype)
     fill_v = cg.const(ety, fill)
     weighted = any(lv.taps.w is not None for lv in levels)
-    repeat = repeat_factor(levels[-1]) if levels and x.dtype == np.float32 and \
-        Simd.of(k.caps).width > 1 else None
+    repeat = repeat_factor(levels[-1]) if levels and Simd.of(k.caps).width > 1 and \
+        x.dtype.kind in "iuf" and x.dtype.itemsize <= 4 else None
     big = int(np.prod(x.shape)) >= 2 ** 31
     name = k.instr.op.lower()
 
@@ -185,7 +189,7 @@ def emit_resample(k):
         t = lv.taps
         if i == len(levels) - 1 and repeat is not None and len(combos) == 1 and not looped \
                 and valid is None:
-            return repeat_run(k, combos[0][0], out_off, *repeat)
+            return repeat_run(k, combos[0][0], out_off, *repeat, x.dtype)
         if t.affine:
             if t.lo > 0:
                 fill_range(out_off, k.c(t.lo * lv.out_st))

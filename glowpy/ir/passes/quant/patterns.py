@@ -18,6 +18,7 @@ from glowpy.ir.ops.qops import softmax_table
 from glowpy.ir.ops.quant import CONV_ATTRS
 from glowpy.ir.passes.quant.operands import (Operand, const_weight, dq_operand, fold_zero_point,
                                              integer_weights, reads_padding, tensor_params)
+from glowpy.ir.passes.quant.moves import MoveFolds
 from glowpy.ir.passes.quant.rules import MOVES, act_bounds, clamped_host
 from glowpy.ir.passes.util import insert_node, only_user
 
@@ -25,7 +26,10 @@ POOL_ATTRS = ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pad
               "dilations")
 
 
-class Folder:
+class Folder(MoveFolds):
+    """The patterns at a QuantizeLinear (fold); the ops that move or select values are
+    moves.MoveFolds'."""
+
     def __init__(self, graph: Graph):
         self.g = graph
         self.mode = getattr(graph, "quant_rounding", "even")
@@ -224,73 +228,6 @@ class Folder:
     def fold_GlobalAveragePool(self, host, act, yq, out, q):
         x = host.inputs[0]
         return self.fold_AveragePool(host, act, yq, out, q, kernel=list(x.shape[2:]))
-
-    def same_grid(self, x: Operand, yq, act) -> bool:
-        """Is requantizing x to the output's grid (and the activation's clamp) a no-op?"""
-        ys, yz, dt = yq
-        attrs = self.req_attrs(ys, yz, dt, act)
-        info = np.iinfo(dt)
-        return x.s == ys and x.z == yz and x.value.dtype == dt and \
-            (attrs["lo"], attrs["hi"]) == (info.min, info.max)
-
-    def order_preserving(self, host, x: Operand, inputs, act, yq, out, q, op=None, name=None):
-        """MaxPool, Concat, rules.MOVES: the host op (or `op`, attributes-free) itself on the
-        integer values (it only moves or selects them), then the rescale to the output's grid if
-        that is not a no-op."""
-        op, attrs, name = (host.op, dict(host.attrs), host.name) if op is None else (op, {}, name)
-        if self.same_grid(x, yq, act):
-            self.node(op, inputs, attrs, out, name, q)
-            return True
-        y = self.node(op, inputs, attrs, None, name, q)
-        ys, yz, dt = yq
-        self.rescale(Operand(y, x.scale, x.zp, None), ys, yz, dt, act, q, name, out)
-        return True
-
-    def fold_MaxPool(self, host, act, yq, out, q):
-        """MaxPool, ReduceMax, ReduceMin: a positive scale keeps the order, so the integer
-        maximum (minimum) is the float one's value on the same grid (the other inputs are the
-        axes). (GlobalMaxPool stays float: its kernel is float-only.)"""
-        x = dq_operand(host.inputs[0])
-        if x is None or len(host.outputs) != 1:
-            return False
-        return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
-
-    fold_ReduceMax = fold_ReduceMin = fold_MaxPool
-
-    def fold_Concat(self, host, act, yq, out, q):
-        ops = [dq_operand(x) for x in host.inputs if x is not None]
-        ys, yz, dt = yq
-        if not ops or any(o is None or o.value.dtype != dt for o in ops):
-            return False
-        parts = [self.rescale(o, ys, yz, dt, None, q, f"{host.name}_in{i}")
-                 for i, o in enumerate(ops)]
-        grid = Operand(parts[0], np.float32(ys), np.asarray(yz), None)
-        return self.order_preserving(host, grid, parts, act, yq, out, q)
-
-    def fold_move(self, host, act, yq, out, q):
-        """rules.MOVES: the op on the integer values (its other inputs are shape operands)."""
-        x = dq_operand(host.inputs[0])
-        if x is None:
-            return False
-        return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
-
-    def fold_Split(self, host, act, yq, out, q):
-        """One output of a Split (each has its own QuantizeLinear) as a Slice of the integer
-        values, which lowering makes a part of its input where it is contiguous (no copy), and
-        the rescale to that output's grid. Gated convolutions split a convolution's channels
-        in two (WaveNet's tanh x sigmoid, GLU, YOLOv8's C2f): left in float, the
-        DequantizeLinear and the two QuantizeLinear around each Split took 22% of the time of
-        the convolution before them (WaveNet int8, AVX2 code, Zen 5)."""
-        x = dq_operand(host.inputs[0])
-        if x is None:
-            return False
-        i = host.outputs.index(q.inputs[0])
-        ax, sizes = host.opdef.sizes(host)
-        start = sum(sizes[:i])
-        bounds = [self.const(np.asarray(v, np.int64), f"{host.name}_{i}_{k}") for k, v in
-                  (("starts", [start]), ("ends", [start + sizes[i]]), ("axes", [ax]))]
-        return self.order_preserving(host, x, [x.value] + bounds, act, yq, out, q, op="Slice",
-                                     name=f"{host.name}_{i}")
 
     def fold_DequantizeLinear(self, host, act, yq, out, q):
         x = dq_operand(host.outputs[0])
