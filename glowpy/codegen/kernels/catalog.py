@@ -30,7 +30,9 @@ def graph_rewrites(memory_first: bool):
 
 
 def late_rewrites(caps, memory_first: bool, winograd: bool = True, qconv: str | None = None):
-    """The backend's step after the graph pipeline, where time comes first: a Gemm's
+    """The backend's step after the graph pipeline. On every vector target a float product of a
+    matrix by one column as that column, read as a row, by the matrix transposed, and where time
+    comes first by a few columns too (glowpy/ir/passes/matvec.py). Where time comes first: a Gemm's
     transposed run-time B as a Transpose and a row-major B (glowpy/ir/passes/gemm_operands.py)
     unless its few rows of A take dot products over B as it lies (gemm/dot.py);
     on vector targets with cache figures, dilated convolutions by phases where the
