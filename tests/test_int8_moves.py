@@ -1,9 +1,8 @@
 """Ops that only move, select or repeat values between QDQ pairs run on the integer values
-(glowpy/ir/passes/quant/rules.MOVES; MaxPool, ReduceMax and ReduceMin by
-patterns.Folder.fold_MaxPool): gathers from a quantized constant table and from activations,
-DepthToSpace, SpaceToDepth, Tile, Expand, ReduceMax, ReduceMin, nearest Resize, Pad
-(patterns.Folder.fold_Resize, fold_Pad). One model per integer type holds each of them
-twice, onto its input's grid (no instruction but the op) and onto another (the op and a
+(glowpy/ir/passes/quant/moves.py, rules.MOVES): gathers from a quantized constant table and
+from activations, DepthToSpace, SpaceToDepth, Tile, Expand, ReduceMax, ReduceMin,
+GlobalMaxPool, nearest Resize and Pad. One model per integer type holds each of them twice,
+onto its input's grid (no instruction but the op) and onto another (the op and a
 Requantize); only a linear Resize and a Pad by a value off the grid keep their
 DequantizeLinear and QuantizeLinear. Outputs equal onnxruntime's (the linear Resize within
 1 LSB), and a quantized table is stored as its bytes."""
@@ -44,6 +43,7 @@ def cases(m, dt, lo):
                                            xs, xz), xs, m.zp(xz)), i64([1, 4, 6, 8])]),
         "ReduceMax": m.op("ReduceMax", [x()], axes=[3], keepdims=0),
         "ReduceMin": m.op("ReduceMin", [x()], axes=[1, 2], keepdims=1),
+        "GlobalMaxPool": m.op("GlobalMaxPool", [x()]),
         "Resize_scales": m.op("Resize", [x(), "", m.c(np.array([1, 1, 2, 2], np.float32))],
                               mode="nearest"),
         "Resize_sizes": m.op("Resize", [x(), "", "", i64([1, 4, 9, 13])], mode="nearest",
@@ -99,10 +99,11 @@ def test_moves_stay_integer(dtype, tmp_path):
     np.testing.assert_array_equal(got[names[2]], x[:, [2, 0, 1, 2]])  # Gather onto x's grid
     np.testing.assert_array_equal(got[names[12]], np.tile(x, (1, 2, 1, 3)))  # Tile
     np.testing.assert_array_equal(got[names[16]], x.max(axis=3))  # ReduceMax
-    np.testing.assert_array_equal(got[names[20]], x.repeat(2, 2).repeat(2, 3))  # nearest x2
+    np.testing.assert_array_equal(got[names[20]], x.max(axis=(2, 3), keepdims=True))
+    np.testing.assert_array_equal(got[names[22]], x.repeat(2, 2).repeat(2, 3))  # nearest x2
     padded = np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 1)], constant_values=120 + lo)
-    np.testing.assert_array_equal(got[names[24]], padded)  # Pad with 0: the zero point
-    np.testing.assert_array_equal(got[names[26]], padded + 10 * (padded == 120 + lo) *
+    np.testing.assert_array_equal(got[names[26]], padded)  # Pad with 0: the zero point
+    np.testing.assert_array_equal(got[names[28]], padded + 10 * (padded == 120 + lo) *
                                   (np.pad(np.zeros_like(x), [(0, 0), (0, 0), (1, 2), (2, 1)],
                                           constant_values=1)))  # 0.5: 10 steps of 0.05
 

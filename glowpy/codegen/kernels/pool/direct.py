@@ -101,13 +101,23 @@ def emit_global_pool(k, params=None):
     f32 = cg.llvm_type(x.dtype)
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
+    floaty = cg.is_float(x.dtype)
+    if not floaty and not is_max:
+        raise ModelError(f"node '{k.node.name}' (GlobalAveragePool): {x.dtype.name} input is "
+                         "not supported (float only)")
+    icmp = b.icmp_signed if cg.is_signed(x.dtype) else b.icmp_unsigned
     acc_p = cg.alloca_in_entry(b, f32, "acc")
     with k.for_range(planes, name="p") as p:
         base = b.mul(p, k.c(plane))
-        b.store(cg.const(f32, -np.inf if is_max else 0.0), acc_p)
+        b.store(cg.const(f32, (-np.inf if is_max else 0.0) if floaty else np.iinfo(x.dtype).min),
+                acc_p)
         with k.for_range(plane, name="z") as z:
             v = k.load(k.inp(0), b.add(base, z), x.dtype)
             acc = b.load(acc_p)
-            b.store(fmax(b, v, acc) if is_max else b.fadd(acc, v), acc_p)
+            if not floaty:  # the integers of a QDQ model's GlobalMaxPool (quant/moves.py)
+                acc = b.select(icmp(">", v, acc), v, acc)
+            else:
+                acc = fmax(b, v, acc) if is_max else b.fadd(acc, v)
+            b.store(acc, acc_p)
         r = b.load(acc_p)
         k.store(r if is_max else b.fdiv(r, cg.const(f32, plane)), k.out(), p)

@@ -35,15 +35,15 @@ class MoveFolds:
         return True
 
     def fold_MaxPool(self, host, act, yq, out, q):
-        """MaxPool, ReduceMax, ReduceMin: a positive scale keeps the order, so the integer
-        maximum (minimum) is the float one's value on the same grid (the other inputs are the
-        axes). (GlobalMaxPool stays float: its kernel is float-only.)"""
+        """MaxPool, GlobalMaxPool, ReduceMax, ReduceMin: a positive scale keeps the order, so
+        the integer maximum (minimum) is the float one's value on the same grid (the other
+        inputs are the axes)."""
         x = dq_operand(host.inputs[0])
         if x is None or len(host.outputs) != 1:
             return False
         return self.order_preserving(host, x, [x.value] + host.inputs[1:], act, yq, out, q)
 
-    fold_ReduceMax = fold_ReduceMin = fold_MaxPool
+    fold_GlobalMaxPool = fold_ReduceMax = fold_ReduceMin = fold_MaxPool
 
     def fold_Concat(self, host, act, yq, out, q):
         ops = [dq_operand(x) for x in host.inputs if x is not None]
