@@ -85,10 +85,25 @@ def _extent(g) -> int:
 def live_profile(groups, pairs, n_instr: int) -> list[int]:
     """Bytes that must be live at each instruction (see module docstring)."""
     prof = [0] * max(n_instr, 1)
-    events: dict = {}
+    by_group: dict = {}
     for g in groups:
         for m in g:
-            for t in range(max(m.start, 0), min(m.end, n_instr - 1) + 1):
+            by_group.setdefault(m.group, []).append(m)
+    # a group of one member adds its bytes over its lifetime: a difference array, not one
+    # event per instruction (an unrolled Mamba-style int8 model's 2,000 tensors, hundreds of
+    # instructions long, made this a quarter of its compile)
+    diff = [0] * (len(prof) + 1)
+    events: dict = {}
+    for ms in by_group.values():
+        for m in ms:
+            a, b = max(m.start, 0), min(m.end, n_instr - 1)
+            if a > b:
+                continue
+            if len(ms) == 1:
+                diff[a] += m.hi - m.lo
+                diff[b + 1] -= m.hi - m.lo
+                continue
+            for t in range(a, b + 1):
                 events.setdefault(t, {}).setdefault(m.group, []).append((m.lo, m.hi))
     for t, per in events.items():
         total = 0
@@ -103,6 +118,10 @@ def live_profile(groups, pairs, n_instr: int) -> list[int]:
                     cur_hi = max(cur_hi, hi)
             total += cur_hi - cur_lo
         prof[t] = total
+    run = 0
+    for t in range(len(prof)):
+        run += diff[t]
+        prof[t] += run
     mem = {id(m): m for g in groups for m in g}
     for (a, b), d in pairs.items():
         mi, mo = mem[a], mem[b]
@@ -138,13 +157,15 @@ def place(groups, order, pairs, mirror: bool = False) -> list[int]:
         return (ext[g] - m.hi, ext[g] - m.lo) if mirror else (m.lo, m.hi)
 
     def near(m):
-        seen, out = set(), []
+        # each bucket a dict by entry, merged by dict.update (C, not a Python loop over every
+        # entry: an unrolled Mamba-style int8 model's long-lived members span hundreds of
+        # buckets, and the loop took a third of its compile)
+        out: dict = {}
         for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
-            for e in buckets.get(k, ()):
-                if id(e) not in seen:
-                    seen.add(id(e))
-                    out.append(e)
-        return out
+            d = buckets.get(k)
+            if d:
+                out.update(d)
+        return out.values()
 
     for gi in order:
         forbidden = []
@@ -180,7 +201,7 @@ def place(groups, order, pairs, mirror: bool = False) -> list[int]:
         for m in groups[gi]:
             e = (m, off + span(m, gi)[0], off + span(m, gi)[1])
             for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
-                buckets.setdefault(k, []).append(e)
+                buckets.setdefault(k, {})[id(m)] = e
     if mirror:
         top = max((o + e for o, e in zip(offsets, ext)), default=0)
         offsets = [top - o - e for o, e in zip(offsets, ext)]
