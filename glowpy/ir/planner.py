@@ -136,6 +136,7 @@ def lower_bound(groups, pairs, n_instr: int) -> int:
 
 SEARCH_WORK = 200 * 64  # group placements the seeded swap search may spend per plan
 PLACE_BUCKET = 8  # instructions per lifetime bucket of place()'s index
+LONG_BUCKETS = 16  # a member whose lifetime spans this many buckets is filed once, apart
 
 
 def place(groups, order, pairs, mirror: bool = False) -> list[int]:
@@ -152,6 +153,7 @@ def place(groups, order, pairs, mirror: bool = False) -> list[int]:
     # members live near its own lifetime, not all of them (comparing with every placed
     # member made each placement quadratic in the model: DenseNet-121's plans took minutes)
     buckets: dict = {}
+    longs: dict = {}  # placed members spanning LONG_BUCKETS buckets or more
 
     def span(m, g):
         return (ext[g] - m.hi, ext[g] - m.lo) if mirror else (m.lo, m.hi)
@@ -160,7 +162,7 @@ def place(groups, order, pairs, mirror: bool = False) -> list[int]:
         # each bucket a dict by entry, merged by dict.update (C, not a Python loop over every
         # entry: an unrolled Mamba-style int8 model's long-lived members span hundreds of
         # buckets, and the loop took a third of its compile)
-        out: dict = {}
+        out = dict(longs)
         for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
             d = buckets.get(k)
             if d:
@@ -200,6 +202,9 @@ def place(groups, order, pairs, mirror: bool = False) -> list[int]:
         offsets[gi] = off
         for m in groups[gi]:
             e = (m, off + span(m, gi)[0], off + span(m, gi)[1])
+            if m.end // PLACE_BUCKET - m.start // PLACE_BUCKET >= LONG_BUCKETS:
+                longs[id(m)] = e  # met by most members: once, not once per bucket
+                continue
             for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
                 buckets.setdefault(k, {})[id(m)] = e
     if mirror:
