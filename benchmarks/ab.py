@@ -183,13 +183,10 @@ def main(argv=None) -> int:
     for i, (label, secs, _) in enumerate(sides):
         diff = max(float(np.max(np.abs(np.asarray(o, np.float64) - f), initial=0.0))
                    for o, f in zip(outs[i], outs[0]))
-        err = "; ".join(
-            [f"{perf.quanta(grid, ort_grid):.3g} quanta" for grid, ort_grid in [(
-                [o for o, g in zip(outs[i], on_grid) if g],
-                [o for o, g in zip(ort.outputs, on_grid) if g])] if grid] +
-            [f"{max(e / t for e, t in errors(fl, ort_fl)):.3g}" for fl, ort_fl in [(
-                [o for o, g in zip(outs[i], on_grid) if not g],
-                [o for o, g in zip(ort.outputs, on_grid) if not g])] if fl])
+        grid = [(o, e) for o, e, g in zip(outs[i], ort.outputs, on_grid) if g]
+        flt = [(o, e) for o, e, g in zip(outs[i], ort.outputs, on_grid) if not g]
+        err = "; ".join(([f"{perf.quanta(*map(list, zip(*grid))):.3g} quanta"] if grid else []) +
+                        ([f"{max(e / t for e, t in errors(*zip(*flt))):.3g}"] if flt else []))
         print(f"| {label} | {secs:.1f} | {best[i]:.4g} | {best[i] / best[0]:.3f} | "
               f"{best[i] / best_ort:.3f} | {diff:.3g} | {err} |")
     print(f"| onnxruntime | | {best_ort:.4g} | {best_ort / best[0]:.3f} | 1.000 | | |")

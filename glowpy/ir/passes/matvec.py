@@ -53,6 +53,12 @@ def _columns(n: Node, width: int, transposes: bool) -> int:
     return cols if few and all(x.is_const for x in n.inputs[epilogue.base_count(n):]) else 0
 
 
+def _reshape(graph: Graph, v: Value, shape, name: str, out: Value | None = None) -> Node:
+    """A Reshape of v to `shape` (a view), into `out` if given."""
+    return make_node(graph, "Reshape", [v, graph.constant(np.array(shape, np.int64), name + "_shape")],
+                     {}, name, out=out)
+
+
 def _swapped(graph: Graph, v: Value, rank: int, name: str, pre: list) -> Value:
     """An operand broadcasting to a product of `rank` dims, with its last two dims swapped:
     a transposed constant, or a run-time value of last dim 1 as a view."""
@@ -64,9 +70,7 @@ def _swapped(graph: Graph, v: Value, rank: int, name: str, pre: list) -> Value:
     if shape[-2] == 1:
         return v
     assert shape[-1] == 1, (v, rank)
-    r = make_node(graph, "Reshape", [v, graph.constant(
-        np.array(shape[:-2] + (1, shape[-2]), np.int64), name + "_shape")], {}, name)
-    pre.append(r)
+    pre.append(r := _reshape(graph, v, shape[:-2] + (1, shape[-2]), name))
     return r.outputs[0]
 
 
@@ -106,8 +110,7 @@ def swap_columns(graph: Graph, width: int, transposes: bool) -> Graph:
             prod = Node("MatMul", n.name, ins + extra, [], attrs)
         else:  # a 2-D run-time A by one column: one row of dot products (gemm/dot.py)
             if len(b.shape) == 1:
-                pre.append(r := make_node(graph, "Reshape", [b, graph.constant(
-                    np.array([1, b.shape[0]], np.int64), n.name + "_shape")], {}, n.name + "_row"))
+                pre.append(r := _reshape(graph, b, (1, b.shape[0]), n.name + "_row"))
                 row = r.outputs[0]
             attrs = {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 1, "broadcast": 0}
             ins, shape = [row, a], (1, m)
@@ -126,7 +129,6 @@ def swap_columns(graph: Graph, width: int, transposes: bool) -> Graph:
         if cols > 1:
             nodes.append(_turn(graph, v, n.name + "_cols", out=y))
         else:
-            nodes.append(make_node(graph, "Reshape", [v, graph.constant(
-                np.array(y.shape, np.int64), n.name + "_cols")], {}, n.name + "_cols", out=y))
+            nodes.append(_reshape(graph, v, y.shape, n.name + "_cols", out=y))
     graph.nodes = nodes
     return graph

@@ -11,6 +11,22 @@ from glowpy.codegen.registry import variant
 from glowpy.errors import ModelError
 
 
+def _reduce(k, is_max: bool, dtype):
+    """(first value, step(v, acc)) of a window's maximum (fmax's NaN rule on floats, the
+    integer maximum of a QDQ model's integers) or sum; an integer sum is refused."""
+    b = k.b
+    ty = cg.llvm_type(dtype)
+    if not cg.is_float(dtype):
+        if not is_max:
+            raise ModelError(f"node '{k.node.name}' ({k.node.op}): {np.dtype(dtype).name} input "
+                             "is not supported (float only)")
+        icmp = b.icmp_signed if cg.is_signed(dtype) else b.icmp_unsigned
+        return cg.const(ty, np.iinfo(dtype).min), lambda v, acc: b.select(icmp(">", v, acc), v, acc)
+    if is_max:
+        return cg.const(ty, -np.inf), lambda v, acc: fmax(b, v, acc)
+    return cg.const(ty, 0.0), lambda v, acc: b.fadd(acc, v)
+
+
 def _pool(k, is_max: bool):
     b = k.b
     node = k.node
@@ -20,14 +36,8 @@ def _pool(k, is_max: bool):
     planes = x.shape[0] * x.shape[1]
     plane_in, plane_out = int(np.prod(win.in_size)), int(np.prod(win.out_size))
     floaty = cg.is_float(y.dtype)
-    if not floaty and not is_max:
-        raise ModelError(f"node '{node.name}' (AveragePool): {y.dtype.name} input is not "
-                         "supported (float only)")
-    init = cg.const(f32, (-np.inf if is_max else 0.0) if floaty else np.iinfo(y.dtype).min)
+    init, step = _reduce(k, is_max, y.dtype)
     icmp = b.icmp_signed if cg.is_signed(y.dtype) else b.icmp_unsigned
-
-    def imax(v, acc):  # integer MaxPool (uint8/int8 images)
-        return b.select(icmp(">", v, acc), v, acc)
     indices = is_max and len(k.instr.outputs) > 1  # MaxPool's Indices output
     col_major = indices and node.attrs["storage_order"] == 1
 
@@ -70,8 +80,7 @@ def _pool(k, is_max: bool):
                     k.store(b.select(t, index_of(p, i_plane, xi), k.load(k.out(1), oi, np.int64)),
                             k.out(1), oi)
                 else:
-                    k.store((fmax(b, xv, acc) if floaty else imax(xv, acc)) if is_max
-                            else b.fadd(acc, xv), k.out(), oi)
+                    k.store(step(xv, acc), k.out(), oi)
 
         for_each_tap(k, win, body)
         if not is_max:
@@ -101,23 +110,13 @@ def emit_global_pool(k, params=None):
     f32 = cg.llvm_type(x.dtype)
     planes, plane = x.shape[0] * x.shape[1], int(np.prod(x.shape[2:]))
     is_max = k.instr.op == "GlobalMaxPool"
-    floaty = cg.is_float(x.dtype)
-    if not floaty and not is_max:
-        raise ModelError(f"node '{k.node.name}' (GlobalAveragePool): {x.dtype.name} input is "
-                         "not supported (float only)")
-    icmp = b.icmp_signed if cg.is_signed(x.dtype) else b.icmp_unsigned
+    init, step = _reduce(k, is_max, x.dtype)  # (integers: a QDQ model's, quant/moves.py)
     acc_p = cg.alloca_in_entry(b, f32, "acc")
     with k.for_range(planes, name="p") as p:
         base = b.mul(p, k.c(plane))
-        b.store(cg.const(f32, (-np.inf if is_max else 0.0) if floaty else np.iinfo(x.dtype).min),
-                acc_p)
+        b.store(init, acc_p)
         with k.for_range(plane, name="z") as z:
             v = k.load(k.inp(0), b.add(base, z), x.dtype)
-            acc = b.load(acc_p)
-            if not floaty:  # the integers of a QDQ model's GlobalMaxPool (quant/moves.py)
-                acc = b.select(icmp(">", v, acc), v, acc)
-            else:
-                acc = fmax(b, v, acc) if is_max else b.fadd(acc, v)
-            b.store(acc, acc_p)
+            b.store(step(v, b.load(acc_p)), acc_p)
         r = b.load(acc_p)
         k.store(r if is_max else b.fdiv(r, cg.const(f32, plane)), k.out(), p)
