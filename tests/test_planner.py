@@ -26,7 +26,8 @@ from glowpy.ir.graph import Graph
 from glowpy.ir.lower import lower
 from glowpy.ir.naive_bound import naive_liveness_bound
 from glowpy.ir.passes.pipeline import optimize
-from glowpy.ir.planner import Member, assign_offsets, build, lower_bound, plan
+from glowpy.ir.planner import (Member, assign_offsets, build, live_profile, lower_bound, place,
+                                plan)
 from glowpy.ir.program import ALIGN, align
 from glowpy.ir.program import ACTIVATION
 
@@ -119,6 +120,44 @@ def test_without_reuse_every_group_has_its_own_bytes(case):
     spans = sorted((o, o + max(m.hi for m in g)) for o, g in zip(offsets, groups))
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert size == sum(max(m.hi for m in g) for g in groups)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lifetime_sets(), st.randoms(use_true_random=False))
+def test_first_fit_takes_the_lowest_offset_that_conflicts_with_nothing_placed(case, rnd):
+    """first_fit.place compares each group with all placed members at once (numpy); checked
+    here against the definition, one candidate offset at a time."""
+    groups, pairs, n = case
+    order = list(range(len(groups)))
+    rnd.shuffle(order)
+    for mirror in (False, True):
+        offsets = place(groups, order, pairs, mirror)
+        assert all(o % ALIGN == 0 and o >= 0 for o in offsets)
+        assert not overlap_violations(groups, offsets, pairs)
+    offsets = place(groups, order, pairs)
+    for k, gi in enumerate(order):
+        placed = [groups[g] for g in order[:k]] + [groups[gi]]
+        for x in range(0, offsets[gi], ALIGN):  # every lower offset meets a placed member
+            trial = {g: offsets[g] for g in order[:k]} | {gi: x}
+            assert overlap_violations(placed, trial, pairs), (gi, x)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lifetime_sets())
+def test_live_profile_is_the_union_of_each_groups_live_bytes_less_granted_overlaps(case):
+    groups, pairs, n = case
+    mems = {id(m): m for g in groups for m in g}
+    expect = []
+    for t in range(n):
+        per = {}
+        for g in groups:
+            for m in g:
+                if m.start <= t <= m.end:
+                    per.setdefault(m.group, set()).update(range(m.lo, m.hi, ALIGN))
+        granted = sum(max(0, min(mems[b].size + d, mems[a].size)) for (a, b), d in pairs.items()
+                      if mems[a].start <= t <= mems[a].end and mems[b].start <= t <= mems[b].end)
+        expect.append(sum(len(v) for v in per.values()) * ALIGN - granted)
+    assert live_profile(groups, pairs, n) == expect
 
 
 # -- a byte-level checker of real plans -------------------------------------------------------

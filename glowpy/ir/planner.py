@@ -9,7 +9,7 @@ activation region is planned over lifetimes:
   * A group is placed at one 64-aligned offset, the lowest where none of its members overlaps
     a member of another group that is live at the same time -- except that a streaming window
     op's output may overlap its dying input by the allowance lowering recorded
-    (Program.overlaps).
+    (Program.overlaps). That fit is first_fit.place.
   * Several group orders are tried (largest first, longest lifetime first, largest area
     first, earliest first, the peak's buffers first, then seeded shuffles of the best) and the
     smallest region wins.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from glowpy.ir import liveness
+from glowpy.ir import first_fit, liveness
 from glowpy.ir.program import ACTIVATION, Buffer, Program, align, align_down
 
 
@@ -82,6 +82,18 @@ def _extent(g) -> int:
     return max(m.hi for m in g)
 
 
+def _union(ranges) -> int:
+    """Bytes covered by sorted (lo, hi) ranges."""
+    total, cur_lo, cur_hi = 0, None, None
+    for lo, hi in ranges:
+        if cur_hi is None or lo > cur_hi:
+            total += 0 if cur_hi is None else cur_hi - cur_lo
+            cur_lo, cur_hi = lo, hi
+        else:
+            cur_hi = max(cur_hi, hi)
+    return total + (0 if cur_hi is None else cur_hi - cur_lo)
+
+
 def live_profile(groups, pairs, n_instr: int) -> list[int]:
     """Bytes that must be live at each instruction (see module docstring)."""
     prof = [0] * max(n_instr, 1)
@@ -89,35 +101,24 @@ def live_profile(groups, pairs, n_instr: int) -> list[int]:
     for g in groups:
         for m in g:
             by_group.setdefault(m.group, []).append(m)
-    # a group of one member adds its bytes over its lifetime: a difference array, not one
-    # event per instruction (an unrolled Mamba-style int8 model's 2,000 tensors, hundreds of
-    # instructions long, made this a quarter of its compile)
+    # every group adds the union of its live members' ranges over each stretch of instructions
+    # where that set does not change: a difference array over the stretches, not one event per
+    # member per instruction (an unrolled sequence model's Concat of hundreds of step outputs,
+    # each live until the end, made this a quarter of its compile)
     diff = [0] * (len(prof) + 1)
-    events: dict = {}
     for ms in by_group.values():
-        for m in ms:
-            a, b = max(m.start, 0), min(m.end, n_instr - 1)
-            if a > b:
-                continue
-            if len(ms) == 1:
-                diff[a] += m.hi - m.lo
-                diff[b + 1] -= m.hi - m.lo
-                continue
-            for t in range(a, b + 1):
-                events.setdefault(t, {}).setdefault(m.group, []).append((m.lo, m.hi))
-    for t, per in events.items():
-        total = 0
-        for ranges in per.values():
-            ranges.sort()
-            cur_lo, cur_hi = ranges[0]
-            for lo, hi in ranges[1:]:
-                if lo > cur_hi:
-                    total += cur_hi - cur_lo
-                    cur_lo, cur_hi = lo, hi
-                else:
-                    cur_hi = max(cur_hi, hi)
-            total += cur_hi - cur_lo
-        prof[t] = total
+        spans = [(max(m.start, 0), min(m.end, n_instr - 1), m.lo, m.hi) for m in ms]
+        spans = [sp for sp in spans if sp[0] <= sp[1]]
+        if len(spans) == 1:
+            a, b, lo, hi = spans[0]
+            diff[a] += hi - lo
+            diff[b + 1] -= hi - lo
+            continue
+        cuts = sorted({sp[0] for sp in spans} | {sp[1] + 1 for sp in spans})
+        for a, b in zip(cuts, cuts[1:]):
+            total = _union(sorted((lo, hi) for s0, s1, lo, hi in spans if s0 <= a <= s1))
+            diff[a] += total
+            diff[b] -= total
     run = 0
     for t in range(len(prof)):
         run += diff[t]
@@ -135,82 +136,11 @@ def lower_bound(groups, pairs, n_instr: int) -> int:
 
 
 SEARCH_WORK = 200 * 64  # group placements the seeded swap search may spend per plan
-PLACE_BUCKET = 8  # instructions per lifetime bucket of place()'s index
-LONG_BUCKETS = 16  # a member whose lifetime spans this many buckets is filed once, apart
 
 
 def place(groups, order, pairs, mirror: bool = False) -> list[int]:
-    """First fit, groups in `order`: each at the lowest 64-aligned offset where it conflicts
-    with nothing placed. Returns the offset per group (index = group).
-
-    With `mirror` the fit runs from the top of the region down (offsets are computed in the
-    mirrored space x -> S - x and flipped back): a chain of streaming ops, each output placed
-    just below its input, then has room to grow instead of hitting offset 0."""
-    offsets = [0] * len(groups)
-    ext = [_extent(g) for g in groups]
-    # placed members, (member, absolute lo, absolute hi) in the space being filled, filed by
-    # PLACE_BUCKET-instruction spans of their lifetime: a member meets only those placed
-    # members live near its own lifetime, not all of them (comparing with every placed
-    # member made each placement quadratic in the model: DenseNet-121's plans took minutes)
-    buckets: dict = {}
-    longs: dict = {}  # placed members spanning LONG_BUCKETS buckets or more
-
-    def span(m, g):
-        return (ext[g] - m.hi, ext[g] - m.lo) if mirror else (m.lo, m.hi)
-
-    def near(m):
-        # each bucket a dict by entry, merged by dict.update (C, not a Python loop over every
-        # entry: an unrolled Mamba-style int8 model's long-lived members span hundreds of
-        # buckets, and the loop took a third of its compile)
-        out = dict(longs)
-        for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
-            d = buckets.get(k)
-            if d:
-                out.update(d)
-        return out.values()
-
-    for gi in order:
-        forbidden = []
-        for m in groups[gi]:
-            lo, hi = span(m, gi)
-            for c, clo, chi in near(m):
-                if m.start > c.end or c.start > m.end:
-                    continue
-                d_out = pairs.get((id(c), id(m)))  # m is the output of a streaming op reading c
-                d_in = pairs.get((id(m), id(c)))  # m is the input, c the output
-                if d_out is not None and not mirror:
-                    forbidden.append((clo + d_out - lo, chi - lo))
-                elif d_in is not None and not mirror:
-                    forbidden.append((clo - (hi - lo) - lo, clo - d_in - lo))
-                elif d_out is not None:  # mirrored: out_m >= in_m + si - so - D, or below
-                    e = (chi - clo) - (hi - lo) - d_out
-                    forbidden.append((clo - hi, clo + e - lo))
-                elif d_in is not None:
-                    e = (hi - lo) - (chi - clo) - d_in
-                    forbidden.append((clo - e - lo, chi - lo))
-                else:
-                    forbidden.append((clo - hi, chi - lo))
-        forbidden.sort()
-        off = 0
-        moved = True
-        while moved:
-            moved = False
-            for a, b in forbidden:
-                if a < off < b:
-                    off = align(b)
-                    moved = True
-        offsets[gi] = off
-        for m in groups[gi]:
-            e = (m, off + span(m, gi)[0], off + span(m, gi)[1])
-            if m.end // PLACE_BUCKET - m.start // PLACE_BUCKET >= LONG_BUCKETS:
-                longs[id(m)] = e  # met by most members: once, not once per bucket
-                continue
-            for k in range(m.start // PLACE_BUCKET, m.end // PLACE_BUCKET + 1):
-                buckets.setdefault(k, {})[id(m)] = e
-    if mirror:
-        top = max((o + e for o, e in zip(offsets, ext)), default=0)
-        offsets = [top - o - e for o, e in zip(offsets, ext)]
-    return offsets
+    """First fit of the groups in `order` (first_fit.place)."""
+    return first_fit.place(groups, order, pairs, [_extent(g) for g in groups], mirror)
 
 
 def _size(groups, offsets) -> int:

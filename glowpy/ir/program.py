@@ -109,6 +109,8 @@ class Program:
     kernels: list = field(default_factory=list)  # per instruction: its kernel function's name
     # kernel tables by content -> offset: equal tables are stored once (Kernel.add_table)
     tables: dict = field(default_factory=dict)
+    # indexes over the instructions that codegen helpers build once and many kernels read
+    memo: dict = field(default_factory=dict)
 
     @property
     def placeholders(self) -> list:
