@@ -91,6 +91,8 @@ def emit(k, p):
         buf.type = cg.PTR
     out32 = t["out_dtype"] == "int32"
     q_c, s_c = (None, None) if out32 else (channel_params(k, 3), channel_params(k, 4))
+    if q_c is not None:  # one multiplier for every column: read at run time, like zt
+        q_c = vec.isplat(k.runtime_int(q_c, "y_q"))
     et, yt = cg.llvm_type(a.dtype), cg.llvm_type(y.dtype)
 
     def pack(r0, count):

@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.kernels.int8.qadd_table import rescaled
-from glowpy.codegen.kernels.int8.quant import I32, clamp, clamp_store, finish, requantize
+from glowpy.codegen.kernels.int8.quant import I32, clamp, clamp_store, requantize
 from glowpy.codegen.kernels.vectors import Simd
 from glowpy.codegen.registry import variant
 from glowpy.ir import qmath
@@ -109,6 +109,30 @@ def emit(k, params):
     tabs = [k.add_table(v.astype(np.int32), f"{n}_rescaled") for v, n in zip(rescaled(k), "ab")] \
         if params.get("tables") else None
 
+    def splat(x):
+        return b.shuffle_vector(b.insert_element(ir.Constant(ity, ir.Undefined), x,
+                                                 ir.Constant(I32, 0)),
+                                ir.Constant(ity, ir.Undefined), ir.Constant(ity, [0] * w))
+
+    # the numbers one instruction differs from another of its shape in (zero points, the
+    # multiplier, the linear form's factors) are read at run time (Kernel.runtime_int), once,
+    # as a scalar and a vector: such kernels emit the same text and LLVM compiles them once
+    # (module._share; a 64-step quantized scan's 254 QMul kernels, 6 shapes). Shifts and
+    # whether a value is zero stay in the code (they choose instructions).
+    rt = {}
+    for name, v in (("a_zp", zps[0]), ("b_zp", zps[1]), ("y_zp", t["y_zp"])) + \
+            ((("y_q", t["y_q"]),) if lin is None else tuple(zip(("ma", "mb", "r"), lin[1:]))):
+        if v:
+            x = k.runtime_int(int(v), name)
+            rt[name] = (x, splat(x))
+
+    def num(name, ty):
+        """The run-time value `name` as a scalar or a vector like `ty` (0 where it is 0)."""
+        if name not in rt:
+            return cg.const(ty, 0)
+        return rt[name][isinstance(ty, ir.VectorType)]
+    t_vec, t_one = ({**t, "y_zp": rt["y_zp"][j]} for j in (1, 0)) if "y_zp" in rt else (t, t)
+
     def value(i, off, ty):
         """Operand i at off (a scalar or w lanes), widened to i32, less its zero point (by
         tables: its rescaled value, lane by lane)."""
@@ -126,18 +150,17 @@ def emit(k, params):
                 r = b.insert_element(r, x, ir.Constant(I32, e))
             return r
         v = b.sext(v, ty) if cg.is_signed(dts[i]) else b.zext(v, ty)
-        return b.sub(v, cg.const(ty, zps[i])) if zps[i] else v
+        return b.sub(v, num("ab"[i] + "_zp", ty)) if zps[i] else v
 
     def out_of(da, db):
         """The output before the clamp: one rounding of a linear form (qmath.linear_add) or
         the reference's rescalings and requantization (i64 lanes)."""
         if lin is None:
-            return requantize(b, acc_of(da, db), t["y_q"], t["y_s"], t["mode"], params["wide"],
-                              params["ties"])
-        s, ma, mb, r = lin
-        c = (lambda v: cg.const(da.type, v))  # noqa: E731
-        x = b.add(b.add(b.mul(da, c(ma)), b.mul(db, c(mb))), c(r))
-        return b.ashr(x, c(s))
+            return requantize(b, acc_of(da, db), num("y_q", da.type), t["y_s"], t["mode"],
+                              params["wide"], params["ties"])
+        x = b.add(b.add(b.mul(da, num("ma", da.type)), b.mul(db, num("mb", da.type))),
+                  num("r", da.type))
+        return b.ashr(x, cg.const(da.type, lin[0]))
 
     def acc_of(da, db):
         if k.node.op == "QMul":
@@ -163,15 +186,11 @@ def emit(k, params):
             off = b.mul(v, k.c(w))
             da, db = [splats[i] if splats[i] is not None else value(i, b.add(base, off), ity)
                       for i, base in ((0, ia), (1, ib))]
-            r = clamp(b, out_of(da, db), t)  # on the requantized width: a scale above 1 may pass 32 bits
+            r = clamp(b, out_of(da, db), t_vec)  # on the requantized width: a scale above 1 may pass 32 bits
             b.store(b.trunc(r, ir.VectorType(yt, w)), cg.gep(b, k.out(), b.add(iy, off), yt),
                     align=1)
         if full * w < inner:
             with k.for_range(inner, start=full * w, name="e") as e:
                 da, db = [fixed[i] if fixed[i] is not None else value(i, b.add(base, e), I32)
                           for i, base in ((0, ia), (1, ib))]
-                if lin is None:
-                    finish(k, acc_of(da, db), t["y_q"], t["y_s"], k.out(), b.add(iy, e),
-                           y.dtype, params["wide"])
-                else:
-                    clamp_store(k, out_of(da, db), t, k.out(), b.add(iy, e), y.dtype)
+                clamp_store(k, out_of(da, db), t_one, k.out(), b.add(iy, e), y.dtype)

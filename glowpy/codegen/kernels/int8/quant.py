@@ -287,14 +287,20 @@ def emit_requantize(k):
     b = k.b
     x, y = k.in_buf(0), k.out_buf()
     a = k.attrs
+    same = (a["q"], a["s"]) == (1 << 30, 1)  # same scale: only the zero point and the clamp
+    # the zero points and the multiplier read at run time: the Requantizes of one shape
+    # compile once (module._share; see qbinary.emit)
+    x_zp = k.runtime_int(a["x_zp"], "x_zp") if a["x_zp"] else None
+    q = a["q"] if same else k.runtime_int(a["q"], "q")
+    at = runtime_zp(k, lambda zp: zp)
     with k.for_range(int(np.prod(y.shape)), name="e") as i:
         v = widen(b, k.load(k.inp(0), i, x.dtype), x.dtype)
-        if a["x_zp"]:
-            v = b.sub(v, ir.Constant(I32, a["x_zp"]))
-        if (a["q"], a["s"]) == (1 << 30, 1):  # same scale: only the zero point and the clamp
-            clamp_store(k, v, a, k.out(), i, y.dtype)
+        if x_zp is not None:
+            v = b.sub(v, x_zp)
+        if same:
+            clamp_store(k, v, at, k.out(), i, y.dtype)
         else:
-            finish(k, v, a["q"], a["s"], k.out(), i, y.dtype)
+            clamp_store(k, requantize(b, v, q, a["s"], a["mode"]), at, k.out(), i, y.dtype)
 
 
 @emits("QTable")

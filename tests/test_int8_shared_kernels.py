@@ -1,0 +1,51 @@
+"""Integer layers of one shape compile as one function.
+
+A repeated block (a transformer's layers, an unrolled scan's steps) has int8 MatMuls, Muls,
+Adds and Requantizes of equal shapes that differ only in their scales and zero points. Those
+numbers are read from the constant region at run time (Kernel.runtime_int), so the kernels'
+text is the same and module._share keeps one function per shape: LLVM compiles each once.
+Checked in the emitted IR (-dump-llvm-ir) at every runnable x86 level, per-tensor weights
+(ONNX Runtime's quantize_static default), and the outputs equal the references bit for bit and
+lie within 1 LSB of onnxruntime. Another shape keeps its own function."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from int8_check import byte_feeds, same_as_references
+from test_int8 import QDQ
+from util import make_graph_model
+from vector_levels import params
+
+
+def repeated_model(rng):
+    m = QDQ(np.uint8)
+    outs = []
+    for i, (ys, yz) in enumerate([(0.21, 131), (0.17, 118)]):  # two layers of one shape
+        x = m.dq("x", 0.05 + 0.01 * i, m.zp(120 + 3 * i))
+        w, _ = m.weight((48, 40), 0, rng, per_channel=False)
+        outs.append(m.q(m.op("MatMul", [x, w]), ys, yz))
+        a, b = m.dq("a", 0.04, m.zp(100 + i)), m.dq("b", 0.03, m.zp(90 - i))
+        outs.append(m.q(m.op("Mul", [a, b]), 0.05 + 0.02 * i, 110 + i))
+        outs.append(m.q(m.op("Add", [a, b]), 0.07 + 0.005 * i, 100 - 2 * i))
+        outs.append(m.q(m.dq("a", 0.04, m.zp(100)), 0.05 + 0.01 * i, 128 + 5 * i))
+    w, _ = m.weight((48, 24), 0, rng, per_channel=False)  # another shape
+    outs.append(m.q(m.op("MatMul", [m.dq("x", 0.05, m.zp(120)), w]), 0.2, 128))
+    feeds = byte_feeds({"x": (6, 48), "a": (3, 70), "b": (3, 70)}, np.uint8, rng)
+    return make_graph_model(m.nodes, feeds, outs, m.inits, opset=13), feeds
+
+
+@pytest.mark.parametrize("level", params())
+def test_layers_of_one_shape_compile_once(level, tmp_path):
+    model, feeds = repeated_model(np.random.default_rng(5))
+    same_as_references(model, feeds, tmp_path, [dict(level.options,
+                                                     dump_llvm_ir=str(tmp_path / "m.ll"))])
+    text = (tmp_path / "m.ll").read_text()
+    calls = Counter(re.findall(r'call void @"k\d+_(QMatMul|QMul|QAdd|Requantize)"', text))
+    defined = Counter(re.findall(r'define internal void @"k\d+_(QMatMul|QMul|QAdd|Requantize)"',
+                                 text))
+    assert calls == {"QMatMul": 3, "QMul": 2, "QAdd": 2, "Requantize": 2}, calls
+    assert defined == {"QMatMul": 2, "QMul": 1, "QAdd": 1, "Requantize": 1}, defined
