@@ -6,14 +6,19 @@ numbers are read from the constant region at run time (Kernel.runtime_int), so t
 text is the same and module._share keeps one function per shape: LLVM compiles each once.
 Checked in the emitted IR (-dump-llvm-ir) at every runnable x86 level, per-tensor weights
 (ONNX Runtime's quantize_static default), and the outputs equal the references bit for bit and
-lie within 1 LSB of onnxruntime. Another shape keeps its own function."""
+lie within 1 LSB of onnxruntime. Another shape keeps its own function. The Cortex-M7, which
+counts bytes first, keeps the Requantize's numbers in its code."""
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
 import numpy as np
+import onnx
 import pytest
+
+import glowpy
 
 from int8_check import byte_feeds, same_as_references
 from test_int8 import QDQ
@@ -49,3 +54,15 @@ def test_layers_of_one_shape_compile_once(level, tmp_path):
                                  text))
     assert calls == {"QMatMul": 3, "QMul": 2, "QAdd": 2, "Requantize": 2}, calls
     assert defined == {"QMatMul": 2, "QMul": 1, "QAdd": 1, "Requantize": 1}, defined
+
+
+def test_microcontrollers_keep_the_numbers_in_the_code(tmp_path):
+    """The Cortex-M7 counts bytes first: its Requantize keeps the numbers as immediates
+    instead of a 64-byte constant slot each (no run-time number among its constants)."""
+    model, _ = repeated_model(np.random.default_rng(5))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    info = glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "b"), target="arm-none-eabi",
+                          mcpu="cortex-m7")
+    manifest = json.loads((tmp_path / "b" / f"{info.name}.json").read_text())
+    kernels = {c.get("kernel", "").split("_", 1)[-1] for c in manifest["constants"]}
+    assert "Requantize" not in kernels and "QMatMul" in {i.split("_", 1)[-1] for i in kernels}

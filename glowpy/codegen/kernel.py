@@ -11,10 +11,11 @@ from llvmlite import ir
 
 from glowpy.codegen import cgutils as cg
 from glowpy.codegen.target import TargetCaps, TargetSpec
-from glowpy.ir.program import Buffer, Instr, Program, align
+from glowpy.ir.program import ALIGN, Buffer, Instr, Program, align
 
 
 SHARED_TABLE = 1024  # bytes from which vector targets store an equal table once
+_NUMBERS = "_numbers"  # Kernel.scalars: the constant holding runtime_int's numbers
 
 
 @dataclass
@@ -170,13 +171,26 @@ class Kernel:
         """An i32 read from the constant region instead of an immediate in the code: kernels
         that differ only in such values (the int8 layers of one shape in a repeated block,
         each with its output zero point) are then byte-identical and compile once
-        (module._share). The instruction's own 4 bytes, one table per name, at the same place
-        among its tables in every equal kernel; the load is emitted where it is asked for
+        (module._share). The instruction's own 4 bytes, one per name, at the same place among
+        its tables in every equal kernel (its numbers side by side in one table); the load is emitted where it is asked for
         (LLVM hoists it out of the loops: the constant region is read-only)."""
         at = self.scalars.get(name)
         if at is None:
-            self.add_table(np.array([value], np.int32), name, shared=False)
-            at = self.scalars[name] = self.prog.constants[-1].offset
+            # the instruction's numbers share a 64-byte slot while they fit: one slot each
+            # grew a 192-step quantized scan's constants by 16% (four numbers a QMul)
+            block = self.scalars.get(_NUMBERS)
+            if block is not None and block is self.prog.constants[-1] and \
+                    block.nbytes < ALIGN and \
+                    self.layout[-1] == (block.offset - self.tables["base"], block.nbytes):
+                block.data = np.append(block.data, np.int32(value))
+                block.shape = block.data.shape
+                self.layout[-1] = (self.layout[-1][0], block.nbytes)
+                at = block.offset + block.nbytes - 4
+            else:
+                self.add_table(np.array([value], np.int32), "numbers", shared=False)
+                block = self.scalars[_NUMBERS] = self.prog.constants[-1]
+                at = block.offset
+            self.scalars[name] = at
         ptr = self.b.gep(self.cbase, [ir.Constant(self.intp, at - self.tables["base"])],
                          inbounds=True, source_etype=cg.I8)
         return self.b.load(ptr, typ=cg.I32, align=4)

@@ -289,10 +289,13 @@ def emit_requantize(k):
     a = k.attrs
     same = (a["q"], a["s"]) == (1 << 30, 1)  # same scale: only the zero point and the clamp
     # the zero points and the multiplier read at run time: the Requantizes of one shape
-    # compile once (module._share; see qbinary.emit)
-    x_zp = k.runtime_int(a["x_zp"], "x_zp") if a["x_zp"] else None
-    q = a["q"] if same else k.runtime_int(a["q"], "q")
-    at = runtime_zp(k, lambda zp: zp)
+    # compile once (module._share; see qbinary.emit). Not on microcontrollers, which count
+    # bytes first: each number would take a 64-byte slot of the constant region.
+    lift = not k.caps.memory_first
+    x_zp = (k.runtime_int(a["x_zp"], "x_zp") if lift else ir.Constant(I32, a["x_zp"])) \
+        if a["x_zp"] else None
+    q = k.runtime_int(a["q"], "q") if lift and not same else a["q"]
+    at = runtime_zp(k, lambda zp: zp) if lift else a
     with k.for_range(int(np.prod(y.shape)), name="e") as i:
         v = widen(b, k.load(k.inp(0), i, x.dtype), x.dtype)
         if x_zp is not None:
