@@ -88,6 +88,16 @@ def overlap_violations(groups, offsets, pairs):
     return bad
 
 
+def live_bytes(groups, t: int) -> int:
+    """The bytes of the members live at instruction t, each group's byte ranges counted once."""
+    per = {}
+    for g in groups:
+        for m in g:
+            if m.start <= t <= m.end:
+                per.setdefault(m.group, set()).update(range(m.lo, m.hi, ALIGN))
+    return sum(len(v) for v in per.values()) * ALIGN
+
+
 @settings(max_examples=300, deadline=None)
 @given(lifetime_sets())
 def test_offsets_never_overlap_and_never_beat_the_lower_bound(case):
@@ -99,12 +109,7 @@ def test_offsets_never_overlap_and_never_beat_the_lower_bound(case):
     assert size >= bound == lower_bound(groups, pairs, n)
     # the bound is at least the bytes of any single instant's live buffers minus overlaps
     for t in range(n):
-        per = {}
-        for g in groups:
-            for m in g:
-                if m.start <= t <= m.end:
-                    per.setdefault(m.group, set()).update(range(m.lo, m.hi, ALIGN))
-        live = sum(len(v) for v in per.values()) * ALIGN
+        live = live_bytes(groups, t)
         mems = {id(m): m for g in groups for m in g}
         granted = sum(min(mems[a].hi - mems[a].lo, mems[b].hi - mems[b].lo)
                       for a, b in pairs if mems[a].start <= t <= mems[a].end
@@ -149,14 +154,9 @@ def test_live_profile_is_the_union_of_each_groups_live_bytes_less_granted_overla
     mems = {id(m): m for g in groups for m in g}
     expect = []
     for t in range(n):
-        per = {}
-        for g in groups:
-            for m in g:
-                if m.start <= t <= m.end:
-                    per.setdefault(m.group, set()).update(range(m.lo, m.hi, ALIGN))
         granted = sum(max(0, min(mems[b].size + d, mems[a].size)) for (a, b), d in pairs.items()
                       if mems[a].start <= t <= mems[a].end and mems[b].start <= t <= mems[b].end)
-        expect.append(sum(len(v) for v in per.values()) * ALIGN - granted)
+        expect.append(live_bytes(groups, t) - granted)
     assert live_profile(groups, pairs, n) == expect
 
 
