@@ -1,7 +1,8 @@
 """Integer layers of one shape compile as one function.
 
-A repeated block (a transformer's layers, an unrolled scan's steps) has int8 MatMuls, Muls,
-Adds and Requantizes of equal shapes that differ only in their scales and zero points. Those
+A repeated block (a transformer's layers, an unrolled scan's steps, a CNN stage) has int8
+MatMuls, Muls, Adds, Requantizes and convolutions of equal shapes that differ only in their
+scales and zero points. Those
 numbers are read from the constant region at run time (Kernel.runtime_int), so the kernels'
 text is the same and module._share keeps one function per shape: LLVM compiles each once.
 Checked in the emitted IR (-dump-llvm-ir) at every runnable x86 level, per-tensor weights
@@ -20,7 +21,7 @@ import pytest
 
 import glowpy
 
-from int8_check import byte_feeds, same_as_references
+from int8_check import byte_feeds, plan, same_as_references
 from test_int8 import QDQ
 from util import make_graph_model
 from vector_levels import params
@@ -66,3 +67,33 @@ def test_microcontrollers_keep_the_numbers_in_the_code(tmp_path):
     manifest = json.loads((tmp_path / "b" / f"{info.name}.json").read_text())
     kernels = {c.get("kernel", "").split("_", 1)[-1] for c in manifest["constants"]}
     assert "Requantize" not in kernels and "QMatMul" in {i.split("_", 1)[-1] for i in kernels}
+
+
+@pytest.mark.parametrize("level", params())
+def test_per_tensor_convolutions_of_one_shape_compile_once(level, tmp_path, monkeypatch):
+    """Two 3x3 QConvs of one shape with per-tensor weights (one multiplier for all channels,
+    different in each layer) and their own output zero points: one function, and the second
+    is not even emitted (Kernel.taken_over: its tables written, the first's code taken)."""
+    rng = np.random.default_rng(8)
+    m = QDQ(np.uint8)
+    outs = []
+    for ys, yz in ((0.2, 126), (0.13, 140)):
+        w, _ = m.weight((16, 32, 3, 3), 0, rng, per_channel=False)
+        outs.append(m.q(m.op("Conv", [m.dq("x", 0.05, m.zp(120)), w], pads=[1, 1, 1, 1]), ys, yz))
+    feeds = byte_feeds({"x": (1, 32, 9, 9)}, np.uint8, rng)
+    model = make_graph_model(m.nodes, feeds, outs, m.inits, opset=13)
+    same_as_references(model, feeds, tmp_path, [dict(level.options,
+                                                     dump_llvm_ir=str(tmp_path / "m.ll"))])
+    text = (tmp_path / "m.ll").read_text()
+    assert len(re.findall(r'call void @"k\d+_QConv"', text)) == 2
+    assert len(re.findall(r'define internal void @"k\d+_QConv"', text)) == 1
+    variants = {i["variant"]["name"] for i in plan(tmp_path) if i["op"] == "QConv"}
+    from glowpy.codegen.kernels.int8 import pairs_window
+    emitted = []
+    run = pairs_window.WindowPairs.emit
+    monkeypatch.setattr(pairs_window.WindowPairs, "emit",
+                        lambda self: emitted.append(self.k.instr.name) or run(self))
+    glowpy.compile(str(tmp_path / "m.onnx"), str(tmp_path / "again"), **level.options)
+    # (quads16's correction tables are as long as each layer's weights need: another layout,
+    # so the second is emitted, and its equal code shared by module._share)
+    assert len(emitted) == (2 if variants == {"quads16"} else 1), (variants, emitted)

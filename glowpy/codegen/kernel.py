@@ -172,8 +172,9 @@ class Kernel:
         that differ only in such values (the int8 layers of one shape in a repeated block,
         each with its output zero point) are then byte-identical and compile once
         (module._share). The instruction's own 4 bytes, one per name, at the same place among
-        its tables in every equal kernel (its numbers side by side in one table); the load is emitted where it is asked for
-        (LLVM hoists it out of the loops: the constant region is read-only)."""
+        its tables in every equal kernel (its numbers side by side in one table); the load is
+        emitted where it is asked for (LLVM hoists it out of the loops: the constant region is
+        read-only)."""
         at = self.scalars.get(name)
         if at is None:
             # the instruction's numbers share a 64-byte slot while they fit: one slot each

@@ -25,7 +25,11 @@ PURE = frozenset({"ConvWinograd"})  # weights transformed and packed before emis
 # with the same table layout was emitted (take): the integer GEMMs, which read the output zero
 # point at run time (quant.runtime_zp), so it is left out of their key
 TABLED = frozenset({"QConv"})
-RUNTIME_ATTRS = ("y_zp",)
+# ... and `_fix_share`, the share of corrected quads in a layer's own weights: it chose the
+# variant (groups.Quads16), which the params taken over with name. (A per-tensor multiplier is
+# an input of one value per channel, never in the key by value: pairs.PairsEmitter reads it at
+# run time, or puts it in those params where its code holds it.)
+RUNTIME_ATTRS = ("y_zp", "_fix_share")
 SMALL = 1  # constant operands this small go into the key by value (epilogues make immediates of them)
 
 

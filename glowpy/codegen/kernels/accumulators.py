@@ -99,7 +99,8 @@ class _AccLoop:
 def _readers(prog) -> dict:
     """id(buffer) -> the instructions reading it (a band of a layer counted as the layer),
     indexed once per program: a scan of every instruction per packed constant made packing
-    quadratic (4.4 of 49 s compiling a 192-step quantized scan, 577 packed matrices)."""
+    quadratic (4.4 of 49 s under cProfile compiling a 192-step quantized scan, 577 packed
+    matrices)."""
     index = prog.memo.get("readers")
     if index is None or index[0] != len(prog.instrs):
         index = (len(prog.instrs), {})

@@ -254,6 +254,13 @@ class PairsEmitter(LanesTile):
         # the output zero point's table ahead of the others, whose sizes may depend on the
         # weights (Quads16's corrections): at one offset in every kernel of this shape
         self.attrs = runtime_zp(k, self.vec.isplat)
+        # ... and beside it a multiplier every channel shares (per-tensor weights, onnxruntime's
+        # default), so that layers of one shape emit one code (module._share, and Kernel.
+        # taken_over, whose key then holds no immediate q); microcontrollers keep it in the code
+        self.q, self.s = channel_params(k, 3), channel_params(k, 4)
+        self.q_code = self.q  # the multiplier the code holds (None: read from a table)
+        if self.q is not None and not k.caps.memory_first:
+            self.q, self.q_code = self.vec.isplat(k.runtime_int(self.q, "y_q")), None
         self.w = self.vec.w
         self.mr, self.nv, self.nt = p["mr"], p["nv"], p["tiles"]
         self.wide, self.ties = p["wide"], p["ties"]
@@ -286,7 +293,6 @@ class PairsEmitter(LanesTile):
             self.buf = k.out(1)
         else:
             self.buf = cg.stack_block(self.b, I32, self.nt * self.c2 * self.nr, "pairs")
-        self.q, self.s = channel_params(k, 3), channel_params(k, 4)
 
     def emit(self):
         k, b = self.k, self.b

@@ -252,6 +252,6 @@ def place(prog, caps) -> None:
 @variant("QConv", "pairs", rank=30, plan=plan)
 def emit(k, p):
     e = (WindowPairs if p["window"] else PairsEmitter)(k, p)  # (its tables written)
-    # the requantization's immediates (q and s where every channel shares them) with the plan
-    if not k.taken_over((p, e.q, e.s)):
+    # the requantization's immediates (s, and q where the code holds it) with the plan
+    if not k.taken_over((p, e.q_code, e.s)):
         e.emit()
