@@ -63,30 +63,22 @@ def place(groups, order, pairs, ext, mirror: bool = False) -> list[int]:
         for m in groups[gi]:
             lo, hi = span(m, gi)
             live = (start[:k] <= m.end) & (end[:k] >= m.start)
-            special = []
+            special = {}  # row -> (d, m is the output): a granted overlap with m
             for other, d, m_out in partners.get(id(m), ()):
                 r = slot.get(other)
-                if r is None or not live[r]:
-                    continue
-                live[r] = False
-                special.append((r, d, m_out))
-            # a member that is both input and output of streaming ops takes the allowance it
-            # gets as an output (the order planner.members' pairs were read in)
-            special.sort(key=lambda s: not s[2])
-            seen = set()
-            for r, d, m_out in special:
-                if r in seen:
-                    continue
-                seen.add(r)
+                if r is not None and live[r] and (r not in special or m_out):
+                    special[r] = (d, m_out)  # (both ways: m's allowance as the output)
+            live[list(special)] = False
+            for r, (d, m_out) in special.items():
                 clo, chi = int(lo_at[r]), int(hi_at[r])
                 if m_out and not mirror:  # m starts |d| or more below its input, or above it
                     a, b = clo + d - lo, chi - lo
                 elif not mirror:
                     a, b = clo - hi, clo - d - lo
                 elif m_out:  # mirrored: out_m >= in_m + si - so - D, or below
-                    a, b = clo - hi, clo + (chi - clo) - (hi - lo) - d - lo
+                    a, b = clo - hi, chi - hi - d
                 else:
-                    a, b = clo - (hi - lo) + (chi - clo) + d - lo, chi - lo
+                    a, b = chi - hi + d, chi - lo
                 # the allowance matters only where the bytes meet at all
                 fa.append([max(a, clo - hi)]), fb.append([min(b, chi - lo)])
             fa.append(lo_at[:k][live] - hi)
